@@ -1,0 +1,23 @@
+// environment.h — what a result must carry to be comparable later: host, CPU, memory, OS,
+// compiler, dlhost version and revision, library versions and the environment variables that
+// change performance (threads, allocator, OpenBLAS/oneDNN knobs). Thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace dlhost {
+
+class PluginRegistry;
+
+std::string cpu_model();
+int host_cores();  // cores this process may run on (affinity mask)
+uint64_t host_memory_bytes();
+
+// Captured once per run; plugin libraries (backends' device info, comms' library) included.
+nlohmann::ordered_json capture_environment(const PluginRegistry& registry);
+
+std::string dlhost_version();
+std::string dlhost_git_revision();
+
+}  // namespace dlhost

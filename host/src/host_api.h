@@ -1,0 +1,69 @@
+// host_api.h — the host side of the ABI's services: status objects, per-case options, the
+// rendezvous key-value store, and the dlhost_host_api table handed to every plugin.
+//
+// Thread-safety: every function here is thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "dlhost/dlhost.h"
+
+// The opaque types of the ABI, defined by the host.
+struct dlhost_status {
+  int32_t code;
+  std::string message;
+};
+struct dlhost_options {
+  std::map<std::string, std::string> values;
+};
+
+namespace dlhost {
+
+// The table every plugin receives; lives as long as the process.
+const dlhost_host_api* host_api();
+
+// An error raised by the host or carried out of a plugin's status.
+class Error : public std::runtime_error {
+ public:
+  Error(dlhost_code code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  dlhost_code code() const { return code_; }
+
+ private:
+  dlhost_code code_;
+};
+
+struct StatusDeleter {
+  void operator()(dlhost_status* s) const { delete s; }
+};
+using StatusPtr = std::unique_ptr<dlhost_status, StatusDeleter>;
+
+dlhost_status* make_status(dlhost_code code, const std::string& message);
+
+// Throws Error(code, context + ": " + message) when `status` is an error; releases it.
+void check_status(dlhost_status* status, const std::string& context);
+
+const char* code_name(int32_t code);
+
+// Runs `body`, turning exceptions into a status (for host functions called by plugins).
+template <class Body>
+dlhost_status* guard_status(Body&& body) noexcept {
+  try {
+    body();
+    return nullptr;
+  } catch (const Error& e) {
+    return make_status(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return make_status(DLHOST_CODE_INTERNAL, e.what());
+  } catch (...) {
+    return make_status(DLHOST_CODE_UNKNOWN, "unknown exception");
+  }
+}
+
+// Clears the in-process rendezvous store (between cases).
+void reset_store();
+
+}  // namespace dlhost

@@ -1,0 +1,43 @@
+// runner.h — runs one case of a suite in this process and makes its result record: builds the
+// network's graph, compiles it on the backend, initializes weights and resident synthetic data,
+// runs warm-up then timed training steps (forward, backward, update, each ended by a
+// synchronize), and summarizes. Never throws: every failure becomes the record's status.
+// Not thread-safe (backends bound threads per process).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "networks.h"
+
+namespace dlhost {
+
+class PluginRegistry;
+
+struct RunContext {
+  const PluginRegistry* registry = nullptr;
+  const std::vector<NetworkRef>* networks = nullptr;
+  nlohmann::ordered_json environment;  // from capture_environment
+  std::string suite_name, suite_path;
+};
+
+struct CaseInput {
+  std::string id;
+  nlohmann::ordered_json params;  // the case's full parameters (suite keys)
+  std::string source;             // FILE:LINE it came from
+  std::string skip_reason;        // non-empty: recorded SKIPPED without running
+};
+
+// Result statuses. SKIPPED covers both "not available here" and a backend's UNIMPLEMENTED.
+inline constexpr const char* kStatusOk = "OK";
+inline constexpr const char* kStatusSkipped = "SKIPPED";
+inline constexpr const char* kStatusFailed = "FAILED";
+inline constexpr const char* kStatusTimeout = "TIMEOUT";
+
+nlohmann::ordered_json run_case(const CaseInput& input, const RunContext& context);
+
+// The schema version written into every record (docs/results-schema.json).
+inline constexpr int kResultsSchemaVersion = 1;
+
+}  // namespace dlhost

@@ -1,0 +1,88 @@
+// synthetic.cpp — see synthetic.h. std::mt19937_64 with hand-written mappings (not the standard
+// distributions, whose output may differ between standard libraries) keeps the numbers
+// identical wherever dlhost is built.
+#include "synthetic.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "graph.h"
+
+namespace dlhost {
+
+namespace {
+
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+double normal(std::mt19937_64& rng) {
+  // Box-Muller; 1 - u keeps the log finite.
+  double u1 = 1.0 - uniform01(rng), u2 = uniform01(rng);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> initial_params(const Graph& graph, uint64_t seed) {
+  std::vector<std::vector<float>> out;
+  for (int32_t i = 0; i < graph.num_params(); ++i) {
+    const auto& p = graph.param(i);
+    std::vector<float> values(static_cast<size_t>(p.count));
+    std::mt19937_64 rng(seed * 1000003ULL + static_cast<uint64_t>(i));
+    switch (p.init) {
+      case DLHOST_INIT_ONE:
+        std::fill(values.begin(), values.end(), 1.0f);
+        break;
+      case DLHOST_INIT_XAVIER_UNIFORM: {
+        double a = std::sqrt(6.0 / static_cast<double>(p.fan_in + p.fan_out));
+        for (auto& v : values) v = static_cast<float>((2.0 * uniform01(rng) - 1.0) * a);
+        break;
+      }
+      case DLHOST_INIT_HE_NORMAL: {
+        double sd = std::sqrt(2.0 / static_cast<double>(p.fan_in));
+        for (auto& v : values) v = static_cast<float>(normal(rng) * sd);
+        break;
+      }
+      default:
+        std::fill(values.begin(), values.end(), 0.0f);
+    }
+    out.push_back(std::move(values));
+  }
+  return out;
+}
+
+std::vector<InputData> synthetic_inputs(const Graph& graph, uint64_t seed) {
+  const dlhost_graph* g = graph.view();
+  std::vector<InputData> out;
+  for (int32_t k = 0; k < g->num_inputs; ++k) {
+    const auto& t = graph.tensor(g->inputs[k]);
+    int64_t count = 1;
+    for (int32_t d = 0; d < t.rank; ++d) count *= t.dims[d];
+    InputData in;
+    in.tensor = t.id;
+    in.bytes.resize(static_cast<size_t>(count) * 4);
+    std::mt19937_64 rng(seed * 7919ULL + 17ULL * static_cast<uint64_t>(k + 1));
+    if (t.dtype == DLHOST_DTYPE_I32) {
+      // The class count is the width of the logits of the loss that reads these labels.
+      int64_t classes = 1;
+      for (int32_t n = 0; n < g->num_nodes; ++n) {
+        const auto& node = *g->nodes[n];
+        if (node.op == DLHOST_OP_SOFTMAX_CROSS_ENTROPY && node.inputs[1] == t.id)
+          classes = graph.tensor(node.inputs[0]).dims[1];
+      }
+      for (int64_t i = 0; i < count; ++i) {
+        int32_t label = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
+        std::memcpy(in.bytes.data() + i * 4, &label, 4);
+      }
+    } else {
+      for (int64_t i = 0; i < count; ++i) {
+        float v = static_cast<float>(uniform01(rng));
+        std::memcpy(in.bytes.data() + i * 4, &v, 4);
+      }
+    }
+    out.push_back(std::move(in));
+  }
+  return out;
+}
+
+}  // namespace dlhost

@@ -1,0 +1,235 @@
+// dlhost.hpp — header-only C++ comfort layer for plugin authors, dnnl.hpp-style.
+//
+// It is compiled into the plugin and never crosses the boundary: exceptions thrown by plugin code
+// become dlhost_status objects in guard(), statuses returned by the host (builder calls) become
+// exceptions in check(). It needs nothing but the C headers and the standard library.
+//
+// Thread-safety: host() is set once by the entry function before any other call; everything
+// else is as thread-safe as the host functions it calls.
+#ifndef DLHOST_HPP
+#define DLHOST_HPP
+
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dlhost/dlhost.h"
+
+namespace dlhost::sdk {
+
+// The host's services, kept by the entry function. Each plugin library has its own copy (the
+// plugin is built with hidden visibility), so two plugins never share it.
+inline const dlhost_host_api*& host_slot() {
+  static const dlhost_host_api* host = nullptr;
+  return host;
+}
+inline const dlhost_host_api* host() { return host_slot(); }
+
+// Checks the host's major version and keeps the table. Returns false (after logging) when the
+// plugin cannot use this host.
+inline bool attach_host(const dlhost_host_api* host, const char* plugin_name) {
+  if (host == nullptr || host->struct_size < DLHOST_HOST_API_STRUCT_SIZE) return false;
+  host_slot() = host;
+  if (host->abi_major != DLHOST_ABI_MAJOR) {
+    std::string msg = std::string(plugin_name) + " was built for dlhost ABI " +
+                      std::to_string(DLHOST_ABI_MAJOR) + ", host speaks " +
+                      std::to_string(host->abi_major);
+    host->log(DLHOST_LOG_ERROR, plugin_name, msg.c_str());
+    host_slot() = nullptr;
+    return false;
+  }
+  return true;
+}
+
+// An error with an absl status code, thrown inside the plugin and turned into a status by guard().
+class Error : public std::runtime_error {
+ public:
+  Error(dlhost_code code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  dlhost_code code() const { return code_; }
+
+ private:
+  dlhost_code code_;
+};
+
+[[noreturn]] inline void fail(dlhost_code code, const std::string& message) {
+  throw Error(code, message);
+}
+[[noreturn]] inline void unimplemented(const std::string& message) {
+  throw Error(DLHOST_CODE_UNIMPLEMENTED, message);
+}
+[[noreturn]] inline void invalid(const std::string& message) {
+  throw Error(DLHOST_CODE_INVALID_ARGUMENT, message);
+}
+
+inline dlhost_status* make_status(dlhost_code code, const std::string& message) {
+  return host()->status_create(code, message.c_str());
+}
+
+// Runs `body` and turns every exception into a status; NULL on success. Every function a plugin
+// puts in a table should be `return guard([&] { ... });`.
+template <class Body>
+dlhost_status* guard(Body&& body) noexcept {
+  try {
+    body();
+    return nullptr;
+  } catch (const Error& e) {
+    return make_status(e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return make_status(DLHOST_CODE_RESOURCE_EXHAUSTED, "out of memory (std::bad_alloc)");
+  } catch (const std::exception& e) {
+    return make_status(DLHOST_CODE_INTERNAL, e.what());
+  } catch (...) {
+    return make_status(DLHOST_CODE_UNKNOWN, "unknown exception");
+  }
+}
+
+// Turns a status returned by the host into an exception (and releases it).
+inline void check(dlhost_status* status) {
+  if (status == nullptr) return;
+  auto code = static_cast<dlhost_code>(host()->status_code(status));
+  std::string message = host()->status_message(status);
+  host()->status_destroy(status);
+  throw Error(code, message);
+}
+
+inline void log(dlhost_log_level level, const char* source, const std::string& message) {
+  if (host() != nullptr && host()->log_enabled(level)) host()->log(level, source, message.c_str());
+}
+
+// Per-case options.
+inline std::optional<std::string> option(const dlhost_options* options, const char* key) {
+  const char* value = host()->option_get(options, key);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+inline int64_t option_int(const dlhost_options* options, const char* key, int64_t fallback) {
+  auto value = option(options, key);
+  if (!value) return fallback;
+  char* end = nullptr;
+  long long parsed = std::strtoll(value->c_str(), &end, 10);
+  if (end == value->c_str() || *end != '\0')
+    invalid(std::string("option '") + key + "' must be an integer, got '" + *value + "'");
+  return parsed;
+}
+
+// Zero-initialized ABI struct with its struct_size set.
+template <class T>
+T make_struct(size_t struct_size) {
+  T value{};
+  value.struct_size = struct_size;
+  return value;
+}
+
+// The graph builder as a C++ object: each call returns the new tensor id or throws Error.
+class Builder {
+ public:
+  Builder(const dlhost_builder_api* api, dlhost_graph_builder* builder)
+      : api_(api), builder_(builder) {}
+
+  int32_t input(const std::string& name, std::initializer_list<int64_t> per_sample_dims,
+                dlhost_dtype dtype = DLHOST_DTYPE_F32) {
+    std::vector<int64_t> dims(per_sample_dims);
+    int32_t out = -1;
+    check(api_->input(builder_, name.c_str(), dtype, static_cast<int32_t>(dims.size()),
+                      dims.data(), &out));
+    return out;
+  }
+  int32_t labels(const std::string& name = "labels") {
+    int32_t out = -1;
+    check(api_->input(builder_, name.c_str(), DLHOST_DTYPE_I32, 0, nullptr, &out));
+    return out;
+  }
+  int32_t fc(const std::string& name, int32_t x, int64_t out_features, bool bias = true) {
+    auto attrs = make_struct<dlhost_fc_attrs>(DLHOST_FC_ATTRS_STRUCT_SIZE);
+    attrs.out_features = out_features;
+    attrs.has_bias = bias ? 1 : 0;
+    int32_t out = -1;
+    check(api_->fc(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  struct Conv {
+    int64_t out_channels = 0, kernel = 1, stride = 1, pad = 0, dilation = 1, groups = 1;
+    bool bias = true;
+  };
+  int32_t conv2d(const std::string& name, int32_t x, const Conv& c) {
+    auto attrs = make_struct<dlhost_conv2d_attrs>(DLHOST_CONV2D_ATTRS_STRUCT_SIZE);
+    attrs.out_channels = c.out_channels;
+    attrs.kernel_h = attrs.kernel_w = c.kernel;
+    attrs.stride_h = attrs.stride_w = c.stride;
+    attrs.pad_h = attrs.pad_w = c.pad;
+    attrs.dilation_h = attrs.dilation_w = c.dilation;
+    attrs.groups = c.groups;
+    attrs.has_bias = c.bias ? 1 : 0;
+    int32_t out = -1;
+    check(api_->conv2d(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  struct Pool {
+    dlhost_pool_kind kind = DLHOST_POOL_MAX;
+    int64_t kernel = 2, stride = 2, pad = 0;
+    bool ceil_mode = false, count_include_pad = true;
+  };
+  int32_t pool2d(const std::string& name, int32_t x, const Pool& p) {
+    auto attrs = make_struct<dlhost_pool2d_attrs>(DLHOST_POOL2D_ATTRS_STRUCT_SIZE);
+    attrs.kind = p.kind;
+    attrs.kernel_h = attrs.kernel_w = p.kernel;
+    attrs.stride_h = attrs.stride_w = p.stride;
+    attrs.pad_h = attrs.pad_w = p.pad;
+    attrs.ceil_mode = p.ceil_mode ? 1 : 0;
+    attrs.count_include_pad = p.count_include_pad ? 1 : 0;
+    int32_t out = -1;
+    check(api_->pool2d(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  int32_t activation(const std::string& name, int32_t x, dlhost_activation_kind kind) {
+    auto attrs = make_struct<dlhost_activation_attrs>(DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE);
+    attrs.kind = kind;
+    int32_t out = -1;
+    check(api_->activation(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  int32_t relu(const std::string& name, int32_t x) {
+    return activation(name, x, DLHOST_ACTIVATION_RELU);
+  }
+  int32_t sigmoid(const std::string& name, int32_t x) {
+    return activation(name, x, DLHOST_ACTIVATION_SIGMOID);
+  }
+  int32_t softmax_cross_entropy(const std::string& name, int32_t logits, int32_t labels) {
+    int32_t out = -1;
+    check(api_->softmax_cross_entropy(builder_, name.c_str(), logits, labels, &out));
+    return out;
+  }
+  int32_t mse_loss(const std::string& name, int32_t prediction, int32_t target) {
+    int32_t out = -1;
+    check(api_->mse_loss(builder_, name.c_str(), prediction, target, &out));
+    return out;
+  }
+
+ private:
+  const dlhost_builder_api* api_;
+  dlhost_graph_builder* builder_;
+};
+
+// Read-only helpers over the graph a backend compiles.
+inline const dlhost_tensor_desc& tensor(const dlhost_graph* g, int32_t id) {
+  if (id < 0 || id >= g->num_tensors) invalid("tensor id " + std::to_string(id) + " out of range");
+  return *g->tensors[id];
+}
+inline std::vector<int64_t> dims_of(const dlhost_tensor_desc& t) {
+  return std::vector<int64_t>(t.dims, t.dims + t.rank);
+}
+inline int64_t element_count(const dlhost_tensor_desc& t) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < t.rank; ++i) n *= t.dims[i];
+  return n;
+}
+
+}  // namespace dlhost::sdk
+
+#endif  // DLHOST_HPP
