@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "git_revision.h"
 #include "host_api.h"
 #include "plugin_registry.h"
 

@@ -99,6 +99,18 @@ size_t table_size(const dlhost_plugin* p) {
   }
 }
 
+// Boost.DLL wraps dlerror()'s text in its own words and an unrelated errno string; the user
+// needs only dlerror's part ("libcudnn.so.9: cannot open shared object file").
+std::string dlerror_text(const std::string& boost_message) {
+  const std::string marker = "dlerror system message: ";
+  auto begin = boost_message.find(marker);
+  if (begin == std::string::npos) return boost_message;
+  begin += marker.size();
+  auto end = boost_message.rfind("):");
+  if (end == std::string::npos || end < begin) end = boost_message.size();
+  return boost_message.substr(begin, end - begin);
+}
+
 }  // namespace
 
 bool PluginRegistry::load_file(const std::string& path) {
@@ -114,7 +126,7 @@ bool PluginRegistry::load_file(const std::string& path) {
     lib = boost::dll::shared_library(
         path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
-    return refuse(std::string("cannot load: ") + e.what());
+    return refuse("cannot load: " + dlerror_text(e.what()));
   }
   if (!lib.has(DLHOST_PLUGIN_ENTRY_SYMBOL))
     return refuse("no entry symbol '" DLHOST_PLUGIN_ENTRY_SYMBOL "': not a dlhost plugin");

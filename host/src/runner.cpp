@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -52,6 +54,13 @@ uint64_t peak_rss_bytes() {
   while (std::getline(in, line))
     if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   return 0;
+}
+
+// A float setting as the user wrote it (0.01, not 0.009999999776).
+double as_written(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.7g", static_cast<double>(v));
+  return std::strtod(buf, nullptr);
 }
 
 json summary_json(const Summary& s) {
@@ -184,10 +193,10 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
                          {"threads_used", info.threads},
                          {"optimizer",
                           {{"kind", "sgd"},
-                           {"lr", opt.learning_rate},
-                           {"momentum", opt.momentum},
-                           {"weight_decay", opt.weight_decay},
-                           {"clip_norm", opt.clip_norm}}},
+                           {"lr", as_written(opt.learning_rate)},
+                           {"momentum", as_written(opt.momentum)},
+                           {"weight_decay", as_written(opt.weight_decay)},
+                           {"clip_norm", as_written(opt.clip_norm)}}},
                          {"implementation", info.implementation ? info.implementation : ""}};
 
   // --- training steps ------------------------------------------------------------------------

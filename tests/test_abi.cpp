@@ -1,0 +1,285 @@
+// test_abi.cpp — the v1 ABI freeze and the plugin loader's refusals.
+//
+// The layout numbers below were taken from ABI 1.0 when it was released. If one of these fails, a
+// change broke the ABI: append new fields at the end of a struct instead (and update its
+// STRUCT_SIZE macro and DLHOST_ABI_MINOR), never reorder, remove or retype.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <fstream>
+#include <string>
+
+#include "dlhost/dlhost.h"
+#include "host_api.h"
+#include "plugin_registry.h"
+
+namespace {
+
+constexpr size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// A struct_size macro that still names an old last field after a field was appended would let a
+// new writer claim an old size: each macro must cover the whole struct but its tail padding.
+static_assert(align_up(DLHOST_BUFFER_STRUCT_SIZE, alignof(dlhost_buffer)) == sizeof(dlhost_buffer), "DLHOST_BUFFER_STRUCT_SIZE does not name the last field of dlhost_buffer");
+static_assert(align_up(DLHOST_EXTENSION_STRUCT_SIZE, alignof(dlhost_extension)) == sizeof(dlhost_extension), "DLHOST_EXTENSION_STRUCT_SIZE does not name the last field of dlhost_extension");
+static_assert(align_up(DLHOST_HOST_API_STRUCT_SIZE, alignof(dlhost_host_api)) == sizeof(dlhost_host_api), "DLHOST_HOST_API_STRUCT_SIZE does not name the last field of dlhost_host_api");
+static_assert(align_up(DLHOST_PLUGIN_STRUCT_SIZE, alignof(dlhost_plugin)) == sizeof(dlhost_plugin), "DLHOST_PLUGIN_STRUCT_SIZE does not name the last field of dlhost_plugin");
+static_assert(align_up(DLHOST_FC_ATTRS_STRUCT_SIZE, alignof(dlhost_fc_attrs)) == sizeof(dlhost_fc_attrs), "DLHOST_FC_ATTRS_STRUCT_SIZE does not name the last field of dlhost_fc_attrs");
+static_assert(align_up(DLHOST_CONV2D_ATTRS_STRUCT_SIZE, alignof(dlhost_conv2d_attrs)) == sizeof(dlhost_conv2d_attrs), "DLHOST_CONV2D_ATTRS_STRUCT_SIZE does not name the last field of dlhost_conv2d_attrs");
+static_assert(align_up(DLHOST_POOL2D_ATTRS_STRUCT_SIZE, alignof(dlhost_pool2d_attrs)) == sizeof(dlhost_pool2d_attrs), "DLHOST_POOL2D_ATTRS_STRUCT_SIZE does not name the last field of dlhost_pool2d_attrs");
+static_assert(align_up(DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE, alignof(dlhost_activation_attrs)) == sizeof(dlhost_activation_attrs), "DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE does not name the last field of dlhost_activation_attrs");
+static_assert(align_up(DLHOST_TENSOR_DESC_STRUCT_SIZE, alignof(dlhost_tensor_desc)) == sizeof(dlhost_tensor_desc), "DLHOST_TENSOR_DESC_STRUCT_SIZE does not name the last field of dlhost_tensor_desc");
+static_assert(align_up(DLHOST_PARAM_DESC_STRUCT_SIZE, alignof(dlhost_param_desc)) == sizeof(dlhost_param_desc), "DLHOST_PARAM_DESC_STRUCT_SIZE does not name the last field of dlhost_param_desc");
+static_assert(align_up(DLHOST_NODE_STRUCT_SIZE, alignof(dlhost_node)) == sizeof(dlhost_node), "DLHOST_NODE_STRUCT_SIZE does not name the last field of dlhost_node");
+static_assert(align_up(DLHOST_GRAPH_STRUCT_SIZE, alignof(dlhost_graph)) == sizeof(dlhost_graph), "DLHOST_GRAPH_STRUCT_SIZE does not name the last field of dlhost_graph");
+static_assert(align_up(DLHOST_BUILDER_API_STRUCT_SIZE, alignof(dlhost_builder_api)) == sizeof(dlhost_builder_api), "DLHOST_BUILDER_API_STRUCT_SIZE does not name the last field of dlhost_builder_api");
+static_assert(align_up(DLHOST_DEVICE_INFO_STRUCT_SIZE, alignof(dlhost_device_info)) == sizeof(dlhost_device_info), "DLHOST_DEVICE_INFO_STRUCT_SIZE does not name the last field of dlhost_device_info");
+static_assert(align_up(DLHOST_OPTIMIZER_DESC_STRUCT_SIZE, alignof(dlhost_optimizer_desc)) == sizeof(dlhost_optimizer_desc), "DLHOST_OPTIMIZER_DESC_STRUCT_SIZE does not name the last field of dlhost_optimizer_desc");
+static_assert(align_up(DLHOST_GRAD_READY_STRUCT_SIZE, alignof(dlhost_grad_ready)) == sizeof(dlhost_grad_ready), "DLHOST_GRAD_READY_STRUCT_SIZE does not name the last field of dlhost_grad_ready");
+static_assert(align_up(DLHOST_MODEL_INFO_STRUCT_SIZE, alignof(dlhost_model_info)) == sizeof(dlhost_model_info), "DLHOST_MODEL_INFO_STRUCT_SIZE does not name the last field of dlhost_model_info");
+static_assert(align_up(DLHOST_BACKEND_API_STRUCT_SIZE, alignof(dlhost_backend_api)) == sizeof(dlhost_backend_api), "DLHOST_BACKEND_API_STRUCT_SIZE does not name the last field of dlhost_backend_api");
+static_assert(align_up(DLHOST_COMM_INIT_ARGS_STRUCT_SIZE, alignof(dlhost_comm_init_args)) == sizeof(dlhost_comm_init_args), "DLHOST_COMM_INIT_ARGS_STRUCT_SIZE does not name the last field of dlhost_comm_init_args");
+static_assert(align_up(DLHOST_COMM_CAPS_STRUCT_SIZE, alignof(dlhost_comm_caps)) == sizeof(dlhost_comm_caps), "DLHOST_COMM_CAPS_STRUCT_SIZE does not name the last field of dlhost_comm_caps");
+static_assert(align_up(DLHOST_COMM_API_STRUCT_SIZE, alignof(dlhost_comm_api)) == sizeof(dlhost_comm_api), "DLHOST_COMM_API_STRUCT_SIZE does not name the last field of dlhost_comm_api");
+static_assert(align_up(DLHOST_NETWORK_INFO_STRUCT_SIZE, alignof(dlhost_network_info)) == sizeof(dlhost_network_info), "DLHOST_NETWORK_INFO_STRUCT_SIZE does not name the last field of dlhost_network_info");
+static_assert(align_up(DLHOST_NETWORK_API_STRUCT_SIZE, alignof(dlhost_network_api)) == sizeof(dlhost_network_api), "DLHOST_NETWORK_API_STRUCT_SIZE does not name the last field of dlhost_network_api");
+
+TEST(AbiFreeze, VersionIsOneDotSomething) {
+  EXPECT_EQ(DLHOST_ABI_MAJOR, 1);
+  EXPECT_GE(DLHOST_ABI_MINOR, 0);
+}
+
+TEST(AbiFreeze, StructLayoutsOfV1) {
+  EXPECT_EQ(sizeof(dlhost_buffer), 40u);
+  EXPECT_EQ(offsetof(dlhost_buffer, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_buffer, data), 8u);
+  EXPECT_EQ(offsetof(dlhost_buffer, bytes), 16u);
+  EXPECT_EQ(offsetof(dlhost_buffer, dtype), 24u);
+  EXPECT_EQ(offsetof(dlhost_buffer, memory_space), 28u);
+  EXPECT_EQ(offsetof(dlhost_buffer, device), 32u);
+  EXPECT_EQ(sizeof(dlhost_extension), 24u);
+  EXPECT_EQ(offsetof(dlhost_extension, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_extension, type), 8u);
+  EXPECT_EQ(offsetof(dlhost_extension, next), 16u);
+  EXPECT_EQ(sizeof(dlhost_host_api), 88u);
+  EXPECT_EQ(offsetof(dlhost_host_api, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_host_api, abi_major), 8u);
+  EXPECT_EQ(offsetof(dlhost_host_api, abi_minor), 12u);
+  EXPECT_EQ(offsetof(dlhost_host_api, status_create), 16u);
+  EXPECT_EQ(offsetof(dlhost_host_api, status_code), 24u);
+  EXPECT_EQ(offsetof(dlhost_host_api, status_message), 32u);
+  EXPECT_EQ(offsetof(dlhost_host_api, status_destroy), 40u);
+  EXPECT_EQ(offsetof(dlhost_host_api, log), 48u);
+  EXPECT_EQ(offsetof(dlhost_host_api, log_enabled), 56u);
+  EXPECT_EQ(offsetof(dlhost_host_api, option_get), 64u);
+  EXPECT_EQ(offsetof(dlhost_host_api, store_set), 72u);
+  EXPECT_EQ(offsetof(dlhost_host_api, store_get), 80u);
+  EXPECT_EQ(sizeof(dlhost_plugin), 88u);
+  EXPECT_EQ(offsetof(dlhost_plugin, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_plugin, abi_major), 8u);
+  EXPECT_EQ(offsetof(dlhost_plugin, abi_minor), 12u);
+  EXPECT_EQ(offsetof(dlhost_plugin, kind), 16u);
+  EXPECT_EQ(offsetof(dlhost_plugin, name), 24u);
+  EXPECT_EQ(offsetof(dlhost_plugin, version), 32u);
+  EXPECT_EQ(offsetof(dlhost_plugin, description), 40u);
+  EXPECT_EQ(offsetof(dlhost_plugin, query), 48u);
+  EXPECT_EQ(offsetof(dlhost_plugin, backend), 56u);
+  EXPECT_EQ(offsetof(dlhost_plugin, comm), 64u);
+  EXPECT_EQ(offsetof(dlhost_plugin, network), 72u);
+  EXPECT_EQ(offsetof(dlhost_plugin, extensions), 80u);
+  EXPECT_EQ(sizeof(dlhost_fc_attrs), 24u);
+  EXPECT_EQ(offsetof(dlhost_fc_attrs, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_fc_attrs, out_features), 8u);
+  EXPECT_EQ(offsetof(dlhost_fc_attrs, has_bias), 16u);
+  EXPECT_EQ(sizeof(dlhost_conv2d_attrs), 96u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, out_channels), 8u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, kernel_h), 16u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, kernel_w), 24u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, stride_h), 32u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, stride_w), 40u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, pad_h), 48u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, pad_w), 56u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, dilation_h), 64u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, dilation_w), 72u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, groups), 80u);
+  EXPECT_EQ(offsetof(dlhost_conv2d_attrs, has_bias), 88u);
+  EXPECT_EQ(sizeof(dlhost_pool2d_attrs), 72u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, kind), 8u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, kernel_h), 16u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, kernel_w), 24u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, stride_h), 32u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, stride_w), 40u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, pad_h), 48u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, pad_w), 56u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, ceil_mode), 64u);
+  EXPECT_EQ(offsetof(dlhost_pool2d_attrs, count_include_pad), 68u);
+  EXPECT_EQ(sizeof(dlhost_activation_attrs), 16u);
+  EXPECT_EQ(offsetof(dlhost_activation_attrs, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_activation_attrs, kind), 8u);
+  EXPECT_EQ(sizeof(dlhost_tensor_desc), 104u);
+  EXPECT_EQ(offsetof(dlhost_tensor_desc, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_tensor_desc, id), 8u);
+  EXPECT_EQ(offsetof(dlhost_tensor_desc, dtype), 12u);
+  EXPECT_EQ(offsetof(dlhost_tensor_desc, rank), 16u);
+  EXPECT_EQ(offsetof(dlhost_tensor_desc, dims), 24u);
+  EXPECT_EQ(offsetof(dlhost_tensor_desc, name), 88u);
+  EXPECT_EQ(offsetof(dlhost_tensor_desc, producer), 96u);
+  EXPECT_EQ(sizeof(dlhost_param_desc), 128u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, id), 8u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, node), 12u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, role), 16u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, init), 20u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, rank), 24u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, dims), 32u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, count), 96u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, fan_in), 104u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, fan_out), 112u);
+  EXPECT_EQ(offsetof(dlhost_param_desc, name), 120u);
+  EXPECT_EQ(sizeof(dlhost_node), 72u);
+  EXPECT_EQ(offsetof(dlhost_node, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_node, op), 8u);
+  EXPECT_EQ(offsetof(dlhost_node, name), 16u);
+  EXPECT_EQ(offsetof(dlhost_node, num_inputs), 24u);
+  EXPECT_EQ(offsetof(dlhost_node, inputs), 32u);
+  EXPECT_EQ(offsetof(dlhost_node, output), 40u);
+  EXPECT_EQ(offsetof(dlhost_node, num_params), 44u);
+  EXPECT_EQ(offsetof(dlhost_node, params), 48u);
+  EXPECT_EQ(offsetof(dlhost_node, attrs), 56u);
+  EXPECT_EQ(offsetof(dlhost_node, forward_flops), 64u);
+  EXPECT_EQ(sizeof(dlhost_graph), 96u);
+  EXPECT_EQ(offsetof(dlhost_graph, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_graph, network), 8u);
+  EXPECT_EQ(offsetof(dlhost_graph, batch), 16u);
+  EXPECT_EQ(offsetof(dlhost_graph, num_tensors), 24u);
+  EXPECT_EQ(offsetof(dlhost_graph, tensors), 32u);
+  EXPECT_EQ(offsetof(dlhost_graph, num_nodes), 40u);
+  EXPECT_EQ(offsetof(dlhost_graph, nodes), 48u);
+  EXPECT_EQ(offsetof(dlhost_graph, num_params), 56u);
+  EXPECT_EQ(offsetof(dlhost_graph, params), 64u);
+  EXPECT_EQ(offsetof(dlhost_graph, num_inputs), 72u);
+  EXPECT_EQ(offsetof(dlhost_graph, inputs), 80u);
+  EXPECT_EQ(offsetof(dlhost_graph, loss), 88u);
+  EXPECT_EQ(sizeof(dlhost_builder_api), 64u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, input), 8u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, fc), 16u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, conv2d), 24u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, pool2d), 32u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, activation), 40u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, softmax_cross_entropy), 48u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, mse_loss), 56u);
+  EXPECT_EQ(sizeof(dlhost_device_info), 64u);
+  EXPECT_EQ(offsetof(dlhost_device_info, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_device_info, index), 8u);
+  EXPECT_EQ(offsetof(dlhost_device_info, kind), 12u);
+  EXPECT_EQ(offsetof(dlhost_device_info, name), 16u);
+  EXPECT_EQ(offsetof(dlhost_device_info, model), 24u);
+  EXPECT_EQ(offsetof(dlhost_device_info, cores), 32u);
+  EXPECT_EQ(offsetof(dlhost_device_info, isa), 40u);
+  EXPECT_EQ(offsetof(dlhost_device_info, memory_bytes), 48u);
+  EXPECT_EQ(offsetof(dlhost_device_info, library), 56u);
+  EXPECT_EQ(sizeof(dlhost_optimizer_desc), 32u);
+  EXPECT_EQ(offsetof(dlhost_optimizer_desc, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_optimizer_desc, kind), 8u);
+  EXPECT_EQ(offsetof(dlhost_optimizer_desc, learning_rate), 12u);
+  EXPECT_EQ(offsetof(dlhost_optimizer_desc, momentum), 16u);
+  EXPECT_EQ(offsetof(dlhost_optimizer_desc, weight_decay), 20u);
+  EXPECT_EQ(offsetof(dlhost_optimizer_desc, clip_norm), 24u);
+  EXPECT_EQ(sizeof(dlhost_grad_ready), 24u);
+  EXPECT_EQ(offsetof(dlhost_grad_ready, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_grad_ready, user), 8u);
+  EXPECT_EQ(offsetof(dlhost_grad_ready, fn), 16u);
+  EXPECT_EQ(sizeof(dlhost_model_info), 40u);
+  EXPECT_EQ(offsetof(dlhost_model_info, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_model_info, threads), 8u);
+  EXPECT_EQ(offsetof(dlhost_model_info, implementation), 16u);
+  EXPECT_EQ(offsetof(dlhost_model_info, param_bytes), 24u);
+  EXPECT_EQ(offsetof(dlhost_model_info, workspace_bytes), 32u);
+  EXPECT_EQ(sizeof(dlhost_backend_api), 144u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, device_count), 8u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, device_info), 16u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, context_create), 24u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, context_destroy), 32u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, compile), 40u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, model_destroy), 48u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, model_info), 56u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, set_input), 64u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, forward), 72u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, backward), 80u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, update), 88u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, synchronize), 96u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, read_loss), 104u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, param_buffers), 112u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, read_param), 120u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, write_param), 128u);
+  EXPECT_EQ(offsetof(dlhost_backend_api, memory_in_use), 136u);
+  EXPECT_EQ(sizeof(dlhost_comm_init_args), 48u);
+  EXPECT_EQ(offsetof(dlhost_comm_init_args, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_comm_init_args, rank), 8u);
+  EXPECT_EQ(offsetof(dlhost_comm_init_args, world_size), 12u);
+  EXPECT_EQ(offsetof(dlhost_comm_init_args, local_rank), 16u);
+  EXPECT_EQ(offsetof(dlhost_comm_init_args, local_size), 20u);
+  EXPECT_EQ(offsetof(dlhost_comm_init_args, device), 24u);
+  EXPECT_EQ(offsetof(dlhost_comm_init_args, options), 32u);
+  EXPECT_EQ(offsetof(dlhost_comm_init_args, extensions), 40u);
+  EXPECT_EQ(sizeof(dlhost_comm_caps), 32u);
+  EXPECT_EQ(offsetof(dlhost_comm_caps, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_comm_caps, host_memory), 8u);
+  EXPECT_EQ(offsetof(dlhost_comm_caps, device_memory), 12u);
+  EXPECT_EQ(offsetof(dlhost_comm_caps, dtypes), 16u);
+  EXPECT_EQ(offsetof(dlhost_comm_caps, library), 24u);
+  EXPECT_EQ(sizeof(dlhost_comm_api), 88u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, capabilities), 8u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, init), 16u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, finalize), 24u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, all_reduce), 32u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, broadcast), 40u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, all_gather), 48u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, barrier), 56u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, test), 64u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, wait), 72u);
+  EXPECT_EQ(offsetof(dlhost_comm_api, request_free), 80u);
+  EXPECT_EQ(sizeof(dlhost_network_info), 56u);
+  EXPECT_EQ(offsetof(dlhost_network_info, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_network_info, name), 8u);
+  EXPECT_EQ(offsetof(dlhost_network_info, description), 16u);
+  EXPECT_EQ(offsetof(dlhost_network_info, dataset), 24u);
+  EXPECT_EQ(offsetof(dlhost_network_info, cpu_batch), 32u);
+  EXPECT_EQ(offsetof(dlhost_network_info, gpu_batch), 40u);
+  EXPECT_EQ(offsetof(dlhost_network_info, optimizer), 48u);
+  EXPECT_EQ(sizeof(dlhost_network_api), 32u);
+  EXPECT_EQ(offsetof(dlhost_network_api, struct_size), 0u);
+  EXPECT_EQ(offsetof(dlhost_network_api, count), 8u);
+  EXPECT_EQ(offsetof(dlhost_network_api, info), 16u);
+  EXPECT_EQ(offsetof(dlhost_network_api, build), 24u);
+}
+
+TEST(AbiFreeze, EnumValuesOfV1) {
+  EXPECT_EQ(DLHOST_CODE_INVALID_ARGUMENT, 3);
+  EXPECT_EQ(DLHOST_CODE_UNIMPLEMENTED, 12);
+  EXPECT_EQ(DLHOST_CODE_UNAVAILABLE, 14);
+  EXPECT_EQ(DLHOST_PLUGIN_BACKEND, 1);
+  EXPECT_EQ(DLHOST_PLUGIN_COMM, 2);
+  EXPECT_EQ(DLHOST_PLUGIN_NETWORK, 3);
+  EXPECT_EQ(DLHOST_OP_INPUT, 1);
+  EXPECT_EQ(DLHOST_OP_FC, 2);
+  EXPECT_EQ(DLHOST_OP_CONV2D, 3);
+  EXPECT_EQ(DLHOST_OP_POOL2D, 4);
+  EXPECT_EQ(DLHOST_OP_ACTIVATION, 5);
+  EXPECT_EQ(DLHOST_OP_SOFTMAX_CROSS_ENTROPY, 6);
+  EXPECT_EQ(DLHOST_OP_MSE_LOSS, 7);
+  EXPECT_EQ(DLHOST_DTYPE_F32, 1);
+  EXPECT_EQ(DLHOST_DTYPE_I32, 2);
+  EXPECT_EQ(DLHOST_MEMORY_HOST, 1);
+  EXPECT_EQ(DLHOST_MEMORY_DEVICE, 2);
+  EXPECT_EQ(DLHOST_REDUCE_SUM, 1);
+  EXPECT_EQ(DLHOST_REDUCE_AVG, 2);
+  EXPECT_EQ(DLHOST_MAX_RANK, 8);
+  EXPECT_STREQ(DLHOST_PLUGIN_ENTRY_SYMBOL, "dlhost_plugin_entry");
+}
+
+}  // namespace

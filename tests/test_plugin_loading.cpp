@@ -1,0 +1,85 @@
+// test_plugin_loading.cpp — discovery refuses each kind of bad file with its path and a reason a
+// user can act on, while the good plugins in the same search still load.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "networks.h"
+#include "plugin_registry.h"
+
+namespace {
+
+const std::string kGood = DLHOST_TEST_PLUGIN_DIR;
+const std::string kBad = DLHOST_TEST_BINARY_DIR "/tests/fixture_plugins";
+
+std::string reason_for(const dlhost::PluginRegistry& r, const std::string& file) {
+  for (const auto& x : r.refused())
+    if (x.path == kBad + "/" + file) return x.reason;
+  return "<not refused>";
+}
+
+class PluginLoading : public ::testing::Test {
+ protected:
+  void SetUp() override { registry.discover({kGood, kBad}); }
+  dlhost::PluginRegistry registry;
+};
+
+TEST_F(PluginLoading, GoodPluginsLoadDespiteBadNeighbours) {
+  ASSERT_NE(registry.find(DLHOST_PLUGIN_NETWORK, "networks_paper"), nullptr);
+  ASSERT_NE(registry.find(DLHOST_PLUGIN_BACKEND, "cpu_onednn"), nullptr);
+  auto nets = dlhost::list_networks(registry);
+  EXPECT_NE(dlhost::find_network(nets, "lenet"), nullptr);
+}
+
+TEST_F(PluginLoading, WrongMajorIsRefusedNamingBothVersions) {
+  std::string why = reason_for(registry, "libfixture_wrong_major.so");
+  EXPECT_NE(why.find("built against dlhost ABI 2.0"), std::string::npos) << why;
+  EXPECT_NE(why.find("this host speaks ABI 1."), std::string::npos) << why;
+  EXPECT_EQ(registry.find(DLHOST_PLUGIN_NETWORK, "from_the_future"), nullptr);
+}
+
+TEST_F(PluginLoading, LibraryWithoutEntrySymbolIsRefused) {
+  std::string why = reason_for(registry, "libfixture_no_entry.so");
+  EXPECT_NE(why.find("no entry symbol 'dlhost_plugin_entry'"), std::string::npos) << why;
+}
+
+TEST_F(PluginLoading, FileThatIsNotALibraryIsRefusedWithDlerrorText) {
+  std::string why = reason_for(registry, "not_a_library.so");
+  EXPECT_NE(why.find("cannot load"), std::string::npos) << why;
+  // dlerror() says why: for a text file, "invalid ELF header" or "file too short".
+  EXPECT_TRUE(why.find("invalid ELF header") != std::string::npos ||
+              why.find("file too short") != std::string::npos)
+      << why;
+}
+
+TEST_F(PluginLoading, EntryReturningNullIsRefused) {
+  std::string why = reason_for(registry, "libfixture_null_entry.so");
+  EXPECT_NE(why.find("entry returned NULL"), std::string::npos) << why;
+}
+
+TEST_F(PluginLoading, TableSmallerThanV1IsRefused) {
+  std::string why = reason_for(registry, "libfixture_short_table.so");
+  EXPECT_NE(why.find("backend table is missing or smaller than ABI 1.0's"), std::string::npos) << why;
+}
+
+TEST_F(PluginLoading, UnusablePluginLoadsWithItsReason) {
+  const auto* p = registry.find(DLHOST_PLUGIN_NETWORK, "unusable");
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->usable);
+  EXPECT_EQ(p->unusable_reason, "needs hardware this machine lacks");
+}
+
+TEST_F(PluginLoading, DuplicateIsRefusedNamingTheFirst) {
+  ASSERT_FALSE(registry.load_file(kGood + "/libdlhost_networks_paper.so"));
+  EXPECT_NE(registry.refused().back().reason.find("duplicate network plugin 'networks_paper'"),
+            std::string::npos);
+}
+
+TEST(PluginLoadingSingle, MissingFileIsRefused) {
+  dlhost::PluginRegistry registry;
+  EXPECT_FALSE(registry.load_file("/nonexistent/libdlhost_nothing.so"));
+  ASSERT_EQ(registry.refused().size(), 1u);
+  EXPECT_NE(registry.refused()[0].reason.find("cannot load"), std::string::npos);
+}
+
+}  // namespace
