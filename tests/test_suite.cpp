@@ -1,0 +1,510 @@
+// test_suite.cpp — tests of the suite loader (host/src/suite.cpp): matrix expansion, defaults,
+// overrides, skips, case ids, and the exact text and position of every error.
+//
+// The error fixtures live in tests/data/suites/bad: each starts with "# expect: LINE:COL: ..."
+// so that the expected position sits next to the YAML it points into. Test suite names are
+// lower case so that `ctest -R suite` (case-sensitive) selects all of them.
+#include "suite.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dlhost {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSuiteDir = std::string(DLHOST_TEST_SOURCE_DIR) + "/tests/data/suites";
+const char* const kCaseKeys =
+    "network, backend, batch, threads, iterations, warmup, timeout, seed, device, comm, ranks, "
+    "ranks_per_node, launcher, scaling, overlap, bucket_mb, lr, momentum, weight_decay, "
+    "clip_norm, oversubscribe, options, tags";
+
+SuiteCatalog test_catalog() {
+  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}};
+}
+
+constexpr int kCores = 4;
+
+// One file per test, removed afterwards, so tests can run in parallel under ctest.
+class suite_loader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("dlhost_test_suite_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& yaml, const std::string& name = "suite.yaml") {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << yaml;
+    return path;
+  }
+
+  Suite load(const std::string& yaml, const std::vector<std::string>& overrides = {},
+             int cores = kCores, const SuiteCatalog& catalog = test_catalog()) {
+    return load_suite(write(yaml), catalog, cores, overrides);
+  }
+
+  // The error's message without its "FILE:" prefix, which it must have.
+  std::string error(const std::string& yaml, const std::vector<std::string>& overrides = {},
+                    const SuiteCatalog& catalog = test_catalog()) {
+    const std::string path = write(yaml);
+    try {
+      load_suite(path, catalog, kCores, overrides);
+    } catch (const SuiteError& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(message.rfind(path + ":", 0), 0u) << message;
+      return message.substr(path.size() + 1);
+    }
+    ADD_FAILURE() << "no SuiteError for:\n" << yaml;
+    return "";
+  }
+
+  fs::path dir_;
+};
+
+std::vector<std::string> ids(const Suite& suite) {
+  std::vector<std::string> out;
+  for (const CaseSpec& c : suite.cases) out.push_back(c.id);
+  return out;
+}
+
+using Ids = std::vector<std::string>;
+
+TEST_F(suite_loader, MatrixIsTheProductInKeyOrder) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: [fcn5, fcn8]\n"
+      "  backend: [cpu_onednn, cpu_ref]\n"
+      "  threads: [1, 2]\n");
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t1", "fcn5.cpu_onednn.t2", "fcn5.cpu_ref.t1",
+                         "fcn5.cpu_ref.t2", "fcn8.cpu_onednn.t1", "fcn8.cpu_onednn.t2",
+                         "fcn8.cpu_ref.t1", "fcn8.cpu_ref.t2"}));
+  EXPECT_EQ(s.cases[0].source, s.path + ":1");
+  EXPECT_EQ(s.name, "suite");  // the file's stem when the suite has no name
+}
+
+TEST_F(suite_loader, KeyOrderOfTheFileDecidesTheOrder) {
+  const Suite s = load(
+      "matrix:\n"
+      "  threads: [1, 2]\n"
+      "  network: [fcn5, fcn8]\n");
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t1", "fcn8.cpu_onednn.t1", "fcn5.cpu_onednn.t2",
+                         "fcn8.cpu_onednn.t2"}));
+}
+
+TEST_F(suite_loader, ScalarIsAOneElementAxis) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: fcn5\n"
+      "  backend: cpu_ref\n"
+      "  threads: [1, 2]\n"
+      "  options: {onednn: {verbose: 1}}\n");
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_ref.t1", "fcn5.cpu_ref.t2"}));
+  EXPECT_EQ(s.cases[1].params["options"].dump(), R"({"onednn":{"verbose":1}})");
+}
+
+TEST_F(suite_loader, DefaultsAreFilledInKeyOrder) {
+  const Suite s = load(
+      "name: filled\n"
+      "description: every default\n"
+      "defaults:\n"
+      "  iterations: 24\n"
+      "  warmup: 8\n"
+      "  lr: 0.05\n"
+      "matrix:\n"
+      "  network: fcn5\n");
+  ASSERT_EQ(s.cases.size(), 1u);
+  EXPECT_EQ(s.name, "filled");
+  EXPECT_EQ(s.description, "every default");
+  // batch, ranks_per_node, momentum, weight_decay, clip_norm, options and tags stay absent.
+  EXPECT_EQ(s.cases[0].params.dump(),
+            R"({"network":"fcn5","backend":"cpu_onednn","threads":0,"iterations":24,"warmup":8,)"
+            R"("timeout":600,"seed":42,"device":0,"comm":"none","ranks":1,"launcher":"mpirun",)"
+            R"("scaling":"strong","overlap":true,"bucket_mb":25,"lr":0.05,"oversubscribe":false})");
+  EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.t0");
+  EXPECT_EQ(s.cases[0].skip_reason, "");
+}
+
+TEST_F(suite_loader, ValuesKeepTheirTypes) {
+  const Suite s = load(
+      "cases:\n"
+      "  - network: fcn5\n"
+      "    batch: 16\n"
+      "    timeout: 1.5e2\n"
+      "    seed: -3\n"
+      "    overlap: False\n"
+      "    launcher: srun\n"
+      "    scaling: weak\n"
+      "    ranks: 4\n"
+      "    ranks_per_node: 2\n"
+      "    comm: gloo\n"
+      "    tags: [paper, \"1\"]\n"
+      "    options: {onednn: {verbose: \"1\", isa: avx2, jit: true, ratio: 0.5}}\n");
+  const auto& p = s.cases[0].params;
+  EXPECT_EQ(p["batch"], 16);
+  EXPECT_TRUE(p["timeout"].is_number_float());
+  EXPECT_DOUBLE_EQ(p["timeout"].get<double>(), 150.0);
+  EXPECT_EQ(p["seed"], -3);
+  EXPECT_EQ(p["overlap"], false);
+  EXPECT_EQ(p["tags"].dump(), R"(["paper","1"])");
+  EXPECT_EQ(p["options"].dump(),
+            R"({"onednn":{"verbose":"1","isa":"avx2","jit":true,"ratio":0.5}})");
+  EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.b16.t0");
+}
+
+TEST_F(suite_loader, ExcludeRemovesEveryMatchingCombination) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: [fcn5, fcn8]\n"
+      "  threads: [1, 2, 4]\n"
+      "  exclude:\n"
+      "    - {network: fcn8, threads: 4}\n"
+      "    - {threads: 2}\n");
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t1", "fcn5.cpu_onednn.t4", "fcn8.cpu_onednn.t1"}));
+}
+
+TEST_F(suite_loader, IncludeExtendsMatchingCombinations) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: [fcn5, fcn8]\n"
+      "  threads: [1, 2]\n"
+      "  include:\n"
+      "    - {network: fcn5, batch: 64}\n"
+      "    - {warmup: 0}\n"                               // no axis key: extends every combination
+      "    - {network: fcn5, threads: 2, batch: 32}\n");  // later includes may overwrite
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.b64.t1.warmup=0", "fcn5.cpu_onednn.b32.t2.warmup=0",
+                         "fcn8.cpu_onednn.t1.warmup=0", "fcn8.cpu_onednn.t2.warmup=0"}));
+  EXPECT_EQ(s.cases[0].source, s.path + ":1");  // extended cases still come from the matrix
+}
+
+TEST_F(suite_loader, IncludeThatMatchesNothingAddsACase) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: [fcn5]\n"
+      "  threads: [1, 2]\n"
+      "  include:\n"
+      "    - {network: lenet, batch: 8}\n"
+      "    - {network: fcn5, threads: 4}\n");  // axis values of the originals are never changed
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t1", "fcn5.cpu_onednn.t2", "lenet.cpu_onednn.b8.t0",
+                         "fcn5.cpu_onednn.t4"}));
+  EXPECT_EQ(s.cases[2].source, s.path + ":5");
+  EXPECT_EQ(s.cases[3].source, s.path + ":6");
+  EXPECT_EQ(s.cases[2].params["threads"], 0);  // a new case starts from the defaults only
+}
+
+TEST_F(suite_loader, IncludeIsAppliedAfterExclude) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: [fcn5, fcn8]\n"
+      "  exclude:\n"
+      "    - {network: fcn8}\n"
+      "  include:\n"
+      "    - {network: fcn8, batch: 4}\n");
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t0", "fcn8.cpu_onednn.b4.t0"}));
+}
+
+TEST_F(suite_loader, MatrixOfOnlyIncludes) {
+  const Suite s = load(
+      "matrix:\n"
+      "  include:\n"
+      "    - {network: fcn5}\n"
+      "    - {network: fcn8, threads: 2}\n");
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t0", "fcn8.cpu_onednn.t2"}));
+}
+
+TEST_F(suite_loader, CasesListMergesOverDefaultsAfterTheMatrix) {
+  const Suite s = load(
+      "defaults: {network: fcn8, threads: 2}\n"
+      "matrix:\n"
+      "  backend: [cpu_onednn, cpu_ref]\n"
+      "cases:\n"
+      "  - {network: lenet}\n"
+      "  - batch: 7\n"
+      "    threads: 1\n");
+  EXPECT_EQ(ids(s), (Ids{"fcn8.cpu_onednn.t2", "fcn8.cpu_ref.t2", "lenet.cpu_onednn.t2",
+                         "fcn8.cpu_onednn.b7.t1"}));
+  EXPECT_EQ(s.cases[2].source, s.path + ":5");
+  EXPECT_EQ(s.cases[3].source, s.path + ":6");
+}
+
+TEST_F(suite_loader, ListsInACasesEntrySweepIt) {
+  const Suite s = load(
+      "cases:\n"
+      "  - {network: [fcn5, fcn8], threads: [1, 2], tags: [x]}\n"  // tags: a list is the value
+      "  - {network: lenet, backend: cpu_ref}\n");
+  EXPECT_EQ(ids(s),
+            (Ids{"fcn5.cpu_onednn.t1.tags=x", "fcn5.cpu_onednn.t2.tags=x",
+                 "fcn8.cpu_onednn.t1.tags=x", "fcn8.cpu_onednn.t2.tags=x", "lenet.cpu_ref.t0"}));
+  EXPECT_EQ(s.cases[3].source, s.path + ":2");
+  EXPECT_EQ(s.cases[4].source, s.path + ":3");
+}
+
+TEST_F(suite_loader, CasesWithoutMatrix) {
+  const Suite s = load("cases:\n  - {network: fcn5}\n");
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t0"}));
+}
+
+TEST_F(suite_loader, OverridesReplaceDefaultsAndAxes) {
+  const std::string yaml =
+      "defaults: {iterations: 24}\n"
+      "matrix:\n"
+      "  network: [fcn5, fcn8]\n"
+      "  threads: [1, 2, 4]\n";
+  const Suite s = load(yaml, {"threads=2", "iterations=3", "batch=16", "iterations=5"});
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.b16.t2", "fcn8.cpu_onednn.b16.t2"}));
+  EXPECT_EQ(s.cases[0].params["iterations"], 5);  // the last override of a key wins
+
+  // backend is no axis of this matrix, so its list becomes a new, last axis.
+  const Suite lists = load(yaml, {"network=[lenet]", "backend=[cpu_onednn,cpu_ref]"});
+  EXPECT_EQ(ids(lists), (Ids{"lenet.cpu_onednn.t1", "lenet.cpu_ref.t1", "lenet.cpu_onednn.t2",
+                             "lenet.cpu_ref.t2", "lenet.cpu_onednn.t4", "lenet.cpu_ref.t4"}));
+  EXPECT_EQ(load(yaml, {"tags=[a,b]"}).cases[0].params["tags"].dump(), R"(["a","b"])");
+}
+
+TEST_F(suite_loader, OverridesDoNotBeatExplicitEntries) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: fcn5\n"
+      "  include:\n"
+      "    - {warmup: 1}\n"
+      "cases:\n"
+      "  - {network: fcn8, warmup: 2}\n"
+      "  - {network: lenet}\n",
+      {"warmup=9"});
+  EXPECT_EQ(s.cases[0].params["warmup"], 1);
+  EXPECT_EQ(s.cases[1].params["warmup"], 2);
+  EXPECT_EQ(s.cases[2].params["warmup"], 9);
+}
+
+TEST_F(suite_loader, OverrideErrors) {
+  const std::string yaml = "matrix:\n  network: fcn5\n";
+  EXPECT_EQ(error(yaml, {"thread=2"}),
+            std::string(" override 'thread=2': unknown key 'thread'; valid keys: ") + kCaseKeys +
+                "; did you mean 'threads'?");
+  EXPECT_EQ(error(yaml, {"threads=-1"}),
+            " override 'threads=-1': 'threads' must be an integer >= 0, got -1");
+  EXPECT_EQ(error(yaml, {"threads"}), " override 'threads': expected key=value");
+  EXPECT_EQ(error(yaml, {"network=[]"}),
+            " override 'network=[]': matrix axis 'network' is empty; give a value or a list of "
+            "values");
+  EXPECT_EQ(error(yaml, {"backend=cpu_onedn"}),
+            " override 'backend=cpu_onedn': unknown backend 'cpu_onedn'; available: cpu_onednn, "
+            "cpu_ref; did you mean 'cpu_onednn'? (to skip its cases where it is not installed, "
+            "list it under optional.backend)");
+  EXPECT_EQ(error(yaml, {"threads=[1"}),
+            " override 'threads=[1': cannot parse the value: end of sequence flow not found");
+  EXPECT_EQ(error("cases:\n  - {network: fcn5}\n", {"threads=[1,2]"}),
+            " override 'threads=[1,2]': a list of values needs a matrix to sweep; this suite has "
+            "only 'cases'");
+}
+
+TEST_F(suite_loader, ListOverrideOfANewKeyAddsALastAxis) {
+  const Suite s = load("matrix:\n  network: [fcn5, fcn8]\n", {"threads=[1,2]"});
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t1", "fcn5.cpu_onednn.t2", "fcn8.cpu_onednn.t1",
+                         "fcn8.cpu_onednn.t2"}));
+}
+
+TEST_F(suite_loader, OptionalNamesAreSkippedWithTheReason) {
+  const Suite s = load(
+      "optional:\n"
+      "  backend: [gpu_cudnn, cpu_ref]\n"
+      "  network: resnet50\n"
+      "  comm: [nccl]\n"
+      "matrix:\n"
+      "  network: [fcn5, resnet50]\n"
+      "  backend: [cpu_ref, gpu_cudnn]\n"
+      "cases:\n"
+      "  - {network: fcn5, comm: nccl, ranks: 2}\n");
+  ASSERT_EQ(s.cases.size(), 5u);
+  EXPECT_EQ(s.cases[0].skip_reason, "");  // optional and installed: it runs
+  EXPECT_EQ(s.cases[1].skip_reason,
+            "backend 'gpu_cudnn' is not installed here (available: cpu_onednn, cpu_ref)");
+  EXPECT_EQ(s.cases[2].skip_reason,
+            "network 'resnet50' is not installed here (available: fcn5, fcn8, lenet)");
+  EXPECT_EQ(s.cases[3].skip_reason,
+            "network 'resnet50' is not installed here (available: fcn5, fcn8, lenet); "
+            "backend 'gpu_cudnn' is not installed here (available: cpu_onednn, cpu_ref)");
+  EXPECT_EQ(s.cases[4].skip_reason, "comm 'nccl' is not installed here (available: none, gloo)");
+}
+
+TEST_F(suite_loader, ThreadsBeyondTheCoresAreSkipped) {
+  const std::string yaml =
+      "matrix:\n"
+      "  network: fcn5\n"
+      "  threads: [4, 8]\n"
+      "cases:\n"
+      "  - {network: fcn8, threads: 8, oversubscribe: true}\n"
+      "  - {network: fcn8, threads: 1, ranks: 16}\n";  // ranks are the host's policy
+  const Suite s = load(yaml);
+  EXPECT_EQ(s.cases[0].skip_reason, "");
+  EXPECT_EQ(s.cases[1].skip_reason, "needs 8 threads; this machine has 4 cores");
+  EXPECT_EQ(s.cases[2].skip_reason, "");
+  EXPECT_EQ(s.cases[3].skip_reason, "");
+  EXPECT_EQ(load(yaml, {}, 0).cases[1].skip_reason, "");  // unknown core count
+}
+
+TEST_F(suite_loader, TheDefaultBackendMustBeInstalledToo) {
+  SuiteCatalog gpu_only = test_catalog();
+  gpu_only.backends = {"gpu_cudnn"};
+  EXPECT_EQ(error("cases:\n  - {network: fcn5}\n", {}, gpu_only),
+            "2:5: unknown backend 'cpu_onednn' (the default); available: gpu_cudnn (to skip its "
+            "cases where it is not installed, list it under optional.backend)");
+  const Suite s =
+      load("optional: {backend: cpu_onednn}\ncases:\n  - {network: fcn5}\n", {}, kCores, gpu_only);
+  EXPECT_EQ(s.cases[0].skip_reason,
+            "backend 'cpu_onednn' is not installed here (available: gpu_cudnn)");
+}
+
+TEST_F(suite_loader, IdsShowEveryKeyThatVaries) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: fcn5\n"
+      "  iterations: [10, 20]\n"
+      "  lr: [0.1, 1]\n"
+      "  seed: 7\n"  // the same in every case: not shown
+      "cases:\n"
+      "  - network: fcn8\n"
+      "    tags: [paper, 'table 3']\n"
+      "    options: {onednn: {verbose: 1, isa: avx2}, trace: {on: true}}\n");
+  EXPECT_EQ(ids(s),
+            (Ids{"fcn5.cpu_onednn.t0.iterations=10.seed=7.lr=0.1",
+                 "fcn5.cpu_onednn.t0.iterations=10.seed=7.lr=1",
+                 "fcn5.cpu_onednn.t0.iterations=20.seed=7.lr=0.1",
+                 "fcn5.cpu_onednn.t0.iterations=20.seed=7.lr=1",
+                 "fcn8.cpu_onednn.t0.iterations=20.seed=42.options=onednn.verbose=1-isa=avx2-"
+                 "trace.on=true.tags=paper-table-3"}));
+}
+
+TEST_F(suite_loader, IdsShowKeysSetByAnInclude) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: [fcn5, fcn8]\n"
+      "  include:\n"
+      "    - {momentum: 0.9}\n");
+  EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t0.momentum=0.9", "fcn8.cpu_onednn.t0.momentum=0.9"}));
+}
+
+TEST_F(suite_loader, IdsAreStableAndUnique) {
+  const std::string path = kSuiteDir + "/good/paper_repro.yaml";
+  const Suite a = load_suite(path, test_catalog(), kCores);
+  const Suite b = load_suite(path, test_catalog(), kCores);
+  EXPECT_EQ(ids(a), ids(b));
+  std::vector<std::string> sorted = ids(a);
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+  // Only the characters a shell and a file name take without quoting.
+  const Suite odd = load(
+      "cases:\n  - {network: fcn5, tags: ['a b/c*']}\n  - {network: fcn5, clip_norm: 1e+20}\n");
+  EXPECT_EQ(ids(odd), (Ids{"fcn5.cpu_onednn.t0.tags=a-b-c-", "fcn5.cpu_onednn.t0.clip_norm=1e20"}));
+}
+
+// The example of docs/suite-format.md.
+TEST_F(suite_loader, DocumentedExample) {
+  const std::string path = kSuiteDir + "/good/paper_repro.yaml";
+  const Suite s = load_suite(path, test_catalog(), kCores);
+  EXPECT_EQ(s.name, "paper_repro");
+  EXPECT_EQ(ids(s),
+            (Ids{"fcn5.cpu_onednn.b64.t1", "fcn5.cpu_onednn.b64.t2", "fcn5.cpu_onednn.b64.t4",
+                 "fcn8.cpu_onednn.t1", "fcn8.cpu_onednn.t2", "alexnet.gpu_cudnn.b128.t0",
+                 "resnet50.gpu_cudnn.b32.t0", "fcn5.cpu_onednn.t8.tags=oversubscribed"}));
+  std::vector<std::string> sources, skips;
+  for (const CaseSpec& c : s.cases) {
+    sources.push_back(c.source.substr(path.size() + 1));
+    skips.push_back(c.skip_reason);
+  }
+  EXPECT_EQ(sources, (Ids{"10", "10", "10", "10", "10", "16", "20", "21"}));
+  EXPECT_EQ(skips, (Ids{"", "", "", "", "",
+                        "network 'alexnet' is not installed here (available: fcn5, fcn8, lenet); "
+                        "backend 'gpu_cudnn' is not installed here (available: cpu_onednn, "
+                        "cpu_ref)",
+                        "network 'resnet50' is not installed here (available: fcn5, fcn8, lenet); "
+                        "backend 'gpu_cudnn' is not installed here (available: cpu_onednn, "
+                        "cpu_ref)",
+                        "needs 8 threads; this machine has 4 cores"}));
+  EXPECT_EQ(s.cases[0].params["iterations"], 24);
+  EXPECT_EQ(s.cases[0].params["warmup"], 8);
+}
+
+TEST_F(suite_loader, MissingFile) {
+  const std::string path = (dir_ / "absent.yaml").string();
+  try {
+    load_suite(path, test_catalog(), kCores);
+    FAIL() << "no SuiteError";
+  } catch (const SuiteError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": cannot open: No such file or directory");
+  }
+}
+
+TEST_F(suite_loader, DirectoryIsNotASuite) {
+  try {
+    load_suite(dir_.string(), test_catalog(), kCores);
+    FAIL() << "no SuiteError";
+  } catch (const SuiteError& e) {
+    EXPECT_EQ(std::string(e.what()), dir_.string() + ": cannot read: Is a directory");
+  }
+}
+
+// --- the error fixtures of tests/data/suites/bad ---
+
+std::vector<std::string> bad_fixtures() {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(kSuiteDir + "/bad")) {
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+class suite_errors : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(suite_errors, FailsWithTheExpectedMessage) {
+  const std::string path = kSuiteDir + "/bad/" + GetParam() + ".yaml";
+  std::ifstream in(path);
+  std::string first_line;
+  std::getline(in, first_line);
+  const std::string marker = "# expect: ";
+  ASSERT_EQ(first_line.rfind(marker, 0), 0u) << path << " must start with '" << marker << "'";
+  std::string expected = first_line.substr(marker.size());
+  expected = replace_all(expected, "{keys}", kCaseKeys);
+  expected = replace_all(expected, "{file}", path);
+  try {
+    load_suite(path, test_catalog(), kCores);
+    FAIL() << "no SuiteError";
+  } catch (const SuiteError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ":" + expected);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(fixtures, suite_errors, ::testing::ValuesIn(bad_fixtures()),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           return param.param;
+                         });
+
+TEST(suite_examples, AllLoad) {
+  for (const auto& entry : fs::directory_iterator(kSuiteDir + "/good")) {
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_suite(entry.path().string(), test_catalog(), kCores));
+  }
+}
+
+}  // namespace
+}  // namespace dlhost
