@@ -19,29 +19,77 @@ constexpr size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // A struct_size macro that still names an old last field after a field was appended would let a
 // new writer claim an old size: each macro must cover the whole struct but its tail padding.
-static_assert(align_up(DLHOST_BUFFER_STRUCT_SIZE, alignof(dlhost_buffer)) == sizeof(dlhost_buffer), "DLHOST_BUFFER_STRUCT_SIZE does not name the last field of dlhost_buffer");
-static_assert(align_up(DLHOST_EXTENSION_STRUCT_SIZE, alignof(dlhost_extension)) == sizeof(dlhost_extension), "DLHOST_EXTENSION_STRUCT_SIZE does not name the last field of dlhost_extension");
-static_assert(align_up(DLHOST_HOST_API_STRUCT_SIZE, alignof(dlhost_host_api)) == sizeof(dlhost_host_api), "DLHOST_HOST_API_STRUCT_SIZE does not name the last field of dlhost_host_api");
-static_assert(align_up(DLHOST_PLUGIN_STRUCT_SIZE, alignof(dlhost_plugin)) == sizeof(dlhost_plugin), "DLHOST_PLUGIN_STRUCT_SIZE does not name the last field of dlhost_plugin");
-static_assert(align_up(DLHOST_FC_ATTRS_STRUCT_SIZE, alignof(dlhost_fc_attrs)) == sizeof(dlhost_fc_attrs), "DLHOST_FC_ATTRS_STRUCT_SIZE does not name the last field of dlhost_fc_attrs");
-static_assert(align_up(DLHOST_CONV2D_ATTRS_STRUCT_SIZE, alignof(dlhost_conv2d_attrs)) == sizeof(dlhost_conv2d_attrs), "DLHOST_CONV2D_ATTRS_STRUCT_SIZE does not name the last field of dlhost_conv2d_attrs");
-static_assert(align_up(DLHOST_POOL2D_ATTRS_STRUCT_SIZE, alignof(dlhost_pool2d_attrs)) == sizeof(dlhost_pool2d_attrs), "DLHOST_POOL2D_ATTRS_STRUCT_SIZE does not name the last field of dlhost_pool2d_attrs");
-static_assert(align_up(DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE, alignof(dlhost_activation_attrs)) == sizeof(dlhost_activation_attrs), "DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE does not name the last field of dlhost_activation_attrs");
-static_assert(align_up(DLHOST_TENSOR_DESC_STRUCT_SIZE, alignof(dlhost_tensor_desc)) == sizeof(dlhost_tensor_desc), "DLHOST_TENSOR_DESC_STRUCT_SIZE does not name the last field of dlhost_tensor_desc");
-static_assert(align_up(DLHOST_PARAM_DESC_STRUCT_SIZE, alignof(dlhost_param_desc)) == sizeof(dlhost_param_desc), "DLHOST_PARAM_DESC_STRUCT_SIZE does not name the last field of dlhost_param_desc");
-static_assert(align_up(DLHOST_NODE_STRUCT_SIZE, alignof(dlhost_node)) == sizeof(dlhost_node), "DLHOST_NODE_STRUCT_SIZE does not name the last field of dlhost_node");
-static_assert(align_up(DLHOST_GRAPH_STRUCT_SIZE, alignof(dlhost_graph)) == sizeof(dlhost_graph), "DLHOST_GRAPH_STRUCT_SIZE does not name the last field of dlhost_graph");
-static_assert(align_up(DLHOST_BUILDER_API_STRUCT_SIZE, alignof(dlhost_builder_api)) == sizeof(dlhost_builder_api), "DLHOST_BUILDER_API_STRUCT_SIZE does not name the last field of dlhost_builder_api");
-static_assert(align_up(DLHOST_DEVICE_INFO_STRUCT_SIZE, alignof(dlhost_device_info)) == sizeof(dlhost_device_info), "DLHOST_DEVICE_INFO_STRUCT_SIZE does not name the last field of dlhost_device_info");
-static_assert(align_up(DLHOST_OPTIMIZER_DESC_STRUCT_SIZE, alignof(dlhost_optimizer_desc)) == sizeof(dlhost_optimizer_desc), "DLHOST_OPTIMIZER_DESC_STRUCT_SIZE does not name the last field of dlhost_optimizer_desc");
-static_assert(align_up(DLHOST_GRAD_READY_STRUCT_SIZE, alignof(dlhost_grad_ready)) == sizeof(dlhost_grad_ready), "DLHOST_GRAD_READY_STRUCT_SIZE does not name the last field of dlhost_grad_ready");
-static_assert(align_up(DLHOST_MODEL_INFO_STRUCT_SIZE, alignof(dlhost_model_info)) == sizeof(dlhost_model_info), "DLHOST_MODEL_INFO_STRUCT_SIZE does not name the last field of dlhost_model_info");
-static_assert(align_up(DLHOST_BACKEND_API_STRUCT_SIZE, alignof(dlhost_backend_api)) == sizeof(dlhost_backend_api), "DLHOST_BACKEND_API_STRUCT_SIZE does not name the last field of dlhost_backend_api");
-static_assert(align_up(DLHOST_COMM_INIT_ARGS_STRUCT_SIZE, alignof(dlhost_comm_init_args)) == sizeof(dlhost_comm_init_args), "DLHOST_COMM_INIT_ARGS_STRUCT_SIZE does not name the last field of dlhost_comm_init_args");
-static_assert(align_up(DLHOST_COMM_CAPS_STRUCT_SIZE, alignof(dlhost_comm_caps)) == sizeof(dlhost_comm_caps), "DLHOST_COMM_CAPS_STRUCT_SIZE does not name the last field of dlhost_comm_caps");
-static_assert(align_up(DLHOST_COMM_API_STRUCT_SIZE, alignof(dlhost_comm_api)) == sizeof(dlhost_comm_api), "DLHOST_COMM_API_STRUCT_SIZE does not name the last field of dlhost_comm_api");
-static_assert(align_up(DLHOST_NETWORK_INFO_STRUCT_SIZE, alignof(dlhost_network_info)) == sizeof(dlhost_network_info), "DLHOST_NETWORK_INFO_STRUCT_SIZE does not name the last field of dlhost_network_info");
-static_assert(align_up(DLHOST_NETWORK_API_STRUCT_SIZE, alignof(dlhost_network_api)) == sizeof(dlhost_network_api), "DLHOST_NETWORK_API_STRUCT_SIZE does not name the last field of dlhost_network_api");
+static_assert(align_up(DLHOST_BUFFER_STRUCT_SIZE, alignof(dlhost_buffer)) == sizeof(dlhost_buffer),
+              "DLHOST_BUFFER_STRUCT_SIZE does not name the last field of dlhost_buffer");
+static_assert(align_up(DLHOST_EXTENSION_STRUCT_SIZE, alignof(dlhost_extension)) ==
+                  sizeof(dlhost_extension),
+              "DLHOST_EXTENSION_STRUCT_SIZE does not name the last field of dlhost_extension");
+static_assert(align_up(DLHOST_HOST_API_STRUCT_SIZE, alignof(dlhost_host_api)) ==
+                  sizeof(dlhost_host_api),
+              "DLHOST_HOST_API_STRUCT_SIZE does not name the last field of dlhost_host_api");
+static_assert(align_up(DLHOST_PLUGIN_STRUCT_SIZE, alignof(dlhost_plugin)) == sizeof(dlhost_plugin),
+              "DLHOST_PLUGIN_STRUCT_SIZE does not name the last field of dlhost_plugin");
+static_assert(align_up(DLHOST_FC_ATTRS_STRUCT_SIZE, alignof(dlhost_fc_attrs)) ==
+                  sizeof(dlhost_fc_attrs),
+              "DLHOST_FC_ATTRS_STRUCT_SIZE does not name the last field of dlhost_fc_attrs");
+static_assert(
+    align_up(DLHOST_CONV2D_ATTRS_STRUCT_SIZE, alignof(dlhost_conv2d_attrs)) ==
+        sizeof(dlhost_conv2d_attrs),
+    "DLHOST_CONV2D_ATTRS_STRUCT_SIZE does not name the last field of dlhost_conv2d_attrs");
+static_assert(
+    align_up(DLHOST_POOL2D_ATTRS_STRUCT_SIZE, alignof(dlhost_pool2d_attrs)) ==
+        sizeof(dlhost_pool2d_attrs),
+    "DLHOST_POOL2D_ATTRS_STRUCT_SIZE does not name the last field of dlhost_pool2d_attrs");
+static_assert(
+    align_up(DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE, alignof(dlhost_activation_attrs)) ==
+        sizeof(dlhost_activation_attrs),
+    "DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE does not name the last field of dlhost_activation_attrs");
+static_assert(align_up(DLHOST_TENSOR_DESC_STRUCT_SIZE, alignof(dlhost_tensor_desc)) ==
+                  sizeof(dlhost_tensor_desc),
+              "DLHOST_TENSOR_DESC_STRUCT_SIZE does not name the last field of dlhost_tensor_desc");
+static_assert(align_up(DLHOST_PARAM_DESC_STRUCT_SIZE, alignof(dlhost_param_desc)) ==
+                  sizeof(dlhost_param_desc),
+              "DLHOST_PARAM_DESC_STRUCT_SIZE does not name the last field of dlhost_param_desc");
+static_assert(align_up(DLHOST_NODE_STRUCT_SIZE, alignof(dlhost_node)) == sizeof(dlhost_node),
+              "DLHOST_NODE_STRUCT_SIZE does not name the last field of dlhost_node");
+static_assert(align_up(DLHOST_GRAPH_STRUCT_SIZE, alignof(dlhost_graph)) == sizeof(dlhost_graph),
+              "DLHOST_GRAPH_STRUCT_SIZE does not name the last field of dlhost_graph");
+static_assert(align_up(DLHOST_BUILDER_API_STRUCT_SIZE, alignof(dlhost_builder_api)) ==
+                  sizeof(dlhost_builder_api),
+              "DLHOST_BUILDER_API_STRUCT_SIZE does not name the last field of dlhost_builder_api");
+static_assert(align_up(DLHOST_DEVICE_INFO_STRUCT_SIZE, alignof(dlhost_device_info)) ==
+                  sizeof(dlhost_device_info),
+              "DLHOST_DEVICE_INFO_STRUCT_SIZE does not name the last field of dlhost_device_info");
+static_assert(
+    align_up(DLHOST_OPTIMIZER_DESC_STRUCT_SIZE, alignof(dlhost_optimizer_desc)) ==
+        sizeof(dlhost_optimizer_desc),
+    "DLHOST_OPTIMIZER_DESC_STRUCT_SIZE does not name the last field of dlhost_optimizer_desc");
+static_assert(align_up(DLHOST_GRAD_READY_STRUCT_SIZE, alignof(dlhost_grad_ready)) ==
+                  sizeof(dlhost_grad_ready),
+              "DLHOST_GRAD_READY_STRUCT_SIZE does not name the last field of dlhost_grad_ready");
+static_assert(align_up(DLHOST_MODEL_INFO_STRUCT_SIZE, alignof(dlhost_model_info)) ==
+                  sizeof(dlhost_model_info),
+              "DLHOST_MODEL_INFO_STRUCT_SIZE does not name the last field of dlhost_model_info");
+static_assert(align_up(DLHOST_BACKEND_API_STRUCT_SIZE, alignof(dlhost_backend_api)) ==
+                  sizeof(dlhost_backend_api),
+              "DLHOST_BACKEND_API_STRUCT_SIZE does not name the last field of dlhost_backend_api");
+static_assert(
+    align_up(DLHOST_COMM_INIT_ARGS_STRUCT_SIZE, alignof(dlhost_comm_init_args)) ==
+        sizeof(dlhost_comm_init_args),
+    "DLHOST_COMM_INIT_ARGS_STRUCT_SIZE does not name the last field of dlhost_comm_init_args");
+static_assert(align_up(DLHOST_COMM_CAPS_STRUCT_SIZE, alignof(dlhost_comm_caps)) ==
+                  sizeof(dlhost_comm_caps),
+              "DLHOST_COMM_CAPS_STRUCT_SIZE does not name the last field of dlhost_comm_caps");
+static_assert(align_up(DLHOST_COMM_API_STRUCT_SIZE, alignof(dlhost_comm_api)) ==
+                  sizeof(dlhost_comm_api),
+              "DLHOST_COMM_API_STRUCT_SIZE does not name the last field of dlhost_comm_api");
+static_assert(
+    align_up(DLHOST_NETWORK_INFO_STRUCT_SIZE, alignof(dlhost_network_info)) ==
+        sizeof(dlhost_network_info),
+    "DLHOST_NETWORK_INFO_STRUCT_SIZE does not name the last field of dlhost_network_info");
+static_assert(align_up(DLHOST_NETWORK_API_STRUCT_SIZE, alignof(dlhost_network_api)) ==
+                  sizeof(dlhost_network_api),
+              "DLHOST_NETWORK_API_STRUCT_SIZE does not name the last field of dlhost_network_api");
 
 TEST(AbiFreeze, VersionIsOneDotSomething) {
   EXPECT_EQ(DLHOST_ABI_MAJOR, 1);

@@ -126,7 +126,8 @@ TEST(GraphBuilderShapes, PoolingFloorAndCeilModes) {
   int32_t e = c.pool2d("ceil", y, pool(3, 2, true));
   // Ceil with padding: the last window may not start in the right padding (PyTorch's rule):
   // 6 -> k2 s2 p1 ceil gives 4, not 5.
-  int32_t p = c.pool2d("ceil_pad", c.input("small", DLHOST_DTYPE_F32, {1, 6, 6}), pool(2, 2, true, 1));
+  int32_t p =
+      c.pool2d("ceil_pad", c.input("small", DLHOST_DTYPE_F32, {1, 6, 6}), pool(2, 2, true, 1));
   int32_t lbl = c.input("labels", DLHOST_DTYPE_I32, {});
   dlhost_fc_attrs fc{DLHOST_FC_ATTRS_STRUCT_SIZE, 10, 1};
   c.softmax_cross_entropy("loss", c.fc("fc", e, fc), lbl);
@@ -142,7 +143,9 @@ TEST(GraphBuilderShapes, ErrorsNameTheLayerAndShapes) {
   int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
   EXPECT_EQ(error_of([&] { b.conv2d("big", x, conv(8, 7)); }),
             "layer 'big': kernel 7x7 (dilated) larger than the padded input 4x4 (input 4x1x4x4)");
-  EXPECT_EQ(error_of([&] { b.fc("on_labels", labels, {DLHOST_FC_ATTRS_STRUCT_SIZE, 3, 1}); }),
+  EXPECT_EQ(error_of([&] {
+              b.fc("on_labels", labels, {DLHOST_FC_ATTRS_STRUCT_SIZE, 3, 1});
+            }),
             "layer 'on_labels': needs an F32 input of rank >= 2, got 4");
   EXPECT_EQ(error_of([&] { b.conv2d("data", x, conv(8, 3)); }),
             "layer 'data': name already used by another layer");
@@ -159,7 +162,8 @@ TEST(GraphBuilderShapes, OneLossOnly) {
   GraphBuilder b("t", 2);
   int32_t x = b.input("data", DLHOST_DTYPE_F32, {5});
   b.mse_loss("loss", x, x);
-  EXPECT_EQ(error_of([&] { b.mse_loss("loss2", x, x); }), "layer 'loss2': the graph already has a loss");
+  EXPECT_EQ(error_of([&] { b.mse_loss("loss2", x, x); }),
+            "layer 'loss2': the graph already has a loss");
 }
 
 TEST(GraphBuilderCTable, ErrorsComeBackAsStatus) {

@@ -91,7 +91,8 @@ std::unique_ptr<dlhost::Graph> small_classifier() {
 
 TEST(Synthetic, SeededAndInRange) {
   auto g = small_classifier();
-  auto a = dlhost::synthetic_inputs(*g, 1), b = dlhost::synthetic_inputs(*g, 1), c = dlhost::synthetic_inputs(*g, 2);
+  auto a = dlhost::synthetic_inputs(*g, 1), b = dlhost::synthetic_inputs(*g, 1),
+       c = dlhost::synthetic_inputs(*g, 2);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].bytes, b[0].bytes);
   EXPECT_NE(a[0].bytes, c[0].bytes);

@@ -59,7 +59,8 @@ TEST_F(PluginLoading, EntryReturningNullIsRefused) {
 
 TEST_F(PluginLoading, TableSmallerThanV1IsRefused) {
   std::string why = reason_for(registry, "libfixture_short_table.so");
-  EXPECT_NE(why.find("backend table is missing or smaller than ABI 1.0's"), std::string::npos) << why;
+  EXPECT_NE(why.find("backend table is missing or smaller than ABI 1.0's"), std::string::npos)
+      << why;
 }
 
 TEST_F(PluginLoading, UnusablePluginLoadsWithItsReason) {

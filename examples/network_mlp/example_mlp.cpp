@@ -4,11 +4,15 @@
 
 namespace {
 
-const dlhost_optimizer_desc kOptimizer{DLHOST_OPTIMIZER_DESC_STRUCT_SIZE, DLHOST_OPTIMIZER_SGD, 0.01f,
-                                       0.9f, 0.0f, 0.0f};
-const dlhost_network_info kInfo{DLHOST_NETWORK_INFO_STRUCT_SIZE, "example_mlp",
-                                "784-256-10 MLP with ReLU: the SDK's example network plugin", "MNIST",
-                                64, 256, &kOptimizer};
+const dlhost_optimizer_desc kOptimizer{
+    DLHOST_OPTIMIZER_DESC_STRUCT_SIZE, DLHOST_OPTIMIZER_SGD, 0.01f, 0.9f, 0.0f, 0.0f};
+const dlhost_network_info kInfo{DLHOST_NETWORK_INFO_STRUCT_SIZE,
+                                "example_mlp",
+                                "784-256-10 MLP with ReLU: the SDK's example network plugin",
+                                "MNIST",
+                                64,
+                                256,
+                                &kOptimizer};
 
 int32_t count() { return 1; }
 

@@ -39,7 +39,8 @@ int host_cores() {
 }
 
 uint64_t host_memory_bytes() {
-  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+         static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
 namespace {
@@ -92,9 +93,10 @@ nlohmann::ordered_json capture_environment(const PluginRegistry& registry) {
 
   // Variables that change the numbers; recorded whether set or not.
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();
-  for (const char* name : {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OPENBLAS_NUM_THREADS",
-                           "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS", "DNNL_MAX_CPU_ISA",
-                           "DNNL_VERBOSE", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES"}) {
+  for (const char* name :
+       {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OPENBLAS_NUM_THREADS",
+        "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS", "DNNL_MAX_CPU_ISA",
+        "DNNL_VERBOSE", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES"}) {
     const char* v = std::getenv(name);
     vars[name] = v != nullptr ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
   }

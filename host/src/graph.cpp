@@ -47,7 +47,9 @@ double Graph::forward_flops() const {
   return f;
 }
 
-double Graph::forward_flops_per_sample() const { return forward_flops() / static_cast<double>(batch_); }
+double Graph::forward_flops_per_sample() const {
+  return forward_flops() / static_cast<double>(batch_);
+}
 
 std::string Graph::input_shape() const {
   for (int32_t id : inputs_) {
@@ -97,7 +99,8 @@ void Graph::finish() {
 
 GraphBuilder::GraphBuilder(std::string network, int64_t batch) : graph_(new Graph) {
   if (batch <= 0)
-    throw Error(DLHOST_CODE_INVALID_ARGUMENT, "mini-batch must be > 0, got " + std::to_string(batch));
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT,
+                "mini-batch must be > 0, got " + std::to_string(batch));
   graph_->network_ = std::move(network);
   graph_->batch_ = batch;
 }
@@ -109,7 +112,8 @@ const dlhost_tensor_desc& GraphBuilder::checked_tensor(const std::string& layer,
   return graph_->tensors_[id].desc;
 }
 
-int32_t GraphBuilder::add_tensor(const std::string& name, dlhost_dtype dtype, std::vector<int64_t> dims) {
+int32_t GraphBuilder::add_tensor(const std::string& name, dlhost_dtype dtype,
+                                 std::vector<int64_t> dims) {
   if (dims.size() > DLHOST_MAX_RANK) bad(name, "rank above " + std::to_string(DLHOST_MAX_RANK));
   auto& t = graph_->tensors_.emplace_back();
   t.name = name;
@@ -178,7 +182,8 @@ int32_t GraphBuilder::input(const std::string& name, dlhost_dtype dtype,
 
 int32_t GraphBuilder::fc(const std::string& name, int32_t x, const dlhost_fc_attrs& attrs) {
   const auto& in = checked_tensor(name, x);
-  if (in.dtype != DLHOST_DTYPE_F32 || in.rank < 2) bad(name, "needs an F32 input of rank >= 2, got " + shape_string(in));
+  if (in.dtype != DLHOST_DTYPE_F32 || in.rank < 2)
+    bad(name, "needs an F32 input of rank >= 2, got " + shape_string(in));
   if (attrs.out_features <= 0) bad(name, "out_features must be > 0");
   int64_t batch = in.dims[0];
   int64_t features = elements(in) / batch;
@@ -188,7 +193,9 @@ int32_t GraphBuilder::fc(const std::string& name, int32_t x, const dlhost_fc_att
   n.node.attrs = &n.fc;
   add_param(n, DLHOST_PARAM_WEIGHT, {attrs.out_features, features}, DLHOST_INIT_XAVIER_UNIFORM,
             features, attrs.out_features);
-  if (attrs.has_bias) add_param(n, DLHOST_PARAM_BIAS, {attrs.out_features}, DLHOST_INIT_ZERO, features, attrs.out_features);
+  if (attrs.has_bias)
+    add_param(n, DLHOST_PARAM_BIAS, {attrs.out_features}, DLHOST_INIT_ZERO, features,
+              attrs.out_features);
   n.node.forward_flops = 2.0 * batch * features * attrs.out_features +
                          (attrs.has_bias ? 1.0 * batch * attrs.out_features : 0.0);
   n.node.output = add_tensor(name, DLHOST_DTYPE_F32, {batch, attrs.out_features});
@@ -197,19 +204,21 @@ int32_t GraphBuilder::fc(const std::string& name, int32_t x, const dlhost_fc_att
 
 int32_t GraphBuilder::conv2d(const std::string& name, int32_t x, const dlhost_conv2d_attrs& a) {
   const auto& in = checked_tensor(name, x);
-  if (in.dtype != DLHOST_DTYPE_F32 || in.rank != 4) bad(name, "needs an F32 NCHW input, got " + shape_string(in));
+  if (in.dtype != DLHOST_DTYPE_F32 || in.rank != 4)
+    bad(name, "needs an F32 NCHW input, got " + shape_string(in));
   if (a.out_channels <= 0 || a.kernel_h <= 0 || a.kernel_w <= 0 || a.stride_h <= 0 ||
       a.stride_w <= 0 || a.pad_h < 0 || a.pad_w < 0 || a.dilation_h <= 0 || a.dilation_w <= 0 ||
       a.groups <= 0)
     bad(name, "out_channels, kernel, stride, dilation and groups must be > 0 and padding >= 0");
   int64_t c = in.dims[1], h = in.dims[2], w = in.dims[3];
   if (c % a.groups != 0 || a.out_channels % a.groups != 0)
-    bad(name, "groups " + std::to_string(a.groups) + " must divide input channels " + std::to_string(c) +
-                  " and output channels " + std::to_string(a.out_channels));
+    bad(name, "groups " + std::to_string(a.groups) + " must divide input channels " +
+                  std::to_string(c) + " and output channels " + std::to_string(a.out_channels));
   int64_t ekh = a.dilation_h * (a.kernel_h - 1) + 1, ekw = a.dilation_w * (a.kernel_w - 1) + 1;
   if (h + 2 * a.pad_h < ekh || w + 2 * a.pad_w < ekw)
-    bad(name, "kernel " + std::to_string(ekh) + "x" + std::to_string(ekw) + " (dilated) larger than the padded input " +
-                  std::to_string(h + 2 * a.pad_h) + "x" + std::to_string(w + 2 * a.pad_w) + " (input " + shape_string(in) + ")");
+    bad(name, "kernel " + std::to_string(ekh) + "x" + std::to_string(ekw) +
+                  " (dilated) larger than the padded input " + std::to_string(h + 2 * a.pad_h) +
+                  "x" + std::to_string(w + 2 * a.pad_w) + " (input " + shape_string(in) + ")");
   int64_t oh = (h + 2 * a.pad_h - ekh) / a.stride_h + 1;
   int64_t ow = (w + 2 * a.pad_w - ekw) / a.stride_w + 1;
   auto& n = add_node(DLHOST_OP_CONV2D, name, {x});
@@ -220,7 +229,9 @@ int32_t GraphBuilder::conv2d(const std::string& name, int32_t x, const dlhost_co
   int64_t k = a.kernel_h * a.kernel_w;
   add_param(n, DLHOST_PARAM_WEIGHT, {a.out_channels, cin, a.kernel_h, a.kernel_w},
             DLHOST_INIT_XAVIER_UNIFORM, cin * k, a.out_channels / a.groups * k);
-  if (a.has_bias) add_param(n, DLHOST_PARAM_BIAS, {a.out_channels}, DLHOST_INIT_ZERO, cin * k, a.out_channels / a.groups * k);
+  if (a.has_bias)
+    add_param(n, DLHOST_PARAM_BIAS, {a.out_channels}, DLHOST_INIT_ZERO, cin * k,
+              a.out_channels / a.groups * k);
   double outputs = 1.0 * in.dims[0] * a.out_channels * oh * ow;
   n.node.forward_flops = 2.0 * outputs * cin * k + (a.has_bias ? outputs : 0.0);
   n.node.output = add_tensor(name, DLHOST_DTYPE_F32, {in.dims[0], a.out_channels, oh, ow});
@@ -240,11 +251,15 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode)
 
 int32_t GraphBuilder::pool2d(const std::string& name, int32_t x, const dlhost_pool2d_attrs& a) {
   const auto& in = checked_tensor(name, x);
-  if (in.dtype != DLHOST_DTYPE_F32 || in.rank != 4) bad(name, "needs an F32 NCHW input, got " + shape_string(in));
-  if (a.kind != DLHOST_POOL_MAX && a.kind != DLHOST_POOL_AVG) bad(name, "unknown pooling kind " + std::to_string(a.kind));
-  if (a.kernel_h <= 0 || a.kernel_w <= 0 || a.stride_h <= 0 || a.stride_w <= 0 || a.pad_h < 0 || a.pad_w < 0)
+  if (in.dtype != DLHOST_DTYPE_F32 || in.rank != 4)
+    bad(name, "needs an F32 NCHW input, got " + shape_string(in));
+  if (a.kind != DLHOST_POOL_MAX && a.kind != DLHOST_POOL_AVG)
+    bad(name, "unknown pooling kind " + std::to_string(a.kind));
+  if (a.kernel_h <= 0 || a.kernel_w <= 0 || a.stride_h <= 0 || a.stride_w <= 0 || a.pad_h < 0 ||
+      a.pad_w < 0)
     bad(name, "kernel and stride must be > 0 and padding >= 0");
-  if (a.pad_h * 2 > a.kernel_h || a.pad_w * 2 > a.kernel_w) bad(name, "padding must be at most half the kernel");
+  if (a.pad_h * 2 > a.kernel_h || a.pad_w * 2 > a.kernel_w)
+    bad(name, "padding must be at most half the kernel");
   int64_t h = in.dims[2], w = in.dims[3];
   if (h + 2 * a.pad_h < a.kernel_h || w + 2 * a.pad_w < a.kernel_w)
     bad(name, "window larger than the padded input " + shape_string(in));
@@ -259,7 +274,8 @@ int32_t GraphBuilder::pool2d(const std::string& name, int32_t x, const dlhost_po
   return n.node.output;
 }
 
-int32_t GraphBuilder::activation(const std::string& name, int32_t x, const dlhost_activation_attrs& a) {
+int32_t GraphBuilder::activation(const std::string& name, int32_t x,
+                                 const dlhost_activation_attrs& a) {
   const auto& in = checked_tensor(name, x);
   if (in.dtype != DLHOST_DTYPE_F32) bad(name, "needs an F32 input");
   if (a.kind < DLHOST_ACTIVATION_RELU || a.kind > DLHOST_ACTIVATION_TANH)
@@ -275,10 +291,12 @@ int32_t GraphBuilder::activation(const std::string& name, int32_t x, const dlhos
   return n.node.output;
 }
 
-int32_t GraphBuilder::softmax_cross_entropy(const std::string& name, int32_t logits, int32_t labels) {
+int32_t GraphBuilder::softmax_cross_entropy(const std::string& name, int32_t logits,
+                                            int32_t labels) {
   const auto& l = checked_tensor(name, logits);
   const auto& y = checked_tensor(name, labels);
-  if (l.dtype != DLHOST_DTYPE_F32 || l.rank != 2) bad(name, "logits must be F32 [batch, classes], got " + shape_string(l));
+  if (l.dtype != DLHOST_DTYPE_F32 || l.rank != 2)
+    bad(name, "logits must be F32 [batch, classes], got " + shape_string(l));
   if (y.dtype != DLHOST_DTYPE_I32 || y.rank != 1 || y.dims[0] != l.dims[0])
     bad(name, "labels must be an I32 input of one class id per sample");
   if (graph_->loss_ >= 0) bad(name, "the graph already has a loss");
@@ -309,7 +327,8 @@ int32_t GraphBuilder::mse_loss(const std::string& name, int32_t prediction, int3
 std::unique_ptr<Graph> GraphBuilder::finish() {
   if (!graph_) throw Error(DLHOST_CODE_FAILED_PRECONDITION, "graph builder already finished");
   if (graph_->loss_ < 0)
-    throw Error(DLHOST_CODE_INVALID_ARGUMENT, "network '" + graph_->network_ + "' has no loss layer");
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT,
+                "network '" + graph_->network_ + "' has no loss layer");
   graph_->finish();
   return std::move(graph_);
 }
@@ -327,7 +346,8 @@ GraphBuilder& unwrap(dlhost_graph_builder* b) {
 template <class Attrs>
 Attrs checked_attrs(const Attrs* a, size_t min_size, const char* what) {
   if (a == nullptr || a->struct_size < min_size)
-    throw Error(DLHOST_CODE_INVALID_ARGUMENT, std::string(what) + " attrs missing or smaller than ABI 1.0's");
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT,
+                std::string(what) + " attrs missing or smaller than ABI 1.0's");
   return *a;
 }
 
@@ -349,28 +369,45 @@ dlhost_builder_api make_builder_api() {
                const int64_t* dims, int32_t* out) {
     return call(out, [&] {
       if (rank < 0 || (rank > 0 && dims == nullptr))
-        throw Error(DLHOST_CODE_INVALID_ARGUMENT, "input '" + str(name) + "': bad rank or NULL dims");
-      return unwrap(b).input(str(name), static_cast<dlhost_dtype>(dtype), std::vector<int64_t>(dims, dims + rank));
+        throw Error(DLHOST_CODE_INVALID_ARGUMENT,
+                    "input '" + str(name) + "': bad rank or NULL dims");
+      return unwrap(b).input(str(name), static_cast<dlhost_dtype>(dtype),
+                             std::vector<int64_t>(dims, dims + rank));
     });
   };
-  t.fc = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_fc_attrs* a, int32_t* out) {
-    return call(out, [&] { return unwrap(b).fc(str(name), x, checked_attrs(a, DLHOST_FC_ATTRS_STRUCT_SIZE, "fc")); });
-  };
-  t.conv2d = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_conv2d_attrs* a, int32_t* out) {
-    return call(out, [&] { return unwrap(b).conv2d(str(name), x, checked_attrs(a, DLHOST_CONV2D_ATTRS_STRUCT_SIZE, "conv2d")); });
-  };
-  t.pool2d = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_pool2d_attrs* a, int32_t* out) {
-    return call(out, [&] { return unwrap(b).pool2d(str(name), x, checked_attrs(a, DLHOST_POOL2D_ATTRS_STRUCT_SIZE, "pool2d")); });
-  };
-  t.activation = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_activation_attrs* a, int32_t* out) {
+  t.fc = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_fc_attrs* a,
+            int32_t* out) {
     return call(out, [&] {
-      return unwrap(b).activation(str(name), x, checked_attrs(a, DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE, "activation"));
+      return unwrap(b).fc(str(name), x, checked_attrs(a, DLHOST_FC_ATTRS_STRUCT_SIZE, "fc"));
     });
   };
-  t.softmax_cross_entropy = [](dlhost_graph_builder* b, const char* name, int32_t logits, int32_t labels, int32_t* out) {
+  t.conv2d = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_conv2d_attrs* a,
+                int32_t* out) {
+    return call(out, [&] {
+      return unwrap(b).conv2d(str(name), x,
+                              checked_attrs(a, DLHOST_CONV2D_ATTRS_STRUCT_SIZE, "conv2d"));
+    });
+  };
+  t.pool2d = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_pool2d_attrs* a,
+                int32_t* out) {
+    return call(out, [&] {
+      return unwrap(b).pool2d(str(name), x,
+                              checked_attrs(a, DLHOST_POOL2D_ATTRS_STRUCT_SIZE, "pool2d"));
+    });
+  };
+  t.activation = [](dlhost_graph_builder* b, const char* name, int32_t x,
+                    const dlhost_activation_attrs* a, int32_t* out) {
+    return call(out, [&] {
+      return unwrap(b).activation(
+          str(name), x, checked_attrs(a, DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE, "activation"));
+    });
+  };
+  t.softmax_cross_entropy = [](dlhost_graph_builder* b, const char* name, int32_t logits,
+                               int32_t labels, int32_t* out) {
     return call(out, [&] { return unwrap(b).softmax_cross_entropy(str(name), logits, labels); });
   };
-  t.mse_loss = [](dlhost_graph_builder* b, const char* name, int32_t prediction, int32_t target, int32_t* out) {
+  t.mse_loss = [](dlhost_graph_builder* b, const char* name, int32_t prediction, int32_t target,
+                  int32_t* out) {
     return call(out, [&] { return unwrap(b).mse_loss(str(name), prediction, target); });
   };
   return t;

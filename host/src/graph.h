@@ -25,9 +25,9 @@ class Graph {
   const std::string& network() const { return network_; }
   int64_t batch() const { return batch_; }
 
-  int64_t param_count() const;                 // elements over all parameters
-  double forward_flops() const;                // per mini-batch
-  double forward_flops_per_sample() const;     // forward_flops() / batch
+  int64_t param_count() const;              // elements over all parameters
+  double forward_flops() const;             // per mini-batch
+  double forward_flops_per_sample() const;  // forward_flops() / batch
   // Per-sample shape of the first non-label input ("3x224x224").
   std::string input_shape() const;
 
@@ -77,7 +77,8 @@ class GraphBuilder {
  public:
   GraphBuilder(std::string network, int64_t batch);
 
-  int32_t input(const std::string& name, dlhost_dtype dtype, const std::vector<int64_t>& per_sample);
+  int32_t input(const std::string& name, dlhost_dtype dtype,
+                const std::vector<int64_t>& per_sample);
   int32_t fc(const std::string& name, int32_t x, const dlhost_fc_attrs& attrs);
   int32_t conv2d(const std::string& name, int32_t x, const dlhost_conv2d_attrs& attrs);
   int32_t pool2d(const std::string& name, int32_t x, const dlhost_pool2d_attrs& attrs);

@@ -19,16 +19,23 @@ dlhost_status* status_create(int32_t code, const char* message) {
   return new dlhost_status{code, message != nullptr ? message : ""};
 }
 int32_t status_code(const dlhost_status* s) { return s != nullptr ? s->code : DLHOST_CODE_OK; }
-const char* status_message(const dlhost_status* s) { return s != nullptr ? s->message.c_str() : ""; }
+const char* status_message(const dlhost_status* s) {
+  return s != nullptr ? s->message.c_str() : "";
+}
 void status_destroy(dlhost_status* s) { delete s; }
 
 spdlog::level::level_enum to_spdlog(int32_t level) {
   switch (level) {
-    case DLHOST_LOG_TRACE: return spdlog::level::trace;
-    case DLHOST_LOG_DEBUG: return spdlog::level::debug;
-    case DLHOST_LOG_INFO: return spdlog::level::info;
-    case DLHOST_LOG_WARN: return spdlog::level::warn;
-    default: return spdlog::level::err;
+    case DLHOST_LOG_TRACE:
+      return spdlog::level::trace;
+    case DLHOST_LOG_DEBUG:
+      return spdlog::level::debug;
+    case DLHOST_LOG_INFO:
+      return spdlog::level::info;
+    case DLHOST_LOG_WARN:
+      return spdlog::level::warn;
+    default:
+      return spdlog::level::err;
   }
 }
 

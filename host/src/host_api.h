@@ -28,8 +28,7 @@ const dlhost_host_api* host_api();
 // An error raised by the host or carried out of a plugin's status.
 class Error : public std::runtime_error {
  public:
-  Error(dlhost_code code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(dlhost_code code, const std::string& message) : std::runtime_error(message), code_(code) {}
   dlhost_code code() const { return code_; }
 
  private:

@@ -79,7 +79,8 @@ int cmd_plugins(const PluginRegistry& registry, bool as_json) {
     out.push_back(j);
   }
   json refused = json::array();
-  for (const auto& r : registry.refused()) refused.push_back(json{{"path", r.path}, {"reason", r.reason}});
+  for (const auto& r : registry.refused())
+    refused.push_back(json{{"path", r.path}, {"reason", r.reason}});
 
   if (as_json) {
     std::cout << json{{"plugins", out}, {"refused", refused}}.dump(2) << "\n";
@@ -99,11 +100,13 @@ int cmd_plugins(const PluginRegistry& registry, bool as_json) {
                     d["cores"].get<int>(), d["isa"].get<std::string>().c_str(),
                     human_bytes(d["memory_bytes"].get<double>()).c_str(),
                     d["library"].get<std::string>().c_str());
-    if (j.contains("networks")) std::printf("    %d networks (see `dlhost networks`)\n", j["networks"].get<int>());
+    if (j.contains("networks"))
+      std::printf("    %d networks (see `dlhost networks`)\n", j["networks"].get<int>());
   }
   if (out.empty()) std::printf("(no plugins found)\n");
   for (const auto& r : refused)
-    std::printf("refused %s\n    %s\n", r["path"].get<std::string>().c_str(), r["reason"].get<std::string>().c_str());
+    std::printf("refused %s\n    %s\n", r["path"].get<std::string>().c_str(),
+                r["reason"].get<std::string>().c_str());
   std::printf("searched: ");
   auto folders = PluginRegistry::default_search_path();
   for (size_t i = 0; i < folders.size(); ++i) std::printf("%s%s", i ? ":" : "", folders[i].c_str());
@@ -116,7 +119,9 @@ int cmd_plugins(const PluginRegistry& registry, bool as_json) {
 int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool describe) {
   json out = json::array();
   for (const auto& n : networks) {
-    json j{{"name", n.name}, {"plugin", n.plugin->name}, {"dataset", n.info->dataset ? n.info->dataset : ""}};
+    json j{{"name", n.name},
+           {"plugin", n.plugin->name},
+           {"dataset", n.info->dataset ? n.info->dataset : ""}};
     try {
       // Shapes and counts come from the graph itself, built at mini-batch 1.
       dlhost_options none;
@@ -131,8 +136,10 @@ int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool des
     j["cpu_batch"] = n.info->cpu_batch;
     j["gpu_batch"] = n.info->gpu_batch;
     const auto* o = n.info->optimizer;
-    j["optimizer"] = json{{"lr", o->learning_rate}, {"momentum", o->momentum},
-                          {"weight_decay", o->weight_decay}, {"clip_norm", o->clip_norm}};
+    j["optimizer"] = json{{"lr", o->learning_rate},
+                          {"momentum", o->momentum},
+                          {"weight_decay", o->weight_decay},
+                          {"clip_norm", o->clip_norm}};
     j["description"] = n.info->description ? n.info->description : "";
     out.push_back(j);
   }
@@ -145,7 +152,8 @@ int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool des
   int errors = 0;
   for (const auto& j : out) {
     if (j.contains("error")) {
-      std::printf("%-12s cannot be built: %s\n", j["name"].get<std::string>().c_str(), j["error"].get<std::string>().c_str());
+      std::printf("%-12s cannot be built: %s\n", j["name"].get<std::string>().c_str(),
+                  j["error"].get<std::string>().c_str());
       ++errors;
       continue;
     }
@@ -153,10 +161,14 @@ int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool des
     char opt[96];
     std::snprintf(opt, sizeof(opt), "SGD lr %g momentum %g wd %g%s", o["lr"].get<double>(),
                   o["momentum"].get<double>(), o["weight_decay"].get<double>(),
-                  o["clip_norm"].get<double>() > 0 ? (" clip " + std::to_string(o["clip_norm"].get<double>())).c_str() : "");
+                  o["clip_norm"].get<double>() > 0
+                      ? (" clip " + std::to_string(o["clip_norm"].get<double>())).c_str()
+                      : "");
     std::printf("%-12s %-12s %14s %14.4f %9lld %9lld  %s\n", j["name"].get<std::string>().c_str(),
-                j["input_shape"].get<std::string>().c_str(), with_commas(j["params"].get<int64_t>()).c_str(),
-                j["forward_flops_per_sample"].get<double>() / 1e9, static_cast<long long>(j["cpu_batch"].get<int64_t>()),
+                j["input_shape"].get<std::string>().c_str(),
+                with_commas(j["params"].get<int64_t>()).c_str(),
+                j["forward_flops_per_sample"].get<double>() / 1e9,
+                static_cast<long long>(j["cpu_batch"].get<int64_t>()),
                 static_cast<long long>(j["gpu_batch"].get<int64_t>()), opt);
     if (describe) std::printf("    %s\n", j["description"].get<std::string>().c_str());
   }
@@ -182,16 +194,20 @@ std::string default_results_path(const std::string& suite_name) {
 
 std::string case_line(size_t index, size_t total, const json& rec) {
   char head[256];
-  std::snprintf(head, sizeof(head), "[%*zu/%zu] %-40s %-8s", static_cast<int>(std::to_string(total).size()),
-                index, total, rec["case_id"].get<std::string>().c_str(), rec["status"].get<std::string>().c_str());
+  std::snprintf(head, sizeof(head), "[%*zu/%zu] %-40s %-8s",
+                static_cast<int>(std::to_string(total).size()), index, total,
+                rec["case_id"].get<std::string>().c_str(),
+                rec["status"].get<std::string>().c_str());
   std::string line = head;
   if (rec.contains("timing")) {
     const auto& t = rec["timing"];
     const auto& s = t["step"];
     char body[256];
-    std::snprintf(body, sizeof(body), " median %9.2f ms/mini-batch (p5 %.2f, p95 %.2f, n=%lld)  %10.1f samples/s",
+    std::snprintf(body, sizeof(body),
+                  " median %9.2f ms/mini-batch (p5 %.2f, p95 %.2f, n=%lld)  %10.1f samples/s",
                   s["median"].get<double>(), s["p5"].get<double>(), s["p95"].get<double>(),
-                  static_cast<long long>(t["iterations"].get<int64_t>()), t["samples_per_second"].get<double>());
+                  static_cast<long long>(t["iterations"].get<int64_t>()),
+                  t["samples_per_second"].get<double>());
     line += body;
   }
   if (!rec["reason"].get<std::string>().empty()) line += "  " + rec["reason"].get<std::string>();
@@ -205,8 +221,8 @@ struct RunOptions {
   bool dry_run = false;
 };
 
-int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& networks, const RunOptions& o,
-            bool validate_only) {
+int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,
+            const RunOptions& o, bool validate_only) {
   Suite suite;
   try {
     suite = load_suite(o.suite, make_catalog(registry, networks), host_cores(), o.overrides);
@@ -227,15 +243,17 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
     bool found = false;
     for (const auto* c : selected) found = found || c->id == id;
     if (!found) {
-      std::fprintf(stderr, "dlhost: %s has no case '%s'; its cases are:\n", o.suite.c_str(), id.c_str());
+      std::fprintf(stderr, "dlhost: %s has no case '%s'; its cases are:\n", o.suite.c_str(),
+                   id.c_str());
       for (const auto& c : suite.cases) std::fprintf(stderr, "  %s\n", c.id.c_str());
       return 2;
     }
   }
   if (validate_only) {
     std::printf("%s: valid, %zu cases (%zu skipped here)\n", o.suite.c_str(), suite.cases.size(),
-                static_cast<size_t>(std::count_if(suite.cases.begin(), suite.cases.end(),
-                                                  [](const CaseSpec& c) { return !c.skip_reason.empty(); })));
+                static_cast<size_t>(
+                    std::count_if(suite.cases.begin(), suite.cases.end(),
+                                  [](const CaseSpec& c) { return !c.skip_reason.empty(); })));
     return 0;
   }
   if (o.dry_run) {
@@ -276,7 +294,8 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
     std::fflush(stdout);
   }
   std::string summary;
-  for (const auto& [status, n] : counts) summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+  for (const auto& [status, n] : counts)
+    summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
   std::printf("done: %s; results in %s\n", summary.c_str(), out_path.c_str());
   return counts.count(kStatusFailed) || counts.count(kStatusTimeout) ? 1 : 0;
 }
@@ -284,8 +303,9 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"dlhost — benchmarks deep-learning training across compute libraries, hardware and "
-               "communication layers, through plugins"};
+  CLI::App app{
+      "dlhost — benchmarks deep-learning training across compute libraries, hardware and "
+      "communication layers, through plugins"};
   app.require_subcommand(1);
   bool verbose = false;
   std::string log_level = "warn";
@@ -294,25 +314,37 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.add_option("--plugin-path", plugin_dirs,
-                 "Extra plugin folder, searched before the build folder, DLHOST_PLUGIN_PATH and the install folder");
+                 "Extra plugin folder, searched before the build folder, DLHOST_PLUGIN_PATH and "
+                 "the install folder");
 
   bool as_json = false, describe = false;
-  auto* plugins = app.add_subcommand("plugins", "List the plugins found, their devices, and the files refused (with why)");
+  auto* plugins = app.add_subcommand(
+      "plugins", "List the plugins found, their devices, and the files refused (with why)");
   plugins->add_flag("--json", as_json, "Print JSON");
-  auto* nets = app.add_subcommand("networks", "List the networks: input shape, parameters, forward FLOPs per sample");
+  auto* nets = app.add_subcommand(
+      "networks", "List the networks: input shape, parameters, forward FLOPs per sample");
   nets->add_flag("--json", as_json, "Print JSON");
   nets->add_flag("-d,--describe", describe, "Print each network's description");
 
   RunOptions run_opts;
-  auto* run = app.add_subcommand("run", "Run a suite: one line per case as it ends, one JSON record per case appended to the results file");
-  run->add_option("suite", run_opts.suite, "Suite file (YAML)")->required()->check(CLI::ExistingFile);
+  auto* run = app.add_subcommand("run",
+                                 "Run a suite: one line per case as it ends, one JSON record per "
+                                 "case appended to the results file");
+  run->add_option("suite", run_opts.suite, "Suite file (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
   run->add_option("--case", run_opts.cases, "Run only this case id (repeatable)");
   run->add_flag("--dry-run", run_opts.dry_run, "Print the expanded matrix and exit");
-  run->add_option("-o,--output", run_opts.output, "Results file (JSON lines, appended); default results/<suite>-<time>.jsonl");
-  run->add_option("--set", run_opts.overrides, "Override a suite key for every case, e.g. --set iterations=5 (repeatable)");
+  run->add_option("-o,--output", run_opts.output,
+                  "Results file (JSON lines, appended); default results/<suite>-<time>.jsonl");
+  run->add_option("--set", run_opts.overrides,
+                  "Override a suite key for every case, e.g. --set iterations=5 (repeatable)");
   RunOptions validate_opts;
-  auto* validate = app.add_subcommand("validate", "Check a suite (keys, types, names) without running it");
-  validate->add_option("suite", validate_opts.suite, "Suite file (YAML)")->required()->check(CLI::ExistingFile);
+  auto* validate =
+      app.add_subcommand("validate", "Check a suite (keys, types, names) without running it");
+  validate->add_option("suite", validate_opts.suite, "Suite file (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
   validate->add_option("--set", validate_opts.overrides, "Override a suite key, as for run");
 
   CLI11_PARSE(app, argc, argv);

@@ -32,10 +32,14 @@ PluginRegistry::~PluginRegistry() {
 
 const char* kind_name(int32_t kind) {
   switch (kind) {
-    case DLHOST_PLUGIN_BACKEND: return "backend";
-    case DLHOST_PLUGIN_COMM: return "comm";
-    case DLHOST_PLUGIN_NETWORK: return "network";
-    default: return "unknown";
+    case DLHOST_PLUGIN_BACKEND:
+      return "backend";
+    case DLHOST_PLUGIN_COMM:
+      return "comm";
+    case DLHOST_PLUGIN_NETWORK:
+      return "network";
+    default:
+      return "unknown";
   }
 }
 
@@ -83,19 +87,27 @@ bool valid_name(const char* name) {
 // read past its end.
 size_t min_table_size(int32_t kind) {
   switch (kind) {
-    case DLHOST_PLUGIN_BACKEND: return DLHOST_BACKEND_API_STRUCT_SIZE;
-    case DLHOST_PLUGIN_COMM: return DLHOST_COMM_API_STRUCT_SIZE;
-    case DLHOST_PLUGIN_NETWORK: return DLHOST_NETWORK_API_STRUCT_SIZE;
-    default: return 0;
+    case DLHOST_PLUGIN_BACKEND:
+      return DLHOST_BACKEND_API_STRUCT_SIZE;
+    case DLHOST_PLUGIN_COMM:
+      return DLHOST_COMM_API_STRUCT_SIZE;
+    case DLHOST_PLUGIN_NETWORK:
+      return DLHOST_NETWORK_API_STRUCT_SIZE;
+    default:
+      return 0;
   }
 }
 
 size_t table_size(const dlhost_plugin* p) {
   switch (p->kind) {
-    case DLHOST_PLUGIN_BACKEND: return p->backend ? p->backend->struct_size : 0;
-    case DLHOST_PLUGIN_COMM: return p->comm ? p->comm->struct_size : 0;
-    case DLHOST_PLUGIN_NETWORK: return p->network ? p->network->struct_size : 0;
-    default: return 0;
+    case DLHOST_PLUGIN_BACKEND:
+      return p->backend ? p->backend->struct_size : 0;
+    case DLHOST_PLUGIN_COMM:
+      return p->comm ? p->comm->struct_size : 0;
+    case DLHOST_PLUGIN_NETWORK:
+      return p->network ? p->network->struct_size : 0;
+    default:
+      return 0;
   }
 }
 
@@ -133,7 +145,8 @@ bool PluginRegistry::load_file(const std::string& path) {
 
   auto entry = lib.get<const dlhost_plugin*(const dlhost_host_api*)>(DLHOST_PLUGIN_ENTRY_SYMBOL);
   const dlhost_plugin* p = entry(host_api());
-  if (p == nullptr) return refuse("entry returned NULL: the plugin could not initialize (see its log)");
+  if (p == nullptr)
+    return refuse("entry returned NULL: the plugin could not initialize (see its log)");
   // The first three fields never move in any major version, so they can be read before
   // anything else is trusted.
   if (p->struct_size < offsetof(dlhost_plugin, kind) + sizeof(p->kind))
@@ -149,8 +162,7 @@ bool PluginRegistry::load_file(const std::string& path) {
                   std::to_string(DLHOST_STRUCT_SIZE(dlhost_plugin, network)) + ")");
   if (p->kind < DLHOST_PLUGIN_BACKEND || p->kind > DLHOST_PLUGIN_NETWORK)
     return refuse("unknown plugin kind " + std::to_string(p->kind));
-  if (!valid_name(p->name))
-    return refuse("invalid plugin name (must match [a-z0-9_]{1,64})");
+  if (!valid_name(p->name)) return refuse("invalid plugin name (must match [a-z0-9_]{1,64})");
   if (table_size(p) < min_table_size(p->kind))
     return refuse(std::string("the ") + kind_name(p->kind) +
                   " table is missing or smaller than ABI 1.0's (struct_size " +

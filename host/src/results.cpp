@@ -17,7 +17,8 @@ ResultsWriter::ResultsWriter(const std::string& path) : path_(path) {
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw std::runtime_error("cannot open results file " + path + ": " + std::strerror(errno));
+  if (fd_ < 0)
+    throw std::runtime_error("cannot open results file " + path + ": " + std::strerror(errno));
 }
 
 ResultsWriter::~ResultsWriter() {

@@ -64,7 +64,7 @@ double as_written(float v) {
 }
 
 json summary_json(const Summary& s) {
-  return json{{"mean", s.mean}, {"median", s.median}, {"min", s.min},     {"max", s.max},
+  return json{{"mean", s.mean}, {"median", s.median}, {"min", s.min},      {"max", s.max},
               {"p5", s.p5},     {"p95", s.p95},       {"stddev", s.stddev}};
 }
 
@@ -88,7 +88,8 @@ dlhost_options backend_options(const json& params, const std::string& backend) {
   dlhost_options opts;
   if (auto it = params.find("options"); it != params.end() && it->is_object()) {
     if (auto b = it->find(backend); b != it->end() && b->is_object())
-      for (const auto& [k, v] : b->items()) opts.values[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      for (const auto& [k, v] : b->items())
+        opts.values[k] = v.is_string() ? v.get<std::string>() : v.dump();
   }
   opts.values["threads"] = std::to_string(get_or<int64_t>(params, "threads", 0));
   opts.values["seed"] = std::to_string(get_or<int64_t>(params, "seed", 42));
@@ -112,13 +113,14 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
   if (net == nullptr) throw Skip{"network '" + network_name + "' is not installed here"};
   const LoadedPlugin* backend = ctx.registry->find(DLHOST_PLUGIN_BACKEND, backend_name);
   if (backend == nullptr) throw Skip{"backend '" + backend_name + "' is not installed here"};
-  if (!backend->usable) throw Skip{"backend '" + backend_name + "' cannot run here: " + backend->unusable_reason};
+  if (!backend->usable)
+    throw Skip{"backend '" + backend_name + "' cannot run here: " + backend->unusable_reason};
   const dlhost_backend_api* api = backend->table->backend;
 
   int32_t device = static_cast<int32_t>(get_or<int64_t>(p, "device", 0));
   if (device < 0 || device >= api->device_count())
-    throw Skip{"backend '" + backend_name + "' has no device " + std::to_string(device) + " here (" +
-               std::to_string(api->device_count()) + " devices)"};
+    throw Skip{"backend '" + backend_name + "' has no device " + std::to_string(device) +
+               " here (" + std::to_string(api->device_count()) + " devices)"};
   const dlhost_device_info* dev = nullptr;
   check_status(api->device_info(device, &dev), "device_info");
   rec["backend"] = json{{"name", backend->name},
@@ -134,7 +136,8 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
                           {"library", dev->library ? dev->library : ""}}}};
 
   int64_t batch = get_or<int64_t>(p, "batch", 0);
-  if (batch <= 0) batch = dev->kind == DLHOST_DEVICE_GPU ? net->info->gpu_batch : net->info->cpu_batch;
+  if (batch <= 0)
+    batch = dev->kind == DLHOST_DEVICE_GPU ? net->info->gpu_batch : net->info->cpu_batch;
   int64_t warmup = get_or<int64_t>(p, "warmup", 5);
   int64_t iterations = get_or<int64_t>(p, "iterations", 20);
   double timeout_s = get_or<double>(p, "timeout", 600.0);
@@ -168,7 +171,8 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
   std::unique_ptr<dlhost_context, ContextDeleter> context(raw_ctx, ContextDeleter{api});
   t = Clock::now();
   dlhost_model* raw_model = nullptr;
-  check_status(api->compile(context.get(), graph->view(), &opt, &opts, &raw_model), backend_name + " compile");
+  check_status(api->compile(context.get(), graph->view(), &opt, &opts, &raw_model),
+               backend_name + " compile");
   std::unique_ptr<dlhost_model, ModelDeleter> model(raw_model, ModelDeleter{api});
   double compile_ms = ms_since(t);
 
@@ -176,7 +180,8 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
   t = Clock::now();
   auto weights = initial_params(*graph, seed);
   for (int32_t i = 0; i < graph->num_params(); ++i)
-    check_status(api->write_param(model.get(), i, DLHOST_PARAM_VALUE, weights[i].data(), weights[i].size() * 4),
+    check_status(api->write_param(model.get(), i, DLHOST_PARAM_VALUE, weights[i].data(),
+                                  weights[i].size() * 4),
                  "write_param " + std::string(graph->param(i).name));
   weights.clear();
   for (const auto& input : synthetic_inputs(*graph, seed))
@@ -241,7 +246,8 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
     check_status(api->read_loss(m, &loss), "read_loss");  // outside the timers
     losses.push_back(loss);
     if (!std::isfinite(loss))
-      throw Error(DLHOST_CODE_INTERNAL, "loss is " + std::to_string(loss) + " at timed iteration " + std::to_string(i));
+      throw Error(DLHOST_CODE_INTERNAL,
+                  "loss is " + std::to_string(loss) + " at timed iteration " + std::to_string(i));
     timed_out = over_time();
   }
   uint64_t backend_bytes = 0;
@@ -264,17 +270,20 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
   // Training costs about 3x the forward FLOPs (forward, backward data, backward weights).
   timing["train_gflops_per_second_est"] =
       step.median > 0 ? 3.0 * graph->forward_flops() / (step.median * 1e6) : 0.0;
-  timing["samples"] = json{{"step", step_ms}, {"forward", fwd_ms}, {"backward", bwd_ms}, {"update", upd_ms}};
+  timing["samples"] =
+      json{{"step", step_ms}, {"forward", fwd_ms}, {"backward", bwd_ms}, {"update", upd_ms}};
   rec["timing"] = timing;
-  rec["loss"] = json{{"warmup_first", warmup_losses.empty() ? json(nullptr) : json(warmup_losses.front())},
-                     {"first", losses.empty() ? json(nullptr) : json(losses.front())},
-                     {"last", losses.empty() ? json(nullptr) : json(losses.back())},
-                     {"values", losses}};
+  rec["loss"] =
+      json{{"warmup_first", warmup_losses.empty() ? json(nullptr) : json(warmup_losses.front())},
+           {"first", losses.empty() ? json(nullptr) : json(losses.front())},
+           {"last", losses.empty() ? json(nullptr) : json(losses.back())},
+           {"values", losses}};
   rec["memory"] = json{{"peak_rss_bytes", peak_rss_bytes()}, {"backend_bytes", backend_bytes}};
   if (timed_out) {
     rec["status"] = kStatusTimeout;
     rec["reason"] = "case exceeded its timeout of " + std::to_string(timeout_s) + " s after " +
-                    std::to_string(step_ms.size()) + " of " + std::to_string(iterations) + " timed iterations";
+                    std::to_string(step_ms.size()) + " of " + std::to_string(iterations) +
+                    " timed iterations";
   } else if (step_ms.empty()) {
     throw Error(DLHOST_CODE_INVALID_ARGUMENT, "no timed iterations");
   }
@@ -301,7 +310,9 @@ nlohmann::ordered_json run_case(const CaseInput& input, const RunContext& ctx) {
   } catch (const Error& e) {
     bool unimplemented = e.code() == DLHOST_CODE_UNIMPLEMENTED;
     rec["status"] = unimplemented ? kStatusSkipped : kStatusFailed;
-    rec["reason"] = std::string(unimplemented ? "UNIMPLEMENTED: " : code_name(e.code()) + std::string(": ")) + e.what();
+    rec["reason"] =
+        std::string(unimplemented ? "UNIMPLEMENTED: " : code_name(e.code()) + std::string(": ")) +
+        e.what();
   } catch (const std::exception& e) {
     rec["status"] = kStatusFailed;
     rec["reason"] = std::string("INTERNAL: ") + e.what();

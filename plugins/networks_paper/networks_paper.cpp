@@ -103,18 +103,19 @@ std::vector<Network>& networks() {
                      "FCN-5 (Shi et al.): 26752 inputs, 3 fully connected hidden layers of 2048 "
                      "with sigmoid, 26752-way softmax cross-entropy; synthetic data.",
                      "synthetic", 64, 64, sgd(0.01f, 0.0f, 0.0f), build_fcn5));
-    v.push_back(make("fcn8",
-                     "FCN-8 (Shi et al.): as FCN-5 with 6 hidden layers of 2048.", "synthetic", 64,
-                     64, sgd(0.01f, 0.0f, 0.0f), build_fcn8));
-    v.push_back(make("fcnr",
-                     "FCN-R (Shi et al., real-data suite): MNIST 784 -> 2048 -> 4096 -> 1024 -> 10, "
-                     "sigmoid; SGD lr 0.05 momentum 0.9.",
-                     "MNIST", 1024, 4096, sgd(0.05f, 0.9f, 0.0f), build_fcnr));
-    v.push_back(make("lenet",
-                     "LeNet (Du et al., Caffe's MNIST LeNet): conv20 5x5, maxpool 2/2, conv50 5x5, "
-                     "maxpool 2/2, fc500, ReLU, fc10; layer sizes of the classic definition (the "
-                     "study does not publish them); Caffe's solver: lr 0.01, momentum 0.9, wd 5e-4.",
-                     "MNIST", 64, 64, sgd(0.01f, 0.9f, 5e-4f), build_lenet));
+    v.push_back(make("fcn8", "FCN-8 (Shi et al.): as FCN-5 with 6 hidden layers of 2048.",
+                     "synthetic", 64, 64, sgd(0.01f, 0.0f, 0.0f), build_fcn8));
+    v.push_back(
+        make("fcnr",
+             "FCN-R (Shi et al., real-data suite): MNIST 784 -> 2048 -> 4096 -> 1024 -> 10, "
+             "sigmoid; SGD lr 0.05 momentum 0.9.",
+             "MNIST", 1024, 4096, sgd(0.05f, 0.9f, 0.0f), build_fcnr));
+    v.push_back(
+        make("lenet",
+             "LeNet (Du et al., Caffe's MNIST LeNet): conv20 5x5, maxpool 2/2, conv50 5x5, "
+             "maxpool 2/2, fc500, ReLU, fc10; layer sizes of the classic definition (the "
+             "study does not publish them); Caffe's solver: lr 0.01, momentum 0.9, wd 5e-4.",
+             "MNIST", 64, 64, sgd(0.01f, 0.9f, 5e-4f), build_lenet));
     v.push_back(make("autoencoder",
                      "AutoEncoder (Du et al.): Hinton & Salakhutdinov's MNIST deep autoencoder "
                      "784-1000-500-250-30-250-500-1000-784, sigmoid except the linear code layer, "
@@ -162,7 +163,8 @@ dlhost_plugin make_plugin() {
   p.kind = DLHOST_PLUGIN_NETWORK;
   p.name = kPluginName;
   p.version = "0.1.0";
-  p.description = "Seed networks of Shi et al. and Du et al.: FCN-5, FCN-8, FCN-R, LeNet, AutoEncoder";
+  p.description =
+      "Seed networks of Shi et al. and Du et al.: FCN-5, FCN-8, FCN-R, LeNet, AutoEncoder";
   p.network = &kNetworkApi;
   return p;
 }

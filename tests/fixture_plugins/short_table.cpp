@@ -3,9 +3,24 @@
 #include "dlhost/dlhost.h"
 
 namespace {
-dlhost_backend_api table = {sizeof(size_t) * 2, nullptr, nullptr, nullptr, nullptr, nullptr,
-                            nullptr,           nullptr, nullptr, nullptr, nullptr, nullptr,
-                            nullptr,           nullptr, nullptr, nullptr, nullptr, nullptr};
+dlhost_backend_api table = {sizeof(size_t) * 2,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr};
 }
 
 extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_host_api*) {

@@ -8,7 +8,8 @@ int32_t count() { return 0; }
 dlhost_status* info(int32_t, const dlhost_network_info**) {
   return g_host->status_create(DLHOST_CODE_OUT_OF_RANGE, "none");
 }
-dlhost_status* build(int32_t, const dlhost_builder_api*, dlhost_graph_builder*, const dlhost_options*) {
+dlhost_status* build(int32_t, const dlhost_builder_api*, dlhost_graph_builder*,
+                     const dlhost_options*) {
   return g_host->status_create(DLHOST_CODE_OUT_OF_RANGE, "none");
 }
 dlhost_status* query(int32_t*) {

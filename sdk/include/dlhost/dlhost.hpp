@@ -136,8 +136,8 @@ class Builder {
                 dlhost_dtype dtype = DLHOST_DTYPE_F32) {
     std::vector<int64_t> dims(per_sample_dims);
     int32_t out = -1;
-    check(api_->input(builder_, name.c_str(), dtype, static_cast<int32_t>(dims.size()),
-                      dims.data(), &out));
+    check(api_->input(builder_, name.c_str(), dtype, static_cast<int32_t>(dims.size()), dims.data(),
+                      &out));
     return out;
   }
   int32_t labels(const std::string& name = "labels") {

@@ -45,8 +45,7 @@ extern "C" {
 #define DLHOST_STRUCT_SIZE(type, last) (offsetof(type, last) + sizeof(((type*)0)->last))
 
 /* True when a struct of the reader's view, whose writer set struct_size, contains `field`. */
-#define DLHOST_HAS_FIELD(ptr, type, field) \
-  ((ptr)->struct_size >= DLHOST_STRUCT_SIZE(type, field))
+#define DLHOST_HAS_FIELD(ptr, type, field) ((ptr)->struct_size >= DLHOST_STRUCT_SIZE(type, field))
 
 /* ---------------------------------------------------------------------------------------------
  * Status codes: the absl/gRPC numbering, so they read the same as in PJRT and TensorFlow.

@@ -28,22 +28,19 @@ extern "C" {
 typedef struct dlhost_context dlhost_context; /* backend-owned: a device opened for a case */
 typedef struct dlhost_model dlhost_model;     /* backend-owned: a compiled training graph */
 
-typedef enum dlhost_device_kind {
-  DLHOST_DEVICE_CPU = 1,
-  DLHOST_DEVICE_GPU = 2
-} dlhost_device_kind;
+typedef enum dlhost_device_kind { DLHOST_DEVICE_CPU = 1, DLHOST_DEVICE_GPU = 2 } dlhost_device_kind;
 
 /* Plugin-owned; lives as long as the library. */
 typedef struct dlhost_device_info {
   size_t struct_size;
   int32_t index;
-  int32_t kind;             /* dlhost_device_kind */
-  const char* name;         /* "cpu0", "cuda0" */
-  const char* model;        /* CPU or GPU model as the vendor names it */
-  int32_t cores;            /* CPU cores, or GPU multiprocessors */
-  const char* isa;          /* what the library dispatches: "avx512_core", "sm_90" */
-  uint64_t memory_bytes;    /* physical memory of the device */
-  const char* library;      /* "oneDNN 2.6.3 (cpu_runtime=OMP)", "cuDNN 9.1.0" */
+  int32_t kind;          /* dlhost_device_kind */
+  const char* name;      /* "cpu0", "cuda0" */
+  const char* model;     /* CPU or GPU model as the vendor names it */
+  int32_t cores;         /* CPU cores, or GPU multiprocessors */
+  const char* isa;       /* what the library dispatches: "avx512_core", "sm_90" */
+  uint64_t memory_bytes; /* physical memory of the device */
+  const char* library;   /* "oneDNN 2.6.3 (cpu_runtime=OMP)", "cuDNN 9.1.0" */
 } dlhost_device_info;
 #define DLHOST_DEVICE_INFO_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_device_info, library)
 
@@ -83,10 +80,7 @@ typedef struct dlhost_model_info {
 } dlhost_model_info;
 #define DLHOST_MODEL_INFO_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_model_info, workspace_bytes)
 
-typedef enum dlhost_param_part {
-  DLHOST_PARAM_VALUE = 1,
-  DLHOST_PARAM_GRAD = 2
-} dlhost_param_part;
+typedef enum dlhost_param_part { DLHOST_PARAM_VALUE = 1, DLHOST_PARAM_GRAD = 2 } dlhost_param_part;
 
 typedef struct dlhost_backend_api {
   size_t struct_size;
@@ -138,8 +132,8 @@ typedef struct dlhost_backend_api {
    * memory of exactly count * 4 bytes. Synchronizes. */
   dlhost_status* (*read_param)(dlhost_model* model, int32_t param, int32_t part, void* data,
                                size_t bytes);
-  dlhost_status* (*write_param)(dlhost_model* model, int32_t param, int32_t part,
-                                const void* data, size_t bytes);
+  dlhost_status* (*write_param)(dlhost_model* model, int32_t param, int32_t part, const void* data,
+                                size_t bytes);
 
   /* Bytes of memory the model holds on its device now. */
   dlhost_status* (*memory_in_use)(dlhost_model* model, uint64_t* bytes);

@@ -35,7 +35,7 @@ typedef struct dlhost_comm_init_args {
   int32_t world_size;
   int32_t local_rank; /* rank among the ranks of this node */
   int32_t local_size;
-  int32_t device;     /* device index the rank's backend uses; -1 on CPU */
+  int32_t device; /* device index the rank's backend uses; -1 on CPU */
   const dlhost_options* options;
   const dlhost_extension* extensions; /* e.g. a CUDA stream to order against (future) */
 } dlhost_comm_init_args;

@@ -45,10 +45,7 @@ typedef enum dlhost_activation_kind {
   DLHOST_ACTIVATION_TANH = 3
 } dlhost_activation_kind;
 
-typedef enum dlhost_pool_kind {
-  DLHOST_POOL_MAX = 1,
-  DLHOST_POOL_AVG = 2
-} dlhost_pool_kind;
+typedef enum dlhost_pool_kind { DLHOST_POOL_MAX = 1, DLHOST_POOL_AVG = 2 } dlhost_pool_kind;
 
 /* How the host initializes a parameter before the first step (seeded, identical on every
  * backend and rank). */
@@ -59,10 +56,7 @@ typedef enum dlhost_param_init {
   DLHOST_INIT_HE_NORMAL = 4       /* N(0, 2 / fan_in) */
 } dlhost_param_init;
 
-typedef enum dlhost_param_role {
-  DLHOST_PARAM_WEIGHT = 1,
-  DLHOST_PARAM_BIAS = 2
-} dlhost_param_role;
+typedef enum dlhost_param_role { DLHOST_PARAM_WEIGHT = 1, DLHOST_PARAM_BIAS = 2 } dlhost_param_role;
 
 /* --- op attributes (each starts with struct_size) ------------------------------------------ */
 
@@ -186,8 +180,8 @@ typedef struct dlhost_builder_api {
   dlhost_status* (*activation)(dlhost_graph_builder* b, const char* name, int32_t x,
                                const dlhost_activation_attrs* attrs, int32_t* out);
   /* `labels` is an I32 input of per-sample rank 0 holding class ids in [0, classes). */
-  dlhost_status* (*softmax_cross_entropy)(dlhost_graph_builder* b, const char* name,
-                                          int32_t logits, int32_t labels, int32_t* out);
+  dlhost_status* (*softmax_cross_entropy)(dlhost_graph_builder* b, const char* name, int32_t logits,
+                                          int32_t labels, int32_t* out);
   /* `target` has the shape of `prediction` (an autoencoder passes its data input). */
   dlhost_status* (*mse_loss)(dlhost_graph_builder* b, const char* name, int32_t prediction,
                              int32_t target, int32_t* out);
