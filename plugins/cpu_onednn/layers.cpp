@@ -1,0 +1,641 @@
+// layers.cpp — one class per graph op: checks the node against the graph's resolved shapes,
+// creates its oneDNN primitives (forward, backward data, backward weights) once, and appends
+// their steps. The two losses have no oneDNN primitive and are short loops over plain buffers.
+// Layers exist only while a model compiles; the steps they leave keep what they point to alive.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "dlhost/dlhost.hpp"
+#include "model.h"
+
+namespace dlhost::cpu_onednn {
+
+namespace {
+
+namespace sdk = dlhost::sdk;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::prop_kind;
+
+// Below this many elements an OpenMP region costs more than the loop it would split.
+constexpr int64_t kParallelMin = 1 << 14;
+
+Md any_md(const std::vector<int64_t>& dims) { return Md(dims, dt::f32, tag::any); }
+
+// Whether a primitive descriptor exists and is not oneDNN's slow reference implementation.
+bool fast(const dnnl::primitive_desc_base& pd) {
+  return pd && std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+}
+
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// The node's attribute struct, checked to be present and complete.
+template <class Attrs>
+const Attrs& node_attrs(const dlhost_node& node, size_t needed) {
+  const Attrs* a = static_cast<const Attrs*>(node.attrs);
+  if (a == nullptr || a->struct_size < needed)
+    sdk::invalid("cpu_onednn: node " + std::string(node.name != nullptr ? node.name : "?") +
+                 ": attributes missing or too small");
+  return *a;
+}
+
+// What every layer knows about its node; the graph itself is gone after compile.
+class NodeLayer : public Layer {
+ protected:
+  NodeLayer(const dlhost_graph* graph, const dlhost_node& node)
+      : name_(node.name != nullptr ? node.name : "?"),
+        inputs_(node.inputs, node.inputs + node.num_inputs),
+        params_(node.params, node.params + node.num_params),
+        output_(node.output),
+        is_graph_loss_(node.output == graph->loss) {}
+
+  [[noreturn]] void bad(const std::string& why) const {
+    sdk::invalid("cpu_onednn: node " + name_ + ": " + why);
+  }
+  void expect_inputs(size_t n) const {
+    if (inputs_.size() != n)
+      bad("expects " + std::to_string(n) + " inputs, has " + std::to_string(inputs_.size()));
+  }
+  // An F32 activation that the producer has already laid out.
+  Tensor& activation(Model& m, int32_t id) const {
+    Tensor& t = m.tensor(id);
+    if (t.dtype != DLHOST_DTYPE_F32) bad("input " + t.name + " is not F32");
+    if (!t.value) bad("input " + t.name + " is not computed before this node");
+    return t;
+  }
+
+  std::string name_;
+  std::vector<int32_t> inputs_, params_;
+  int32_t output_;
+  bool is_graph_loss_;
+};
+
+class InputLayer : public NodeLayer {
+ public:
+  InputLayer(const dlhost_graph* g, const dlhost_node& n) : NodeLayer(g, n) {}
+  void build_forward(Model& m, Steps&) override {
+    Tensor& t = m.tensor(output_);
+    if (t.dtype == DLHOST_DTYPE_F32) {
+      m.alloc_tensor(t, plain_md(t.dims, dt::f32));
+    } else if (t.dtype == DLHOST_DTYPE_I32) {
+      m.alloc_tensor(t, plain_md(t.dims, dt::s32));
+    } else {
+      sdk::unimplemented("cpu_onednn: input " + name_ + ": dtype " + std::to_string(t.dtype) +
+                         " not supported");
+    }
+  }
+  void build_backward(Model&, Steps&) override {}
+};
+
+// Inner product and convolution share their backward structure: weight (and bias) gradients
+// first, so that the host can start reducing them, then the data gradient.
+class WeightedLayer : public NodeLayer {
+ protected:
+  WeightedLayer(const dlhost_graph* g, const dlhost_node& n, bool has_bias) : NodeLayer(g, n) {
+    size_t expected = has_bias ? 2 : 1;
+    if (params_.size() != expected)
+      bad("expects " + std::to_string(expected) + " parameters, has " +
+          std::to_string(params_.size()));
+    weight_ = params_[0];
+    bias_ = has_bias ? params_[1] : -1;
+  }
+  Args forward_args(Model& m, const memory& dst) const {
+    Args args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, m.param(weight_).value}};
+    if (bias_ >= 0) args.push_back({DNNL_ARG_BIAS, m.param(bias_).value});
+    args.push_back({DNNL_ARG_DST, dst});
+    return args;
+  }
+  // Appends the weights-gradient primitive and the grad-ready notices.
+  template <class Pd, class Prim>
+  void add_backward_weights(Model& m, Steps& steps, const Pd& pd, const char* kind) {
+    const std::string what = name_ + ": " + kind + " backward weights";
+    Tensor& y = m.tensor(output_);
+    memory src = m.as_layout(src_, pd.src_desc(), steps, what);
+    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    Steps post;
+    Args args = {{DNNL_ARG_SRC, src},
+                 {DNNL_ARG_DIFF_DST, diff_dst},
+                 {DNNL_ARG_DIFF_WEIGHTS,
+                  m.output_as(m.param(weight_).grad, pd.diff_weights_desc(), post, what)}};
+    if (bias_ >= 0)
+      args.push_back(
+          {DNNL_ARG_DIFF_BIAS, m.output_as(m.param(bias_).grad, pd.diff_bias_desc(), post, what)});
+    m.add_primitive(steps, what, Prim(pd), pd, args);
+    steps.insert(steps.end(), post.begin(), post.end());
+    m.add_ready(steps, weight_);
+    if (bias_ >= 0) m.add_ready(steps, bias_);
+    m.note_implementation(std::string(kind) + " bwd_w", pd.impl_info_str());
+  }
+  // Appends the data-gradient primitive (callers skip it when nothing upstream learns).
+  template <class Pd, class Prim>
+  void add_backward_data(Model& m, Steps& steps, const Pd& pd, const char* kind) {
+    const std::string what = name_ + ": " + kind + " backward data";
+    Tensor& x = m.tensor(inputs_[0]);
+    Tensor& y = m.tensor(output_);
+    memory weights = m.as_layout(m.param(weight_).value, pd.weights_desc(), steps, what);
+    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    Steps post;
+    memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
+    m.add_primitive(steps, what, Prim(pd), pd,
+                    {{DNNL_ARG_DIFF_DST, diff_dst},
+                     {DNNL_ARG_WEIGHTS, weights},
+                     {DNNL_ARG_DIFF_SRC, diff_src}});
+    steps.insert(steps.end(), post.begin(), post.end());
+    m.note_implementation(std::string(kind) + " bwd_d", pd.impl_info_str());
+  }
+
+  int32_t weight_ = -1, bias_ = -1;
+  memory src_;  // the forward source in the layout the forward primitive read
+};
+
+class FcLayer : public WeightedLayer {
+ public:
+  FcLayer(const dlhost_graph* g, const dlhost_node& n)
+      : WeightedLayer(g, n,
+                      node_attrs<dlhost_fc_attrs>(n, DLHOST_FC_ATTRS_STRUCT_SIZE).has_bias != 0),
+        out_features_(node_attrs<dlhost_fc_attrs>(n, DLHOST_FC_ATTRS_STRUCT_SIZE).out_features) {
+    expect_inputs(1);
+  }
+
+  void build_forward(Model& m, Steps& steps) override {
+    Tensor& x = activation(m, inputs_[0]);
+    Tensor& y = m.tensor(output_);
+    const int64_t batch = x.dims[0];
+    if (y.dims != std::vector<int64_t>{batch, out_features_})
+      bad("output " + dims_str(y.dims) + " does not match input " + dims_str(x.dims) + " and " +
+          std::to_string(out_features_) + " features");
+    if (x.dims.size() < 2) bad("input of rank " + std::to_string(x.dims.size()));
+    // The weight keeps the input's spatial dims so that oneDNN can take a 4-D source directly;
+    // in plain layout it is exactly the canonical [out, C*H*W].
+    std::vector<int64_t> wdims = x.dims;
+    wdims[0] = out_features_;
+    const Md weights_any = any_md(wdims), bias_any = any_md({out_features_});
+    const Md dst_any = any_md(y.dims);
+    auto desc = bias_ >= 0 ? dnnl::inner_product_forward::desc(prop_kind::forward_training, x.md,
+                                                               weights_any, bias_any, dst_any)
+                           : dnnl::inner_product_forward::desc(prop_kind::forward_training, x.md,
+                                                               weights_any, dst_any);
+    pd_ = dnnl::inner_product_forward::primitive_desc(desc, m.attr(), m.engine());
+    const std::string what = name_ + ": inner product forward";
+    src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);
+    m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims, dt::f32));
+    if (bias_ >= 0) m.alloc_param(bias_, pd_.bias_desc(), plain_md({out_features_}, dt::f32));
+    m.alloc_tensor(y, pd_.dst_desc());
+    m.add_primitive(steps, what, dnnl::inner_product_forward(pd_), pd_, forward_args(m, y.value));
+    m.note_implementation("ip fwd", pd_.impl_info_str());
+    wdims_ = wdims;
+  }
+
+  void build_backward(Model& m, Steps& steps) override {
+    const Md weights_any = any_md(wdims_);
+    auto wdesc = bias_ >= 0
+                     ? dnnl::inner_product_backward_weights::desc(
+                           pd_.src_desc(), weights_any, any_md({out_features_}), pd_.dst_desc())
+                     : dnnl::inner_product_backward_weights::desc(pd_.src_desc(), weights_any,
+                                                                  pd_.dst_desc());
+    dnnl::inner_product_backward_weights::primitive_desc wpd(wdesc, m.attr(), m.engine(), pd_);
+    add_backward_weights<decltype(wpd), dnnl::inner_product_backward_weights>(m, steps, wpd, "ip");
+    if (!m.tensor(inputs_[0]).needs_grad) return;
+    // Asking for the forward's weight layout first spares a per-step reorder of the weights
+    // (150 MB for a large FC); oneDNN picks another layout only when that one has no fast kernel.
+    dnnl::inner_product_backward_data::primitive_desc dpd(
+        dnnl::inner_product_backward_data::desc(pd_.src_desc(), pd_.weights_desc(), pd_.dst_desc()),
+        m.attr(), m.engine(), pd_, /*allow_empty=*/true);
+    if (!fast(dpd))
+      dpd = dnnl::inner_product_backward_data::primitive_desc(
+          dnnl::inner_product_backward_data::desc(pd_.src_desc(), weights_any, pd_.dst_desc()),
+          m.attr(), m.engine(), pd_);
+    add_backward_data<decltype(dpd), dnnl::inner_product_backward_data>(m, steps, dpd, "ip");
+  }
+
+ private:
+  int64_t out_features_;
+  std::vector<int64_t> wdims_;
+  dnnl::inner_product_forward::primitive_desc pd_;
+};
+
+class ConvLayer : public WeightedLayer {
+ public:
+  ConvLayer(const dlhost_graph* g, const dlhost_node& n)
+      : WeightedLayer(
+            g, n,
+            node_attrs<dlhost_conv2d_attrs>(n, DLHOST_CONV2D_ATTRS_STRUCT_SIZE).has_bias != 0),
+        a_(node_attrs<dlhost_conv2d_attrs>(n, DLHOST_CONV2D_ATTRS_STRUCT_SIZE)) {
+    expect_inputs(1);
+    if (a_.groups != 1)
+      sdk::unimplemented("cpu_onednn: op CONV2D / attribute groups=" + std::to_string(a_.groups) +
+                         " not supported (node " + name_ + ")");
+    if (a_.kernel_h < 1 || a_.kernel_w < 1 || a_.stride_h < 1 || a_.stride_w < 1 ||
+        a_.dilation_h < 1 || a_.dilation_w < 1 || a_.pad_h < 0 || a_.pad_w < 0)
+      bad("kernel, stride and dilation must be >= 1 and padding >= 0");
+  }
+
+  void build_forward(Model& m, Steps& steps) override {
+    Tensor& x = activation(m, inputs_[0]);
+    Tensor& y = m.tensor(output_);
+    if (x.dims.size() != 4) bad("input " + dims_str(x.dims) + " is not NCHW");
+    const int64_t extent_h = (a_.kernel_h - 1) * a_.dilation_h + 1;
+    const int64_t extent_w = (a_.kernel_w - 1) * a_.dilation_w + 1;
+    const std::vector<int64_t> expected = {x.dims[0], a_.out_channels,
+                                           (x.dims[2] + 2 * a_.pad_h - extent_h) / a_.stride_h + 1,
+                                           (x.dims[3] + 2 * a_.pad_w - extent_w) / a_.stride_w + 1};
+    if (y.dims != expected)
+      bad("output " + dims_str(y.dims) + " but the attributes give " + dims_str(expected));
+    wdims_ = {a_.out_channels, x.dims[1], a_.kernel_h, a_.kernel_w};
+    strides_ = {a_.stride_h, a_.stride_w};
+    dilates_ = {a_.dilation_h - 1, a_.dilation_w - 1};  // oneDNN counts the holes
+    pad_ = {a_.pad_h, a_.pad_w};
+    xdims_ = x.dims;
+    ydims_ = y.dims;
+    // Every layout left to oneDNN: it picks blocked formats for the ISA it dispatches.
+    auto desc =
+        bias_ >= 0 ? dnnl::convolution_forward::desc(prop_kind::forward_training,
+                                                     algorithm::convolution_direct, any_md(x.dims),
+                                                     any_md(wdims_), any_md({a_.out_channels}),
+                                                     any_md(y.dims), strides_, dilates_, pad_, pad_)
+                   : dnnl::convolution_forward::desc(
+                         prop_kind::forward_training, algorithm::convolution_direct, any_md(x.dims),
+                         any_md(wdims_), any_md(y.dims), strides_, dilates_, pad_, pad_);
+    pd_ = dnnl::convolution_forward::primitive_desc(desc, m.attr(), m.engine());
+    const std::string what = name_ + ": convolution forward";
+    src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);
+    m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims_, dt::f32));
+    if (bias_ >= 0) m.alloc_param(bias_, pd_.bias_desc(), plain_md({a_.out_channels}, dt::f32));
+    m.alloc_tensor(y, pd_.dst_desc());
+    m.add_primitive(steps, what, dnnl::convolution_forward(pd_), pd_, forward_args(m, y.value));
+    m.note_implementation("conv fwd", pd_.impl_info_str());
+  }
+
+  void build_backward(Model& m, Steps& steps) override {
+    const algorithm alg = algorithm::convolution_direct;
+    // Each backward primitive is first asked for the forward's layouts, which spares per-step
+    // reorders; when oneDNN has only its reference kernel for them, it chooses (`any`).
+    auto weights_pd = [&](bool same) {
+      const Md src = same ? pd_.src_desc() : any_md(xdims_);
+      const Md weights = same ? pd_.weights_desc() : any_md(wdims_);
+      const Md dst = same ? pd_.dst_desc() : any_md(ydims_);
+      auto desc = bias_ >= 0 ? dnnl::convolution_backward_weights::desc(
+                                   alg, src, weights, any_md({a_.out_channels}), dst, strides_,
+                                   dilates_, pad_, pad_)
+                             : dnnl::convolution_backward_weights::desc(
+                                   alg, src, weights, dst, strides_, dilates_, pad_, pad_);
+      return dnnl::convolution_backward_weights::primitive_desc(desc, m.attr(), m.engine(), pd_,
+                                                                same);
+    };
+    auto wpd = weights_pd(true);
+    if (!fast(wpd)) wpd = weights_pd(false);
+    add_backward_weights<decltype(wpd), dnnl::convolution_backward_weights>(m, steps, wpd, "conv");
+    if (!m.tensor(inputs_[0]).needs_grad) return;
+    auto data_pd = [&](bool same) {
+      dnnl::convolution_backward_data::desc desc(
+          alg, same ? pd_.src_desc() : any_md(xdims_), same ? pd_.weights_desc() : any_md(wdims_),
+          same ? pd_.dst_desc() : any_md(ydims_), strides_, dilates_, pad_, pad_);
+      return dnnl::convolution_backward_data::primitive_desc(desc, m.attr(), m.engine(), pd_, same);
+    };
+    auto dpd = data_pd(true);
+    if (!fast(dpd)) dpd = data_pd(false);
+    add_backward_data<decltype(dpd), dnnl::convolution_backward_data>(m, steps, dpd, "conv");
+  }
+
+ private:
+  dlhost_conv2d_attrs a_;
+  std::vector<int64_t> wdims_, xdims_, ydims_;
+  memory::dims strides_, dilates_, pad_;
+  dnnl::convolution_forward::primitive_desc pd_;
+};
+
+class PoolLayer : public NodeLayer {
+ public:
+  PoolLayer(const dlhost_graph* g, const dlhost_node& n)
+      : NodeLayer(g, n), a_(node_attrs<dlhost_pool2d_attrs>(n, DLHOST_POOL2D_ATTRS_STRUCT_SIZE)) {
+    expect_inputs(1);
+    if (a_.kind != DLHOST_POOL_MAX && a_.kind != DLHOST_POOL_AVG)
+      sdk::unimplemented("cpu_onednn: op POOL2D / attribute kind=" + std::to_string(a_.kind) +
+                         " not supported (node " + name_ + ")");
+    if (a_.kernel_h < 1 || a_.kernel_w < 1 || a_.stride_h < 1 || a_.stride_w < 1 || a_.pad_h < 0 ||
+        a_.pad_w < 0)
+      bad("kernel and stride must be >= 1 and padding >= 0");
+  }
+
+  void build_forward(Model& m, Steps& steps) override {
+    Tensor& x = activation(m, inputs_[0]);
+    Tensor& y = m.tensor(output_);
+    if (x.dims.size() != 4) bad("input " + dims_str(x.dims) + " is not NCHW");
+    const std::vector<int64_t> expected = {x.dims[0], x.dims[1],
+                                           out_size(x.dims[2], a_.kernel_h, a_.stride_h, a_.pad_h),
+                                           out_size(x.dims[3], a_.kernel_w, a_.stride_w, a_.pad_w)};
+    if (y.dims != expected)
+      bad("output " + dims_str(y.dims) + " but the attributes give " + dims_str(expected));
+    strides_ = {a_.stride_h, a_.stride_w};
+    kernel_ = {a_.kernel_h, a_.kernel_w};
+    pad_l_ = {a_.pad_h, a_.pad_w};
+    // Ceil mode: the last window may reach past the symmetric padding; extra right padding
+    // makes oneDNN produce exactly the graph's output size.
+    pad_r_ = {
+        std::max(a_.pad_h, (y.dims[2] - 1) * a_.stride_h + a_.kernel_h - x.dims[2] - a_.pad_h),
+        std::max(a_.pad_w, (y.dims[3] - 1) * a_.stride_w + a_.kernel_w - x.dims[3] - a_.pad_w)};
+    alg_ = a_.kind == DLHOST_POOL_MAX  ? algorithm::pooling_max
+           : a_.count_include_pad != 0 ? algorithm::pooling_avg_include_padding
+                                       : algorithm::pooling_avg_exclude_padding;
+    dnnl::pooling_forward::desc desc(prop_kind::forward_training, alg_, x.md, any_md(y.dims),
+                                     strides_, kernel_, pad_l_, pad_r_);
+    pd_ = dnnl::pooling_forward::primitive_desc(desc, m.attr(), m.engine());
+    const std::string what = name_ + ": pooling forward";
+    memory src = m.as_layout(x.value, pd_.src_desc(), steps, what);
+    m.alloc_tensor(y, pd_.dst_desc());
+    if (pd_.workspace_desc().get_size() > 0) workspace_ = m.alloc(pd_.workspace_desc());
+    Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, y.value}};
+    if (workspace_) args.push_back({DNNL_ARG_WORKSPACE, workspace_});
+    m.add_primitive(steps, what, dnnl::pooling_forward(pd_), pd_, args);
+    if (alg_ == algorithm::pooling_avg_include_padding) build_divisor_fix(m, x, y, steps);
+  }
+
+  void build_backward(Model& m, Steps& steps) override {
+    Tensor& x = m.tensor(inputs_[0]);
+    if (!x.needs_grad) return;
+    Tensor& y = m.tensor(output_);
+    const std::string what = name_ + ": pooling backward";
+    dnnl::pooling_backward::desc desc(alg_, pd_.src_desc(), pd_.dst_desc(), strides_, kernel_,
+                                      pad_l_, pad_r_);
+    dnnl::pooling_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
+    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    if (fix_) {
+      memory scaled = m.alloc(pd.diff_dst_desc());
+      add_scale(m, diff_dst, scaled, steps);
+      diff_dst = scaled;
+    }
+    Steps post;
+    memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
+    Args args = {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}};
+    if (workspace_) args.push_back({DNNL_ARG_WORKSPACE, workspace_});
+    m.add_primitive(steps, what, dnnl::pooling_backward(pd), pd, args);
+    steps.insert(steps.end(), post.begin(), post.end());
+  }
+
+ private:
+  int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) const {
+    const int64_t span = in + 2 * p - k;
+    if (span < 0) bad("window larger than the padded input");
+    if (a_.ceil_mode == 0) return span / s + 1;
+    int64_t out = (span + s - 1) / s + 1;
+    if ((out - 1) * s >= in + p) --out;  // the last window must start inside input or left pad
+    return out;
+  }
+
+  // oneDNN's include-padding average divides by the whole window, but a ceil-mode window that
+  // reaches past the symmetric padding is clipped there first (Caffe, PyTorch). Those outputs
+  // (and their gradients) are rescaled by window / clipped-window with a broadcast multiply.
+  void build_divisor_fix(Model& m, const Tensor& x, const Tensor& y, Steps& steps) {
+    const int64_t oh = y.dims[2], ow = y.dims[3];
+    std::vector<float> factor(oh * ow, 1.0f);
+    for (int64_t i = 0; i < oh; ++i) {
+      const int64_t h0 = i * a_.stride_h - a_.pad_h;
+      const int64_t hs = std::min(h0 + a_.kernel_h, x.dims[2] + a_.pad_h) - h0;
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t w0 = j * a_.stride_w - a_.pad_w;
+        const int64_t ws = std::min(w0 + a_.kernel_w, x.dims[3] + a_.pad_w) - w0;
+        const float f = static_cast<float>(a_.kernel_h * a_.kernel_w) / static_cast<float>(hs * ws);
+        if (f != 1.0f) fix_ = true;
+        factor[i * ow + j] = f;
+      }
+    }
+    if (!fix_) return;
+    scale_ = m.alloc(plain_md({1, 1, oh, ow}, dt::f32));
+    std::copy(factor.begin(), factor.end(), static_cast<float*>(scale_.get_data_handle()));
+    add_scale(m, y.value, y.value, steps);
+  }
+  void add_scale(Model& m, const memory& src, const memory& dst, Steps& steps) const {
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(algorithm::binary_mul, src.get_desc(),
+                                                       scale_.get_desc(), dst.get_desc()),
+                                    m.attr(), m.engine());
+    m.add_primitive(steps, name_ + ": ceil-mode divisor", dnnl::binary(pd), pd,
+                    {{DNNL_ARG_SRC_0, src}, {DNNL_ARG_SRC_1, scale_}, {DNNL_ARG_DST, dst}});
+  }
+
+  dlhost_pool2d_attrs a_;
+  memory::dims strides_, kernel_, pad_l_, pad_r_;
+  algorithm alg_ = algorithm::pooling_max;
+  dnnl::pooling_forward::primitive_desc pd_;
+  memory workspace_, scale_;
+  bool fix_ = false;
+};
+
+class ActivationLayer : public NodeLayer {
+ public:
+  ActivationLayer(const dlhost_graph* g, const dlhost_node& n) : NodeLayer(g, n) {
+    expect_inputs(1);
+    const auto& a = node_attrs<dlhost_activation_attrs>(n, DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE);
+    // The use_dst variants let backward read the output, so the input need not be kept.
+    switch (a.kind) {
+      case DLHOST_ACTIVATION_RELU:
+        alg_ = algorithm::eltwise_relu_use_dst_for_bwd;
+        break;
+      case DLHOST_ACTIVATION_SIGMOID:
+        alg_ = algorithm::eltwise_logistic_use_dst_for_bwd;
+        break;
+      case DLHOST_ACTIVATION_TANH:
+        alg_ = algorithm::eltwise_tanh_use_dst_for_bwd;
+        break;
+      default:
+        sdk::unimplemented("cpu_onednn: op ACTIVATION / attribute kind=" + std::to_string(a.kind) +
+                           " not supported (node " + name_ + ")");
+    }
+  }
+
+  void build_forward(Model& m, Steps& steps) override {
+    Tensor& x = activation(m, inputs_[0]);
+    Tensor& y = m.tensor(output_);
+    if (y.dims != x.dims) bad("output " + dims_str(y.dims) + " differs from input");
+    dnnl::eltwise_forward::desc desc(prop_kind::forward_training, alg_, x.md, 0.0f, 0.0f);
+    pd_ = dnnl::eltwise_forward::primitive_desc(desc, m.attr(), m.engine());
+    m.alloc_tensor(y, pd_.dst_desc());
+    m.add_primitive(steps, name_ + ": eltwise forward", dnnl::eltwise_forward(pd_), pd_,
+                    {{DNNL_ARG_SRC, x.value}, {DNNL_ARG_DST, y.value}});
+  }
+
+  void build_backward(Model& m, Steps& steps) override {
+    Tensor& x = m.tensor(inputs_[0]);
+    if (!x.needs_grad) return;
+    Tensor& y = m.tensor(output_);
+    const std::string what = name_ + ": eltwise backward";
+    dnnl::eltwise_backward::desc desc(alg_, y.md, y.md, 0.0f, 0.0f);
+    dnnl::eltwise_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
+    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    Steps post;
+    memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
+    m.add_primitive(
+        steps, what, dnnl::eltwise_backward(pd), pd,
+        {{DNNL_ARG_DST, y.value}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
+    steps.insert(steps.end(), post.begin(), post.end());
+  }
+
+ private:
+  algorithm alg_ = algorithm::eltwise_relu_use_dst_for_bwd;
+  dnnl::eltwise_forward::primitive_desc pd_;
+};
+
+// Log-softmax (oneDNN) then the negative log-likelihood of the labels (a loop). Working from
+// log-probabilities keeps the loss finite when a probability underflows.
+class SoftmaxCrossEntropyLayer : public NodeLayer {
+ public:
+  SoftmaxCrossEntropyLayer(const dlhost_graph* g, const dlhost_node& n) : NodeLayer(g, n) {
+    expect_inputs(2);
+  }
+
+  void build_forward(Model& m, Steps& steps) override {
+    Tensor& x = activation(m, inputs_[0]);
+    Tensor& labels = m.tensor(inputs_[1]);
+    if (x.dims.size() != 2)
+      sdk::unimplemented("cpu_onednn: op SOFTMAX_CROSS_ENTROPY / attribute logits of rank " +
+                         std::to_string(x.dims.size()) + " not supported (node " + name_ + ")");
+    if (labels.dtype != DLHOST_DTYPE_I32 || labels.elements != x.dims[0] || !labels.value)
+      bad("labels " + labels.name + " must be " + std::to_string(x.dims[0]) + " I32 class ids");
+    batch_ = x.dims[0];
+    classes_ = x.dims[1];
+    if (labels.label_classes != 0 && labels.label_classes != classes_)
+      bad("labels " + labels.name + " used with two class counts");
+    labels.label_classes = classes_;
+    plain_ = plain_md(x.dims, dt::f32);
+    const std::string what = name_ + ": log-softmax forward";
+    memory src = m.as_layout(x.value, plain_, steps, what);
+    log_probs_ = m.alloc(plain_);
+    dnnl::logsoftmax_forward::primitive_desc pd(
+        dnnl::logsoftmax_forward::desc(prop_kind::forward_training, plain_, 1), m.attr(),
+        m.engine());
+    m.add_primitive(steps, what, dnnl::logsoftmax_forward(pd), pd,
+                    {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, log_probs_}});
+    const float* lp = static_cast<const float*>(log_probs_.get_data_handle());
+    const int32_t* lab = static_cast<const int32_t*>(labels.value.get_data_handle());
+    float* loss = is_graph_loss_ ? m.loss_slot() : &own_loss_;
+    const int64_t n = batch_, c = classes_;
+    m.add_function(steps, name_ + ": cross-entropy", [lp, lab, loss, n, c] {
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) sum -= lp[i * c + lab[i]];
+      *loss = static_cast<float>(sum / static_cast<double>(n));
+    });
+  }
+
+  void build_backward(Model& m, Steps& steps) override {
+    Tensor& x = m.tensor(inputs_[0]);
+    if (!x.needs_grad) return;
+    const std::string what = name_ + ": cross-entropy backward";
+    Steps post;
+    float* g = static_cast<float*>(m.diff_sink(x, plain_, post, what).get_data_handle());
+    const float* lp = static_cast<const float*>(log_probs_.get_data_handle());
+    const int32_t* lab = static_cast<const int32_t*>(m.tensor(inputs_[1]).value.get_data_handle());
+    const int64_t n = batch_, c = classes_;
+    m.add_function(steps, what, [g, lp, lab, n, c] {
+      const float inv_n = 1.0f / static_cast<float>(n);
+#pragma omp parallel for schedule(static) if (n * c > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < c; ++j) g[i * c + j] = std::exp(lp[i * c + j]) * inv_n;
+        g[i * c + lab[i]] -= inv_n;
+      }
+    });
+    steps.insert(steps.end(), post.begin(), post.end());
+  }
+
+ private:
+  int64_t batch_ = 0, classes_ = 0;
+  Md plain_;
+  memory log_probs_;
+  float own_loss_ = 0.0f;
+};
+
+class MseLayer : public NodeLayer {
+ public:
+  MseLayer(const dlhost_graph* g, const dlhost_node& n) : NodeLayer(g, n) { expect_inputs(2); }
+
+  void build_forward(Model& m, Steps& steps) override {
+    Tensor& x = activation(m, inputs_[0]);
+    Tensor& t = activation(m, inputs_[1]);
+    // Shapes may differ (an autoencoder's [N, 784] against its [N, 1, 28, 28] input): the
+    // elements pair up in plain row-major order.
+    if (x.elements != t.elements)
+      bad("prediction " + dims_str(x.dims) + " and target " + dims_str(t.dims) + " differ in size");
+    pred_md_ = plain_md(x.dims, dt::f32);
+    target_md_ = plain_md(t.dims, dt::f32);
+    const std::string what = name_ + ": mse";
+    pred_ = m.as_layout(x.value, pred_md_, steps, what);
+    target_ = m.as_layout(t.value, target_md_, steps, what);
+    const float* p = static_cast<const float*>(pred_.get_data_handle());
+    const float* q = static_cast<const float*>(target_.get_data_handle());
+    float* loss = is_graph_loss_ ? m.loss_slot() : &own_loss_;
+    const int64_t n = x.elements;
+    m.add_function(steps, what, [p, q, loss, n] {
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = static_cast<double>(p[i]) - q[i];
+        sum += d * d;
+      }
+      *loss = static_cast<float>(sum / static_cast<double>(n));
+    });
+  }
+
+  void build_backward(Model& m, Steps& steps) override {
+    Tensor& x = m.tensor(inputs_[0]);
+    Tensor& t = m.tensor(inputs_[1]);
+    if (!x.needs_grad && !t.needs_grad) return;
+    const std::string what = name_ + ": mse backward";
+    Steps post;
+    // The target gets a gradient too when it is computed (not a data input).
+    float* gx = x.needs_grad
+                    ? static_cast<float*>(m.diff_sink(x, pred_md_, post, what).get_data_handle())
+                    : nullptr;
+    float* gt = t.needs_grad
+                    ? static_cast<float*>(m.diff_sink(t, target_md_, post, what).get_data_handle())
+                    : nullptr;
+    const float* p = static_cast<const float*>(pred_.get_data_handle());
+    const float* q = static_cast<const float*>(target_.get_data_handle());
+    const int64_t n = x.elements;
+    m.add_function(steps, what, [gx, gt, p, q, n] {
+      const float k = 2.0f / static_cast<float>(n);
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) {
+        const float d = k * (p[i] - q[i]);
+        if (gx != nullptr) gx[i] = d;
+        if (gt != nullptr) gt[i] = -d;
+      }
+    });
+    steps.insert(steps.end(), post.begin(), post.end());
+  }
+
+ private:
+  Md pred_md_, target_md_;
+  memory pred_, target_;
+  float own_loss_ = 0.0f;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, const dlhost_node& node) {
+  switch (node.op) {
+    case DLHOST_OP_INPUT:
+      return std::make_unique<InputLayer>(graph, node);
+    case DLHOST_OP_FC:
+      return std::make_unique<FcLayer>(graph, node);
+    case DLHOST_OP_CONV2D:
+      return std::make_unique<ConvLayer>(graph, node);
+    case DLHOST_OP_POOL2D:
+      return std::make_unique<PoolLayer>(graph, node);
+    case DLHOST_OP_ACTIVATION:
+      return std::make_unique<ActivationLayer>(graph, node);
+    case DLHOST_OP_SOFTMAX_CROSS_ENTROPY:
+      return std::make_unique<SoftmaxCrossEntropyLayer>(graph, node);
+    case DLHOST_OP_MSE_LOSS:
+      return std::make_unique<MseLayer>(graph, node);
+    default:
+      sdk::unimplemented("cpu_onednn: op " + std::to_string(node.op) + " not supported (node " +
+                         std::string(node.name != nullptr ? node.name : "?") + ")");
+  }
+}
+
+}  // namespace dlhost::cpu_onednn

@@ -1,0 +1,433 @@
+// model.cpp — compiles a dlhost graph into replayable oneDNN steps and runs the training step:
+// forward, backward with grad-ready notices, and the SGD update. The per-op primitives are made
+// in layers.cpp; this file owns buffers, layouts, the shared scratchpad and the optimizer.
+// Thread-safety: as model.h (one caller at a time per model).
+#include "model.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "dlhost/dlhost.hpp"
+
+namespace dlhost::cpu_onednn {
+
+namespace sdk = dlhost::sdk;
+
+void Context::apply_threads() const {
+  if (threads_requested > 0) omp_set_num_threads(threads_requested);
+}
+
+void with_dnnl(const std::string& what, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_unimplemented)
+      sdk::unimplemented("cpu_onednn: " + what + ": oneDNN has no implementation (" + e.what() +
+                         ")");
+    sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: " + what + ": " + e.what());
+  }
+}
+
+Md plain_md(const std::vector<int64_t>& dims, dnnl::memory::data_type type) {
+  using tag = dnnl::memory::format_tag;
+  static const tag kTags[] = {tag::undef, tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
+  if (dims.empty() || dims.size() > 5)
+    sdk::unimplemented("cpu_onednn: tensors of rank " + std::to_string(dims.size()) +
+                       " not supported");
+  return Md(dims, type, kTags[dims.size()]);
+}
+
+namespace {
+
+// Chunk of gradient elements per norm partial sum: big enough to amortize the parallel loop,
+// fixed so that the summation order never depends on the thread count.
+constexpr int64_t kNormChunk = 1 << 16;
+// Below this many elements an OpenMP region costs more than the loop it would split.
+constexpr int64_t kParallelMin = 1 << 14;
+
+}  // namespace
+
+Model::Model(const Context& context, const dlhost_graph* graph,
+             const dlhost_optimizer_desc& optimizer)
+    : context_(context), optimizer_(optimizer) {
+  context_.apply_threads();
+  if (optimizer_.kind != DLHOST_OPTIMIZER_SGD)
+    sdk::unimplemented("cpu_onednn: optimizer kind " + std::to_string(optimizer_.kind) +
+                       " not supported");
+  if (optimizer_.momentum < 0 || optimizer_.clip_norm < 0)
+    sdk::invalid("cpu_onednn: negative momentum or clip_norm");
+  // One scratchpad for every primitive: they run one after another on one stream.
+  attr_.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+
+  tensors_.resize(graph->num_tensors);
+  for (int32_t i = 0; i < graph->num_tensors; ++i) {
+    const dlhost_tensor_desc& d = sdk::tensor(graph, i);
+    Tensor& t = tensors_[i];
+    t.name = d.name != nullptr ? d.name : ("tensor" + std::to_string(i));
+    t.dtype = d.dtype;
+    t.dims = sdk::dims_of(d);
+    t.elements = sdk::element_count(d);
+    t.is_loss = d.rank == 0;
+  }
+  params_.resize(graph->num_params);
+  for (int32_t i = 0; i < graph->num_params; ++i) {
+    const dlhost_param_desc& p = *graph->params[i];
+    params_[i].name = p.name != nullptr ? p.name : ("param" + std::to_string(i));
+    params_[i].count = p.count;
+  }
+  inputs_.assign(graph->inputs, graph->inputs + graph->num_inputs);
+
+  // A tensor needs a gradient when a parameter lies upstream of it; the others (inputs, what
+  // only depends on inputs) get no diff buffer and their backward-data primitives are skipped.
+  for (int32_t n = 0; n < graph->num_nodes; ++n) {
+    const dlhost_node& node = *graph->nodes[n];
+    if (node.op == DLHOST_OP_INPUT) continue;
+    bool grad = node.num_params > 0;
+    for (int32_t i = 0; i < node.num_inputs; ++i) grad = grad || tensor(node.inputs[i]).needs_grad;
+    Tensor& out = tensor(node.output);
+    out.needs_grad = grad && !out.is_loss;
+  }
+
+  for (int32_t n = 0; n < graph->num_nodes; ++n) {
+    const dlhost_node& node = *graph->nodes[n];
+    std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
+    with_dnnl("node " + name, [&] {
+      layers_.push_back(make_layer(graph, node));
+      layers_.back()->build_forward(*this, forward_steps_);
+    });
+  }
+  for (int32_t n = graph->num_nodes - 1; n >= 0; --n) {
+    const dlhost_node& node = *graph->nodes[n];
+    std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
+    with_dnnl("node " + name, [&] { layers_[n]->build_backward(*this, backward_steps_); });
+  }
+  for (const Param& p : params_)
+    if (!p.value) sdk::invalid("cpu_onednn: parameter " + p.name + " belongs to no node");
+  finish_scratchpad();
+  build_update();
+}
+
+Model::~Model() = default;
+
+Tensor& Model::tensor(int32_t id) {
+  if (id < 0 || id >= static_cast<int32_t>(tensors_.size()))
+    sdk::invalid("cpu_onednn: tensor id " + std::to_string(id) + " out of range");
+  return tensors_[id];
+}
+
+Param& Model::param(int32_t id) {
+  if (id < 0 || id >= static_cast<int32_t>(params_.size()))
+    sdk::invalid("cpu_onednn: parameter id " + std::to_string(id) + " out of range");
+  return params_[id];
+}
+
+dnnl::memory Model::alloc(const Md& md, bool is_param) {
+  dnnl::memory mem(md, context_.engine);
+  size_t size = md.get_size();
+  // Touch every page now so that no training step pays the first-touch cost.
+  if (size > 0) std::memset(mem.get_data_handle(), 0, size);
+  (is_param ? param_bytes_ : workspace_bytes_) += size;
+  return mem;
+}
+
+void Model::alloc_param(int32_t id, const Md& md, const Md& user_md) {
+  Param& p = param(id);
+  if (p.value) sdk::invalid("cpu_onednn: parameter " + p.name + " is used by two nodes");
+  int64_t user_count = static_cast<int64_t>(user_md.get_size() / sizeof(float));
+  if (user_count != p.count)
+    sdk::invalid("cpu_onednn: parameter " + p.name + " has " + std::to_string(p.count) +
+                 " elements, its node needs " + std::to_string(user_count));
+  p.user_md = user_md;
+  p.value = alloc(md, true);
+  p.grad = alloc(md);
+  if (optimizer_.momentum != 0.0f) p.velocity = alloc(md);
+  p.floats = static_cast<int64_t>(md.get_size() / sizeof(float));
+}
+
+void Model::alloc_tensor(Tensor& t, const Md& md) {
+  t.md = md;
+  t.value = alloc(md);
+  if (t.needs_grad) t.diff = alloc(md);
+}
+
+dnnl::memory Model::as_layout(const dnnl::memory& mem, const Md& want, Steps& steps,
+                              const std::string& what) {
+  if (mem.get_desc() == want) return mem;
+  dnnl::memory out = alloc(want);
+  dnnl::reorder::primitive_desc pd(context_.engine, mem.get_desc(), context_.engine, want, attr_);
+  add_primitive(steps, what + ": reorder", dnnl::reorder(pd), pd,
+                {{DNNL_ARG_FROM, mem}, {DNNL_ARG_TO, out}});
+  return out;
+}
+
+dnnl::memory Model::diff_sink(Tensor& t, const Md& produced, Steps& post, const std::string& what) {
+  bool accumulate = t.diff_written;
+  t.diff_written = true;
+  if (!accumulate && produced == t.md) return t.diff;
+  dnnl::memory scratch = alloc(produced);
+  dnnl::memory in_layout = scratch;
+  if (!(produced == t.md)) {
+    in_layout = accumulate ? alloc(t.md) : t.diff;
+    dnnl::reorder::primitive_desc pd(context_.engine, produced, context_.engine, t.md, attr_);
+    add_primitive(post, what + ": gradient reorder", dnnl::reorder(pd), pd,
+                  {{DNNL_ARG_FROM, scratch}, {DNNL_ARG_TO, in_layout}});
+  }
+  if (accumulate) {
+    dnnl::binary::primitive_desc pd(
+        dnnl::binary::desc(dnnl::algorithm::binary_add, t.md, t.md, t.md), attr_, context_.engine);
+    add_primitive(post, what + ": gradient sum", dnnl::binary(pd), pd,
+                  {{DNNL_ARG_SRC_0, t.diff}, {DNNL_ARG_SRC_1, in_layout}, {DNNL_ARG_DST, t.diff}});
+  }
+  return scratch;
+}
+
+dnnl::memory Model::output_as(const dnnl::memory& target, const Md& produced, Steps& post,
+                              const std::string& what) {
+  if (produced == target.get_desc()) return target;
+  dnnl::memory scratch = alloc(produced);
+  dnnl::reorder::primitive_desc pd(context_.engine, produced, context_.engine, target.get_desc(),
+                                   attr_);
+  add_primitive(post, what + ": reorder", dnnl::reorder(pd), pd,
+                {{DNNL_ARG_FROM, scratch}, {DNNL_ARG_TO, target}});
+  return scratch;
+}
+
+void Model::add_primitive(Steps& steps, const std::string& what, const dnnl::primitive& prim,
+                          const dnnl::primitive_desc_base& pd, const Args& args) {
+  Step s;
+  s.what = what;
+  s.prim = prim;
+  s.scratchpad_md = pd.scratchpad_desc();
+  for (const auto& [arg, mem] : args) {
+    s.hold.push_back(mem);
+    s.args.push_back({arg, mem.get()});
+  }
+  steps.push_back(std::move(s));
+}
+
+void Model::add_function(Steps& steps, const std::string& what, std::function<void()> fn) {
+  Step s;
+  s.what = what;
+  s.fn = std::move(fn);
+  steps.push_back(std::move(s));
+}
+
+void Model::add_ready(Steps& steps, int32_t param) {
+  Step s;
+  s.what = "grad ready";
+  s.ready_param = param;
+  steps.push_back(std::move(s));
+}
+
+void Model::note_implementation(const std::string& primitive, const char* impl) {
+  std::string key = primitive + "=" + (impl != nullptr ? impl : "?");
+  for (auto& [k, count] : implementations_) {
+    if (k == key) {
+      ++count;
+      return;
+    }
+  }
+  implementations_.emplace_back(key, 1);
+}
+
+void Model::finish_scratchpad() {
+  size_t size = 0;
+  for (const Steps* list : {&forward_steps_, &backward_steps_})
+    for (const Step& s : *list)
+      if (s.prim) size = std::max(size, s.scratchpad_md.get_size());
+  if (size == 0) return;
+  scratchpad_ = alloc(
+      Md({static_cast<int64_t>(size)}, dnnl::memory::data_type::u8, dnnl::memory::format_tag::a));
+  for (Steps* list : {&forward_steps_, &backward_steps_}) {
+    for (Step& s : *list) {
+      if (!s.prim || s.scratchpad_md.get_size() == 0) continue;
+      s.hold.emplace_back(s.scratchpad_md, context_.engine, scratchpad_.get_data_handle());
+      s.args.push_back({DNNL_ARG_SCRATCHPAD, s.hold.back().get()});
+    }
+  }
+}
+
+void Model::build_update() {
+  int64_t chunks = 0;
+  for (const Param& p : params_) {
+    const float* g = static_cast<const float*>(p.grad.get_data_handle());
+    for (int64_t off = 0; off < p.floats; off += kNormChunk, ++chunks)
+      norm_chunks_.push_back({g + off, std::min(kNormChunk, p.floats - off)});
+  }
+  norm_partials_.assign(chunks, 0.0);
+  for (const auto& [key, count] : implementations_) {
+    if (!implementation_.empty()) implementation_ += ", ";
+    implementation_ += key;
+    if (count > 1) implementation_ += " x" + std::to_string(count);
+  }
+  if (implementation_.empty()) implementation_ = "no conv/inner product";
+}
+
+void Model::run(const Steps& steps) {
+  for (const Step& s : steps) {
+    if (s.prim) {
+      dnnl_status_t status = dnnl_primitive_execute(s.prim.get(), context_.stream.get(),
+                                                    static_cast<int>(s.args.size()), s.args.data());
+      if (status != dnnl_success)
+        sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: " + s.what +
+                                            ": execution failed (dnnl status " +
+                                            std::to_string(static_cast<int>(status)) + ")");
+    } else if (s.fn) {
+      s.fn();
+    } else if (s.ready_param >= 0 && ready_ != nullptr) {
+      ready_->fn(ready_->user, s.ready_param);
+    }
+  }
+}
+
+void Model::set_input(int32_t id, const void* data, size_t bytes) {
+  if (std::find(inputs_.begin(), inputs_.end(), id) == inputs_.end())
+    sdk::invalid("cpu_onednn: set_input: tensor " + std::to_string(id) + " is not a graph input");
+  Tensor& t = tensor(id);
+  size_t expected = static_cast<size_t>(t.elements) * 4;
+  if (bytes != expected)
+    sdk::invalid("cpu_onednn: set_input: " + t.name + " holds " + std::to_string(expected) +
+                 " bytes, got " + std::to_string(bytes));
+  if (data == nullptr) sdk::invalid("cpu_onednn: set_input: " + t.name + ": null data");
+  if (t.dtype == DLHOST_DTYPE_I32 && t.label_classes > 0) {
+    const int32_t* labels = static_cast<const int32_t*>(data);
+    for (int64_t i = 0; i < t.elements; ++i) {
+      if (labels[i] < 0 || labels[i] >= t.label_classes)
+        sdk::invalid("cpu_onednn: set_input: " + t.name + "[" + std::to_string(i) +
+                     "] = " + std::to_string(labels[i]) + " is not a class in [0, " +
+                     std::to_string(t.label_classes) + ")");
+    }
+  }
+  std::memcpy(t.value.get_data_handle(), data, bytes);
+}
+
+void Model::forward() {
+  context_.apply_threads();
+  run(forward_steps_);
+}
+
+void Model::backward(const dlhost_grad_ready* ready) {
+  context_.apply_threads();
+  if (ready != nullptr &&
+      (ready->struct_size < DLHOST_GRAD_READY_STRUCT_SIZE || ready->fn == nullptr))
+    sdk::invalid("cpu_onednn: backward: grad_ready without fn");
+  ready_ = ready;
+  try {
+    run(backward_steps_);
+  } catch (...) {
+    ready_ = nullptr;
+    throw;
+  }
+  ready_ = nullptr;
+}
+
+void Model::update() {
+  context_.apply_threads();
+  float scale = 1.0f;
+  if (optimizer_.clip_norm > 0.0f) {
+    const int64_t chunks = static_cast<int64_t>(norm_chunks_.size());
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const float* g = norm_chunks_[c].data;
+      double sum = 0.0;
+      for (int64_t i = 0; i < norm_chunks_[c].n; ++i) sum += static_cast<double>(g[i]) * g[i];
+      norm_partials_[c] = sum;
+    }
+    double total = 0.0;
+    for (double partial : norm_partials_) total += partial;
+    double norm = std::sqrt(total);
+    if (norm > optimizer_.clip_norm) scale = static_cast<float>(optimizer_.clip_norm / norm);
+  }
+  const float lr = optimizer_.learning_rate;
+  const float momentum = optimizer_.momentum;
+  const float decay = optimizer_.weight_decay;
+  for (Param& p : params_) {
+    float* w = static_cast<float*>(p.value.get_data_handle());
+    const float* g = static_cast<const float*>(p.grad.get_data_handle());
+    const int64_t n = p.floats;
+    if (momentum == 0.0f) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) w[i] -= lr * (scale * g[i] + decay * w[i]);
+    } else {
+      float* v = static_cast<float*>(p.velocity.get_data_handle());
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) {
+        v[i] = momentum * v[i] + (scale * g[i] + decay * w[i]);
+        w[i] -= lr * v[i];
+      }
+    }
+  }
+}
+
+void Model::synchronize() { context_.stream.wait(); }
+
+void Model::param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) {
+  Param& p = param(id);
+  auto fill = [](dlhost_buffer* out, const dnnl::memory& mem) {
+    if (out == nullptr) return;
+    out->struct_size = DLHOST_BUFFER_STRUCT_SIZE;
+    out->data = mem.get_data_handle();
+    out->bytes = mem.get_desc().get_size();
+    out->dtype = DLHOST_DTYPE_F32;
+    out->memory_space = DLHOST_MEMORY_HOST;
+    out->device = -1;
+  };
+  fill(value, p.value);
+  fill(grad, p.grad);
+}
+
+namespace {
+
+const dnnl::memory& part_of(const Param& p, int32_t part) {
+  if (part == DLHOST_PARAM_VALUE) return p.value;
+  if (part == DLHOST_PARAM_GRAD) return p.grad;
+  sdk::invalid("cpu_onednn: parameter part " + std::to_string(part) + " unknown");
+}
+
+void check_param_bytes(const Param& p, const void* data, size_t bytes, const char* call) {
+  if (data == nullptr) sdk::invalid(std::string("cpu_onednn: ") + call + ": null data");
+  if (bytes != static_cast<size_t>(p.count) * 4)
+    sdk::invalid(std::string("cpu_onednn: ") + call + ": " + p.name + " holds " +
+                 std::to_string(p.count * 4) + " bytes, got " + std::to_string(bytes));
+}
+
+}  // namespace
+
+void Model::read_param(int32_t id, int32_t part, void* data, size_t bytes) {
+  Param& p = param(id);
+  dnnl::memory internal = part_of(p, part);  // a handle copy: execute() wants non-const
+  check_param_bytes(p, data, bytes, "read_param");
+  with_dnnl("read_param " + p.name, [&] {
+    dnnl::memory user(p.user_md, context_.engine, data);
+    dnnl::reorder(internal, user).execute(context_.stream, internal, user);
+    context_.stream.wait();
+  });
+}
+
+void Model::write_param(int32_t id, int32_t part, const void* data, size_t bytes) {
+  Param& p = param(id);
+  dnnl::memory internal = part_of(p, part);  // a handle copy: execute() wants non-const
+  check_param_bytes(p, data, bytes, "write_param");
+  with_dnnl("write_param " + p.name, [&] {
+    // The reorder only reads from `user`.
+    dnnl::memory user(p.user_md, context_.engine, const_cast<void*>(data));
+    dnnl::reorder(user, internal).execute(context_.stream, user, internal);
+    context_.stream.wait();
+  });
+}
+
+void Model::info(dlhost_model_info* out) const {
+  if (out == nullptr) sdk::invalid("cpu_onednn: model_info: null output");
+  if (DLHOST_HAS_FIELD(out, dlhost_model_info, threads)) out->threads = context_.threads;
+  if (DLHOST_HAS_FIELD(out, dlhost_model_info, implementation))
+    out->implementation = implementation_.c_str();
+  if (DLHOST_HAS_FIELD(out, dlhost_model_info, param_bytes)) out->param_bytes = param_bytes_;
+  if (DLHOST_HAS_FIELD(out, dlhost_model_info, workspace_bytes))
+    out->workspace_bytes = workspace_bytes_;
+}
+
+}  // namespace dlhost::cpu_onednn

@@ -1,0 +1,182 @@
+// model.h — the compiled training graph of the cpu_onednn backend: tensors, parameters and the
+// fixed lists of steps (oneDNN primitives with bound arguments, plus small loops for the losses)
+// that forward, backward and update replay.
+//
+// Every buffer and primitive is made in the constructor; a training step only replays steps, so
+// it allocates nothing and pays no page faults (MACHINE_NOTES: fresh pages cost ~12 us each).
+//
+// Layout rule: each tensor has one internal memory descriptor chosen by its producer (a blocked
+// format after a convolution, plain for inputs and inner products), and its gradient lives in
+// that same layout. A primitive that wants another layout gets a reorder into a scratch buffer
+// in front of it (or behind it, for what it writes). A parameter's gradient (and velocity) uses
+// the layout of its value, so the SGD update is a plain element-wise loop.
+//
+// Thread-safety: a Model is used from one host thread at a time (dlhost_backend.h); the
+// parallelism is inside the calls, on OpenMP threads.
+#ifndef DLHOST_CPU_ONEDNN_MODEL_H
+#define DLHOST_CPU_ONEDNN_MODEL_H
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dlhost/dlhost.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace dlhost::cpu_onednn {
+
+using Md = dnnl::memory::desc;
+
+// A device opened for one case.
+struct Context {
+  dnnl::engine engine;
+  dnnl::stream stream;
+  int threads_requested = 0;  // 0: OpenMP's default
+  int threads = 1;            // what OpenMP really gives
+  // OpenMP's thread count is per calling thread, so every entry point re-applies it.
+  void apply_threads() const;
+};
+
+struct Tensor {
+  std::string name;
+  int32_t dtype = DLHOST_DTYPE_F32;
+  std::vector<int64_t> dims;
+  int64_t elements = 0;
+  bool is_loss = false;
+  bool needs_grad = false;  // some parameter lies upstream
+  Md md;                    // internal layout of value and diff
+  dnnl::memory value, diff;
+  int64_t label_classes = 0;  // I32 labels: the valid range for set_input
+  bool diff_written = false;  // compile-time: a later consumer already writes the diff
+};
+
+struct Param {
+  std::string name;
+  int64_t count = 0;
+  Md user_md;  // canonical layout (dlhost_graph.h)
+  dnnl::memory value, grad, velocity;
+  int64_t floats = 0;  // elements of the internal buffer, padding included
+};
+
+// One entry of a replayed list: a primitive with its arguments, a loop, or a grad-ready notice.
+struct Step {
+  std::string what;  // "conv1: convolution backward data", for error messages
+  dnnl::primitive prim;
+  std::vector<dnnl_exec_arg_t> args;
+  Md scratchpad_md;
+  std::vector<dnnl::memory> hold;  // memories referenced only from `args`
+  std::function<void()> fn;
+  int32_t ready_param = -1;
+};
+using Steps = std::vector<Step>;
+using Args = std::vector<std::pair<int, dnnl::memory>>;
+
+class Layer;
+
+class Model {
+ public:
+  Model(const Context& context, const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  void set_input(int32_t tensor, const void* data, size_t bytes);
+  void forward();
+  void backward(const dlhost_grad_ready* ready);
+  void update();
+  void synchronize();
+  float loss() const { return loss_; }
+  void param_buffers(int32_t param, dlhost_buffer* value, dlhost_buffer* grad);
+  void read_param(int32_t param, int32_t part, void* data, size_t bytes);
+  void write_param(int32_t param, int32_t part, const void* data, size_t bytes);
+  uint64_t memory_in_use() const { return param_bytes_ + workspace_bytes_; }
+  void info(dlhost_model_info* out) const;
+
+  // --- used by the layers while the constructor builds them ---------------------------------
+  const dnnl::engine& engine() const { return context_.engine; }
+  Tensor& tensor(int32_t id);
+  Param& param(int32_t id);
+  float momentum() const { return optimizer_.momentum; }
+  const dnnl::primitive_attr& attr() const { return attr_; }  // user scratchpad
+  float* loss_slot() { return &loss_; }
+
+  // A zeroed buffer that counts toward the model's memory.
+  dnnl::memory alloc(const Md& md, bool is_param = false);
+  // Allocates a parameter's value, gradient (and velocity) in the layout `md`.
+  void alloc_param(int32_t id, const Md& md, const Md& user_md);
+  // Allocates a tensor's value (and its diff when it needs one) in layout `md`.
+  void alloc_tensor(Tensor& t, const Md& md);
+
+  // `mem` as layout `want`: itself, or a scratch filled by a reorder appended to `steps`.
+  dnnl::memory as_layout(const dnnl::memory& mem, const Md& want, Steps& steps,
+                         const std::string& what);
+  // Where a node writes the gradient of its input `t` when the primitive produces layout
+  // `produced`: t.diff itself when it is the first writer in that layout, else a scratch, with
+  // the reorder and/or accumulation into t.diff appended to `post`.
+  dnnl::memory diff_sink(Tensor& t, const Md& produced, Steps& post, const std::string& what);
+  // Where a primitive producing layout `produced` writes `target` (a parameter gradient):
+  // `target` itself, or a scratch whose reorder into `target` is appended to `post`.
+  dnnl::memory output_as(const dnnl::memory& target, const Md& produced, Steps& post,
+                         const std::string& what);
+
+  void add_primitive(Steps& steps, const std::string& what, const dnnl::primitive& prim,
+                     const dnnl::primitive_desc_base& pd, const Args& args);
+  void add_function(Steps& steps, const std::string& what, std::function<void()> fn);
+  void add_ready(Steps& steps, int32_t param);
+  // Counts a primitive's implementation for model_info ("conv fwd=jit:avx512_core x3").
+  void note_implementation(const std::string& primitive, const char* impl);
+
+ private:
+  void run(const Steps& steps);
+  void finish_scratchpad();
+  void build_update();
+
+  Context context_;
+  dlhost_optimizer_desc optimizer_;
+  dnnl::primitive_attr attr_;
+  std::vector<Tensor> tensors_;
+  std::vector<Param> params_;
+  std::vector<int32_t> inputs_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  Steps forward_steps_, backward_steps_;
+  dnnl::memory scratchpad_;
+  float loss_ = 0.0f;
+  const dlhost_grad_ready* ready_ = nullptr;
+  uint64_t param_bytes_ = 0, workspace_bytes_ = 0;
+  std::vector<std::pair<std::string, int>> implementations_;
+  std::string implementation_;
+  // Fixed chunks of the gradients for a deterministic global norm, whatever the thread count.
+  struct Chunk {
+    const float* data;
+    int64_t n;
+  };
+  std::vector<Chunk> norm_chunks_;
+  std::vector<double> norm_partials_;
+};
+
+// One graph node turned into steps. Layers are built in graph order (forward) and asked for
+// their backward steps in reverse order, which is what decides who overwrites and who
+// accumulates a shared input's gradient.
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual void build_forward(Model& m, Steps& steps) = 0;
+  virtual void build_backward(Model& m, Steps& steps) = 0;
+};
+
+// Makes the layer for a node, or throws UNIMPLEMENTED / INVALID_ARGUMENT naming it.
+std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, const dlhost_node& node);
+
+// Runs `body`; a dnnl::error becomes INTERNAL (UNIMPLEMENTED when oneDNN has no implementation)
+// prefixed with `what`.
+void with_dnnl(const std::string& what, const std::function<void()>& body);
+
+// Plain row-major layout for `dims` (nc, nchw, ...).
+Md plain_md(const std::vector<int64_t>& dims, dnnl::memory::data_type type);
+
+}  // namespace dlhost::cpu_onednn
+
+#endif  // DLHOST_CPU_ONEDNN_MODEL_H

@@ -1,0 +1,826 @@
+// test_cpu_onednn.cpp — tests of the cpu_onednn backend plugin through its C table, as the host
+// drives it: forward values against naive references, every op's backward against central
+// finite differences, the SGD update against its formula, canonical parameter I/O, a small
+// learnable task, and the errors compile and set_input must return.
+//
+// Forward values of a hidden op are read through a "probe": the op's output feeds an FC with one
+// output, zero weights and zero bias, and an MSE loss against a target of -0.5 at batch 1. Then
+// dL/dy = 1 and the probe's weight gradient equals the op's output, flattened in NCHW order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+#include "host_api.h"
+#include "plugin_registry.h"
+
+namespace dlhost {
+namespace {
+
+const dlhost_backend_api* backend() {
+  static PluginRegistry* registry = [] {
+    auto* r = new PluginRegistry();  // plugins are never unloaded
+    r->load_file(std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_cpu_onednn.so");
+    return r;
+  }();
+  const LoadedPlugin* p = registry->find(DLHOST_PLUGIN_BACKEND, "cpu_onednn");
+  if (p == nullptr) {
+    std::string why = "cpu_onednn plugin not loaded";
+    for (const auto& r : registry->refused()) why += "; " + r.path + ": " + r.reason;
+    throw std::runtime_error(why);
+  }
+  return p->table->backend;
+}
+
+struct Outcome {
+  int32_t code = DLHOST_CODE_OK;
+  std::string message;
+};
+Outcome take(dlhost_status* s) {
+  if (s == nullptr) return {};
+  Outcome o{host_api()->status_code(s), host_api()->status_message(s)};
+  host_api()->status_destroy(s);
+  return o;
+}
+
+// --- attribute helpers -------------------------------------------------------------------------
+
+dlhost_fc_attrs fc(int64_t out, bool bias = true) {
+  dlhost_fc_attrs a{};
+  a.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE;
+  a.out_features = out;
+  a.has_bias = bias ? 1 : 0;
+  return a;
+}
+
+dlhost_conv2d_attrs conv(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = 0,
+                         int64_t dilation = 1, bool bias = true, int64_t groups = 1) {
+  dlhost_conv2d_attrs a{};
+  a.struct_size = DLHOST_CONV2D_ATTRS_STRUCT_SIZE;
+  a.out_channels = out;
+  a.kernel_h = a.kernel_w = k;
+  a.stride_h = a.stride_w = stride;
+  a.pad_h = a.pad_w = pad;
+  a.dilation_h = a.dilation_w = dilation;
+  a.groups = groups;
+  a.has_bias = bias ? 1 : 0;
+  return a;
+}
+
+dlhost_pool2d_attrs pool(dlhost_pool_kind kind, int64_t k, int64_t stride, int64_t pad, bool ceil,
+                         bool include_pad) {
+  dlhost_pool2d_attrs a{};
+  a.struct_size = DLHOST_POOL2D_ATTRS_STRUCT_SIZE;
+  a.kind = kind;
+  a.kernel_h = a.kernel_w = k;
+  a.stride_h = a.stride_w = stride;
+  a.pad_h = a.pad_w = pad;
+  a.ceil_mode = ceil ? 1 : 0;
+  a.count_include_pad = include_pad ? 1 : 0;
+  return a;
+}
+
+dlhost_activation_attrs act(dlhost_activation_kind kind) {
+  dlhost_activation_attrs a{};
+  a.struct_size = DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE;
+  a.kind = kind;
+  return a;
+}
+
+std::vector<float> uniform(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+struct Sgd {
+  float lr = 0.0f, momentum = 0.0f, weight_decay = 0.0f, clip_norm = 0.0f;
+};
+
+// One compiled model: context, model, and the graph it was compiled from.
+class Session {
+ public:
+  explicit Session(std::unique_ptr<Graph> graph, Sgd sgd = {}, int threads = 1)
+      : graph_(std::move(graph)), api_(backend()) {
+    dlhost_options options;
+    options.values["threads"] = std::to_string(threads);
+    check_status(api_->context_create(0, &options, &context_), "context_create");
+    dlhost_optimizer_desc opt{};
+    opt.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+    opt.kind = DLHOST_OPTIMIZER_SGD;
+    opt.learning_rate = sgd.lr;
+    opt.momentum = sgd.momentum;
+    opt.weight_decay = sgd.weight_decay;
+    opt.clip_norm = sgd.clip_norm;
+    Outcome o = take(api_->compile(context_, graph_->view(), &opt, &options, &model_));
+    if (o.code != DLHOST_CODE_OK) {
+      api_->context_destroy(context_);
+      throw Error(static_cast<dlhost_code>(o.code), "compile: " + o.message);
+    }
+  }
+  ~Session() {
+    api_->model_destroy(model_);
+    api_->context_destroy(context_);
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const Graph& graph() const { return *graph_; }
+  dlhost_model* model() { return model_; }
+  const dlhost_backend_api* api() { return api_; }
+
+  int32_t param_id(const std::string& name) const {
+    for (int32_t i = 0; i < graph_->num_params(); ++i)
+      if (graph_->param(i).name == name) return i;
+    throw std::runtime_error("no parameter " + name);
+  }
+  int64_t count(int32_t param) const { return graph_->param(param).count; }
+
+  void set(int32_t tensor, const std::vector<float>& v) {
+    check_status(api_->set_input(model_, tensor, v.data(), v.size() * 4), "set_input");
+  }
+  void set_labels(int32_t tensor, const std::vector<int32_t>& v) {
+    check_status(api_->set_input(model_, tensor, v.data(), v.size() * 4), "set_input");
+  }
+  float loss() {
+    check_status(api_->forward(model_), "forward");
+    float l = 0.0f;
+    check_status(api_->read_loss(model_, &l), "read_loss");
+    return l;
+  }
+  void backward(const dlhost_grad_ready* ready = nullptr) {
+    check_status(api_->backward(model_, ready), "backward");
+  }
+  void update() { check_status(api_->update(model_), "update"); }
+  float step() {
+    float l = loss();
+    backward();
+    update();
+    return l;
+  }
+  std::vector<float> get(int32_t param, int32_t part = DLHOST_PARAM_VALUE) {
+    std::vector<float> v(count(param));
+    check_status(api_->read_param(model_, param, part, v.data(), v.size() * 4), "read_param");
+    return v;
+  }
+  void put(int32_t param, const std::vector<float>& v, int32_t part = DLHOST_PARAM_VALUE) {
+    check_status(api_->write_param(model_, param, part, v.data(), v.size() * 4), "write_param");
+  }
+  // Xavier-like uniform values, so that activations stay in a useful range.
+  void randomize(std::mt19937& rng) {
+    for (int32_t p = 0; p < graph_->num_params(); ++p) {
+      const auto& d = graph_->param(p);
+      float a = std::sqrt(3.0f / static_cast<float>(std::max<int64_t>(d.fan_in, 1)));
+      put(p, uniform(d.count, rng, -a, a));
+    }
+  }
+
+ private:
+  std::unique_ptr<Graph> graph_;
+  const dlhost_backend_api* api_;
+  dlhost_context* context_ = nullptr;
+  dlhost_model* model_ = nullptr;
+};
+
+// Compares every parameter's gradient with central differences of the loss, on up to `samples`
+// entries per parameter. Forward/backward run twice first: backward must overwrite gradients.
+void expect_gradients_match(Session& s, float eps, float atol = 5e-4f, float rtol = 3e-2f,
+                            int samples = 10) {
+  s.loss();
+  s.backward();
+  s.loss();
+  s.backward();
+  std::mt19937 pick(7);
+  for (int32_t p = 0; p < s.graph().num_params(); ++p) {
+    const std::string name = s.graph().param(p).name;
+    std::vector<float> grad = s.get(p, DLHOST_PARAM_GRAD);
+    std::vector<float> w = s.get(p);
+    double magnitude = 0.0;
+    for (float g : grad) magnitude += std::fabs(g);
+    EXPECT_GT(magnitude, 1e-6) << name << ": gradient is all zeros";
+    std::vector<int64_t> idx(w.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
+    std::shuffle(idx.begin(), idx.end(), pick);
+    if (static_cast<int>(idx.size()) > samples) idx.resize(samples);
+    for (int64_t i : idx) {
+      std::vector<float> probe = w;
+      probe[i] = w[i] + eps;
+      s.put(p, probe);
+      const double plus = s.loss();
+      probe[i] = w[i] - eps;
+      s.put(p, probe);
+      const double minus = s.loss();
+      const double fd = (plus - minus) / (2.0 * eps);
+      const double tol = atol + rtol * std::max(std::fabs(fd), std::fabs(double(grad[i])));
+      EXPECT_NEAR(grad[i], fd, tol) << name << "[" << i << "]";
+    }
+    s.put(p, w);
+  }
+}
+
+// A classifier head: fc(classes) and softmax cross-entropy with labels.
+std::unique_ptr<Graph> with_ce_head(GraphBuilder& b, int32_t x, int64_t classes, int32_t* labels) {
+  int32_t logits = b.fc("head", x, fc(classes));
+  *labels = b.input("labels", DLHOST_DTYPE_I32, {});
+  b.softmax_cross_entropy("loss", logits, *labels);
+  return b.finish();
+}
+
+// Builds data -> body -> head -> CE, randomizes everything and checks gradients.
+void check_ce_gradients(const std::string& name, int64_t batch, const std::vector<int64_t>& shape,
+                        const std::function<int32_t(GraphBuilder&, int32_t)>& body, float eps,
+                        float atol = 5e-4f) {
+  SCOPED_TRACE(name);
+  GraphBuilder b(name, batch);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, shape);
+  int32_t labels = -1;
+  auto graph = with_ce_head(b, body(b, data), 3, &labels);
+  const auto& in = graph->tensor(data);
+  int64_t n = 1;
+  for (int32_t i = 0; i < in.rank; ++i) n *= in.dims[i];
+  Session s(std::move(graph));
+  std::mt19937 rng(1234);
+  s.randomize(rng);
+  s.set(data, uniform(n, rng));
+  std::vector<int32_t> y(batch);
+  for (int64_t i = 0; i < batch; ++i) y[i] = static_cast<int32_t>(i % 3);
+  s.set_labels(labels, y);
+  expect_gradients_match(s, eps, atol);
+}
+
+// --- forward through a probe -------------------------------------------------------------------
+
+// Returns the output of `body` at batch 1 (NCHW order) for `input`; `init` sets body params.
+std::vector<float> probe_output(const std::vector<int64_t>& shape, const std::vector<float>& input,
+                                const std::function<int32_t(GraphBuilder&, int32_t)>& body,
+                                const std::function<void(Session&)>& init) {
+  GraphBuilder b("probe", 1);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, shape);
+  int32_t out = b.fc("probe", body(b, data), fc(1));
+  int32_t target = b.input("target", DLHOST_DTYPE_F32, {1});
+  b.mse_loss("loss", out, target);
+  Session s(b.finish());
+  init(s);
+  const int32_t w = s.param_id("probe.weight"), bias = s.param_id("probe.bias");
+  s.put(w, std::vector<float>(s.count(w), 0.0f));
+  s.put(bias, {0.0f});
+  s.set(data, input);
+  s.set(target, {-0.5f});
+  EXPECT_FLOAT_EQ(s.loss(), 0.25f);
+  s.backward();
+  return s.get(w, DLHOST_PARAM_GRAD);
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+
+std::vector<double> reference_conv(const std::vector<float>& x, int64_t c, int64_t h, int64_t w,
+                                   const std::vector<float>& wt, const std::vector<float>& bias,
+                                   int64_t oc, int64_t k, int64_t s, int64_t p, int64_t d) {
+  const int64_t oh = (h + 2 * p - (d * (k - 1) + 1)) / s + 1;
+  const int64_t ow = (w + 2 * p - (d * (k - 1) + 1)) / s + 1;
+  std::vector<double> y(oc * oh * ow);
+  for (int64_t o = 0; o < oc; ++o)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        double sum = bias[o];
+        for (int64_t ci = 0; ci < c; ++ci)
+          for (int64_t ki = 0; ki < k; ++ki)
+            for (int64_t kj = 0; kj < k; ++kj) {
+              const int64_t hi = i * s - p + ki * d, wj = j * s - p + kj * d;
+              if (hi < 0 || hi >= h || wj < 0 || wj >= w) continue;
+              sum += double(wt[((o * c + ci) * k + ki) * k + kj]) * x[(ci * h + hi) * w + wj];
+            }
+        y[(o * oh + i) * ow + j] = sum;
+      }
+  return y;
+}
+
+// Pooling as Caffe and PyTorch define it (dlhost_graph.h): ceil-mode windows clipped to the
+// padded input for the include-padding divisor, to the input for max and exclude-padding.
+std::vector<double> reference_pool(const std::vector<float>& x, int64_t c, int64_t h, int64_t w,
+                                   const dlhost_pool2d_attrs& a) {
+  auto out_size = [&](int64_t in) {
+    int64_t span = in + 2 * a.pad_h - a.kernel_h;
+    int64_t out = (a.ceil_mode ? (span + a.stride_h - 1) / a.stride_h : span / a.stride_h) + 1;
+    if (a.ceil_mode && (out - 1) * a.stride_h >= in + a.pad_h) --out;
+    return out;
+  };
+  const int64_t oh = out_size(h), ow = out_size(w), k = a.kernel_h, s = a.stride_h, p = a.pad_h;
+  std::vector<double> y;
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        int64_t h0 = i * s - p, w0 = j * s - p;
+        int64_t h1 = std::min(h0 + k, h + p), w1 = std::min(w0 + k, w + p);
+        const double padded_count = double((h1 - h0) * (w1 - w0));
+        h0 = std::max<int64_t>(h0, 0);
+        w0 = std::max<int64_t>(w0, 0);
+        h1 = std::min(h1, h);
+        w1 = std::min(w1, w);
+        double acc = a.kind == DLHOST_POOL_MAX ? -1e30 : 0.0;
+        for (int64_t hi = h0; hi < h1; ++hi)
+          for (int64_t wj = w0; wj < w1; ++wj) {
+            const double v = x[(ci * h + hi) * w + wj];
+            acc = a.kind == DLHOST_POOL_MAX ? std::max(acc, v) : acc + v;
+          }
+        if (a.kind == DLHOST_POOL_AVG)
+          acc /= a.count_include_pad ? padded_count : double((h1 - h0) * (w1 - w0));
+        y.push_back(acc);
+      }
+  return y;
+}
+
+// --- device and info ---------------------------------------------------------------------------
+
+TEST(cpu_onednn, DescribesTheDevice) {
+  const dlhost_backend_api* api = backend();
+  ASSERT_EQ(api->device_count(), 1);
+  const dlhost_device_info* info = nullptr;
+  ASSERT_EQ(take(api->device_info(0, &info)).code, DLHOST_CODE_OK);
+  EXPECT_STREQ(info->name, "cpu0");
+  EXPECT_EQ(info->kind, DLHOST_DEVICE_CPU);
+  EXPECT_GE(info->cores, 1);
+  EXPECT_GT(info->memory_bytes, 1ull << 28);
+  EXPECT_STRNE(info->model, "");
+  EXPECT_STRNE(info->isa, "");
+  EXPECT_EQ(std::string(info->library).rfind("oneDNN ", 0), 0u) << info->library;
+  EXPECT_NE(std::string(info->library).find("cpu_runtime=OMP"), std::string::npos);
+  EXPECT_EQ(take(api->device_info(1, &info)).code, DLHOST_CODE_INVALID_ARGUMENT);
+}
+
+TEST(cpu_onednn, ReportsModelInfoAndMemory) {
+  GraphBuilder b("info", 4);
+  int32_t x = b.input("data", DLHOST_DTYPE_F32, {3, 8, 8});
+  int32_t labels = -1;
+  x = b.conv2d("conv", x, conv(16, 3, 1, 1));
+  Session s(with_ce_head(b, x, 3, &labels), {}, 2);
+  dlhost_model_info info{};
+  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
+  check_status(s.api()->model_info(s.model(), &info), "model_info");
+  EXPECT_EQ(info.threads, 2);
+  EXPECT_NE(std::string(info.implementation).find("conv fwd="), std::string::npos)
+      << info.implementation;
+  EXPECT_NE(std::string(info.implementation).find("ip fwd="), std::string::npos);
+  const int64_t params = 16 * 3 * 9 + 16 + 3 * 16 * 8 * 8 + 3;
+  EXPECT_GE(info.param_bytes, uint64_t(params * 4));
+  EXPECT_GT(info.workspace_bytes, uint64_t(4 * 16 * 8 * 8 * 4));
+  uint64_t in_use = 0;
+  check_status(s.api()->memory_in_use(s.model(), &in_use), "memory_in_use");
+  EXPECT_EQ(in_use, info.param_bytes + info.workspace_bytes);
+}
+
+// --- forward values ----------------------------------------------------------------------------
+
+TEST(cpu_onednn, ConvForwardMatchesReference) {
+  std::mt19937 rng(3);
+  const int64_t c = 3, h = 9, w = 7, oc = 5, k = 3;
+  std::vector<float> x = uniform(c * h * w, rng), wt = uniform(oc * c * k * k, rng),
+                     bias = uniform(oc, rng);
+  auto got = probe_output(
+      {c, h, w}, x,
+      [&](GraphBuilder& b, int32_t in) { return b.conv2d("conv", in, conv(oc, k, 2, 1, 2)); },
+      [&](Session& s) {
+        s.put(s.param_id("conv.weight"), wt);
+        s.put(s.param_id("conv.bias"), bias);
+      });
+  expect_close(got, reference_conv(x, c, h, w, wt, bias, oc, k, 2, 1, 2), 1e-4);
+}
+
+TEST(cpu_onednn, PoolForwardMatchesReference) {
+  std::mt19937 rng(4);
+  const int64_t c = 2, h = 6, w = 6;
+  std::vector<float> x = uniform(c * h * w, rng);
+  for (dlhost_pool_kind kind : {DLHOST_POOL_MAX, DLHOST_POOL_AVG})
+    for (bool ceil : {false, true})
+      for (bool include : {false, true}) {
+        if (kind == DLHOST_POOL_MAX && include) continue;
+        SCOPED_TRACE(std::string(kind == DLHOST_POOL_MAX ? "max" : "avg") +
+                     (ceil ? " ceil" : " floor") + (include ? " include" : " exclude"));
+        // 6 + 2 - 3 = 5 is odd: ceil mode adds a window that reaches past the padding.
+        auto a = pool(kind, 3, 2, 1, ceil, include);
+        auto got = probe_output(
+            {c, h, w}, x, [&](GraphBuilder& b, int32_t in) { return b.pool2d("pool", in, a); },
+            [](Session&) {});
+        expect_close(got, reference_pool(x, c, h, w, a), 1e-5);
+      }
+}
+
+TEST(cpu_onednn, ActivationAndFcForwardMatchReference) {
+  std::mt19937 rng(5);
+  std::vector<float> x = uniform(2 * 3 * 3, rng, -3.0f, 3.0f);
+  std::vector<float> wt = uniform(4 * 18, rng), bias = uniform(4, rng);
+  for (auto kind : {DLHOST_ACTIVATION_RELU, DLHOST_ACTIVATION_SIGMOID, DLHOST_ACTIVATION_TANH}) {
+    SCOPED_TRACE(kind);
+    auto got = probe_output(
+        {2, 3, 3}, x,
+        [&](GraphBuilder& b, int32_t in) {
+          int32_t y = b.fc("fc", in, fc(4));  // a 4-D source flattened by the inner product
+          return b.activation("act", y, act(kind));
+        },
+        [&](Session& s) {
+          s.put(s.param_id("fc.weight"), wt);
+          s.put(s.param_id("fc.bias"), bias);
+        });
+    std::vector<double> want(4);
+    for (int o = 0; o < 4; ++o) {
+      double z = bias[o];
+      for (int i = 0; i < 18; ++i) z += double(wt[o * 18 + i]) * x[i];
+      want[o] = kind == DLHOST_ACTIVATION_RELU      ? std::max(z, 0.0)
+                : kind == DLHOST_ACTIVATION_SIGMOID ? 1.0 / (1.0 + std::exp(-z))
+                                                    : std::tanh(z);
+    }
+    expect_close(got, want, 1e-5);
+  }
+}
+
+TEST(cpu_onednn, LossValuesMatchReference) {
+  std::mt19937 rng(6);
+  const int64_t n = 3, f = 5, classes = 4;
+  std::vector<float> x = uniform(n * f, rng), wt = uniform(classes * f, rng, -2, 2),
+                     bias = uniform(classes, rng);
+  std::vector<int32_t> labels = {2, 0, 3};
+  std::vector<float> target = uniform(n * classes, rng);
+  std::vector<double> z(n * classes);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < classes; ++o) {
+      z[i * classes + o] = bias[o];
+      for (int64_t j = 0; j < f; ++j) z[i * classes + o] += double(wt[o * f + j]) * x[i * f + j];
+    }
+  for (bool mse : {false, true}) {
+    GraphBuilder b("loss", n);
+    int32_t data = b.input("data", DLHOST_DTYPE_F32, {f});
+    int32_t logits = b.fc("fc", data, fc(classes));
+    int32_t second = mse ? b.input("target", DLHOST_DTYPE_F32, {classes})
+                         : b.input("labels", DLHOST_DTYPE_I32, {});
+    if (mse)
+      b.mse_loss("loss", logits, second);
+    else
+      b.softmax_cross_entropy("loss", logits, second);
+    Session s(b.finish());
+    s.put(s.param_id("fc.weight"), wt);
+    s.put(s.param_id("fc.bias"), bias);
+    s.set(data, x);
+    double want = 0.0;
+    if (mse) {
+      s.set(second, target);
+      for (int64_t i = 0; i < n * classes; ++i) want += (z[i] - target[i]) * (z[i] - target[i]);
+      want /= double(n * classes);
+    } else {
+      s.set_labels(second, labels);
+      for (int64_t i = 0; i < n; ++i) {
+        double mx = *std::max_element(z.begin() + i * classes, z.begin() + (i + 1) * classes);
+        double sum = 0.0;
+        for (int64_t o = 0; o < classes; ++o) sum += std::exp(z[i * classes + o] - mx);
+        want += -(z[i * classes + labels[i]] - mx - std::log(sum));
+      }
+      want /= double(n);
+    }
+    EXPECT_NEAR(s.loss(), want, 1e-5 * std::max(1.0, want)) << (mse ? "mse" : "ce");
+  }
+}
+
+// --- gradients by finite differences -----------------------------------------------------------
+
+TEST(cpu_onednn, FcGradients2D) {
+  for (bool bias : {true, false})
+    check_ce_gradients(
+        bias ? "fc2d_bias" : "fc2d_nobias", 3, {5},
+        [&](GraphBuilder& b, int32_t x) {
+          x = b.fc("fc1", x, fc(6, bias));
+          return b.fc("fc2", x, fc(4, bias));
+        },
+        1e-2f);
+}
+
+TEST(cpu_onednn, FcGradients4D) {
+  // The inner product reads a 4-D source: plain from the input, blocked after a convolution.
+  check_ce_gradients(
+      "fc4d_input", 2, {3, 4, 4},
+      [](GraphBuilder& b, int32_t x) { return b.fc("fc", x, fc(5, false)); }, 1e-2f);
+  check_ce_gradients(
+      "fc4d_after_conv", 2, {3, 4, 4},
+      [](GraphBuilder& b, int32_t x) {
+        x = b.conv2d("conv", x, conv(4, 3, 1, 1));
+        return b.fc("fc", x, fc(5));
+      },
+      1e-2f);
+}
+
+TEST(cpu_onednn, ConvGradients) {
+  for (int64_t batch : {1, 3})
+    for (bool bias : {true, false})
+      check_ce_gradients(
+          "conv_b" + std::to_string(batch) + (bias ? "_bias" : "_nobias"), batch, {3, 9, 7},
+          [&](GraphBuilder& b, int32_t x) {
+            x = b.conv2d("conv1", x, conv(4, 3, 1, 1, 1, bias));
+            return b.conv2d("conv2", x, conv(5, 3, 2, 1, 2, bias));
+          },
+          1e-2f);
+}
+
+TEST(cpu_onednn, PoolGradients) {
+  for (dlhost_pool_kind kind : {DLHOST_POOL_MAX, DLHOST_POOL_AVG})
+    for (bool ceil : {false, true})
+      for (bool include : {false, true}) {
+        if (kind == DLHOST_POOL_MAX && include) continue;
+        std::string name = std::string(kind == DLHOST_POOL_MAX ? "max" : "avg") +
+                           (ceil ? "_ceil" : "_floor") + (include ? "_include" : "_exclude");
+        check_ce_gradients(
+            name, 2, {2, 6, 6},
+            [&](GraphBuilder& b, int32_t x) {
+              x = b.conv2d("conv", x, conv(3, 3, 1, 1));
+              return b.pool2d("pool", x, pool(kind, 3, 2, 1, ceil, include));
+            },
+            kind == DLHOST_POOL_MAX ? 1e-3f : 1e-2f);
+      }
+}
+
+TEST(cpu_onednn, ActivationGradients) {
+  for (auto kind : {DLHOST_ACTIVATION_RELU, DLHOST_ACTIVATION_SIGMOID, DLHOST_ACTIVATION_TANH}) {
+    check_ce_gradients(
+        "act" + std::to_string(kind), 3, {5},
+        [&](GraphBuilder& b, int32_t x) {
+          x = b.fc("fc1", x, fc(6));
+          return b.activation("act", x, act(kind));
+        },
+        kind == DLHOST_ACTIVATION_RELU ? 1e-3f : 1e-2f);
+    // After a convolution the activation works on the blocked layout.
+    check_ce_gradients(
+        "conv_act" + std::to_string(kind), 2, {2, 5, 5},
+        [&](GraphBuilder& b, int32_t x) {
+          x = b.conv2d("conv", x, conv(3, 3));
+          return b.activation("act", x, act(kind));
+        },
+        kind == DLHOST_ACTIVATION_RELU ? 1e-3f : 1e-2f);
+  }
+}
+
+TEST(cpu_onednn, MseGradients) {
+  std::mt19937 rng(8);
+  {
+    GraphBuilder b("mse", 3);
+    int32_t data = b.input("data", DLHOST_DTYPE_F32, {4});
+    int32_t target = b.input("target", DLHOST_DTYPE_F32, {5});
+    b.mse_loss("loss", b.fc("fc", data, fc(5)), target);
+    Session s(b.finish());
+    s.randomize(rng);
+    s.set(data, uniform(12, rng));
+    s.set(target, uniform(15, rng));
+    expect_gradients_match(s, 1e-2f);
+  }
+  {
+    // Autoencoder: the target is the data input itself, with another shape.
+    GraphBuilder b("autoencoder", 2);
+    int32_t data = b.input("data", DLHOST_DTYPE_F32, {1, 3, 3});
+    int32_t y = b.activation("act", b.fc("fc", data, fc(9)), act(DLHOST_ACTIVATION_SIGMOID));
+    b.mse_loss("loss", y, data);
+    Session s(b.finish());
+    s.randomize(rng);
+    s.set(data, uniform(18, rng, 0.0f, 1.0f));
+    expect_gradients_match(s, 1e-2f);
+  }
+}
+
+TEST(cpu_onednn, SharedTensorAccumulatesGradients) {
+  // h feeds two layers whose outputs are compared: fc1's gradient is the sum of both paths.
+  std::mt19937 rng(9);
+  GraphBuilder b("shared", 3);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, {4});
+  int32_t h = b.activation("act", b.fc("fc1", data, fc(5)), act(DLHOST_ACTIVATION_TANH));
+  int32_t a = b.fc("fc2", h, fc(3));
+  int32_t c = b.fc("fc3", h, fc(3));
+  b.mse_loss("loss", a, c);
+  Session s(b.finish());
+  s.randomize(rng);
+  s.set(data, uniform(12, rng));
+  expect_gradients_match(s, 1e-2f);
+}
+
+TEST(cpu_onednn, GradReadyInReverseLayerOrder) {
+  GraphBuilder b("ready", 2);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, {4});
+  int32_t x = b.activation("act", b.fc("fc1", data, fc(5)), act(DLHOST_ACTIVATION_RELU));
+  int32_t labels = -1;
+  Session s(with_ce_head(b, x, 3, &labels));
+  std::mt19937 rng(10);
+  s.randomize(rng);
+  s.set(data, uniform(8, rng));
+  s.set_labels(labels, {0, 2});
+  std::vector<int32_t> seen;
+  dlhost_grad_ready ready{};
+  ready.struct_size = DLHOST_GRAD_READY_STRUCT_SIZE;
+  ready.user = &seen;
+  ready.fn = [](void* user, int32_t param) {
+    static_cast<std::vector<int32_t>*>(user)->push_back(param);
+  };
+  s.loss();
+  s.backward(&ready);
+  const std::vector<int32_t> want = {s.param_id("head.weight"), s.param_id("head.bias"),
+                                     s.param_id("fc1.weight"), s.param_id("fc1.bias")};
+  EXPECT_EQ(seen, want);
+}
+
+// --- parameters and the optimizer --------------------------------------------------------------
+
+TEST(cpu_onednn, BlockedConvWeightRoundTrips) {
+  GraphBuilder b("roundtrip", 2);
+  int32_t x = b.input("data", DLHOST_DTYPE_F32, {16, 6, 6});
+  int32_t labels = -1;
+  Session s(with_ce_head(b, b.conv2d("conv", x, conv(24, 3, 1, 1)), 3, &labels));
+  const int32_t w = s.param_id("conv.weight");
+  std::mt19937 rng(11);
+  std::vector<float> values = uniform(s.count(w), rng);
+  for (int32_t part : {DLHOST_PARAM_VALUE, DLHOST_PARAM_GRAD}) {
+    s.put(w, values, part);
+    EXPECT_EQ(s.get(w, part), values);
+  }
+  dlhost_buffer value{}, grad{};
+  check_status(s.api()->param_buffers(s.model(), w, &value, &grad), "param_buffers");
+  ASSERT_GE(value.bytes, uint64_t(s.count(w) * 4));
+  EXPECT_EQ(value.bytes, grad.bytes);
+  EXPECT_EQ(value.memory_space, DLHOST_MEMORY_HOST);
+  // Only meaningful when oneDNN chose a blocked layout (it does with AVX2 and AVX-512): then the
+  // raw buffer is a permutation, and the round trip above went through a real reorder.
+  const float* raw = static_cast<const float*>(value.data);
+  const bool plain =
+      value.bytes == uint64_t(s.count(w) * 4) && std::equal(values.begin(), values.end(), raw);
+  RecordProperty("blocked", plain ? "no" : "yes");
+  if (value.bytes == uint64_t(s.count(w) * 4) && !plain) {
+    std::vector<float> a(raw, raw + s.count(w)), c = values;
+    std::sort(a.begin(), a.end());
+    std::sort(c.begin(), c.end());
+    EXPECT_EQ(a, c);
+  }
+}
+
+TEST(cpu_onednn, SgdUpdateMatchesFormula) {
+  const Sgd sgd{0.1f, 0.9f, 0.01f, 0.0f};
+  GraphBuilder b("sgd", 2);
+  int32_t x = b.input("data", DLHOST_DTYPE_F32, {3, 5, 5});
+  int32_t labels = -1;
+  Session s(with_ce_head(b, b.conv2d("conv", x, conv(16, 3)), 3, &labels), sgd);
+  std::mt19937 rng(12);
+  const int32_t params = s.graph().num_params();
+  std::vector<std::vector<float>> w(params), g(params), v(params);
+  for (int32_t p = 0; p < params; ++p) {
+    w[p] = uniform(s.count(p), rng);
+    g[p] = uniform(s.count(p), rng);
+    v[p].assign(s.count(p), 0.0f);
+    s.put(p, w[p]);
+    s.put(p, g[p], DLHOST_PARAM_GRAD);
+  }
+  for (int step = 0; step < 2; ++step) {  // the second step exercises the velocity
+    s.update();
+    for (int32_t p = 0; p < params; ++p) {
+      for (size_t i = 0; i < w[p].size(); ++i) {
+        v[p][i] = sgd.momentum * v[p][i] + (g[p][i] + sgd.weight_decay * w[p][i]);
+        w[p][i] -= sgd.lr * v[p][i];
+      }
+      std::vector<float> got = s.get(p);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], w[p][i], 1e-6f) << s.graph().param(p).name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(cpu_onednn, SgdClipNormScalesGradients) {
+  const Sgd sgd{0.5f, 0.0f, 0.0f, 1.0f};
+  GraphBuilder b("clip", 2);
+  int32_t x = b.input("data", DLHOST_DTYPE_F32, {3, 5, 5});
+  int32_t labels = -1;
+  Session s(with_ce_head(b, b.conv2d("conv", x, conv(16, 3)), 3, &labels), sgd);
+  std::mt19937 rng(13);
+  const int32_t params = s.graph().num_params();
+  for (float magnitude : {1.0f, 1e-3f}) {  // global norm well above, then below, clip_norm
+    SCOPED_TRACE(magnitude);
+    std::vector<std::vector<float>> w(params), g(params);
+    double sq = 0.0;
+    for (int32_t p = 0; p < params; ++p) {
+      w[p] = uniform(s.count(p), rng);
+      g[p] = uniform(s.count(p), rng, -magnitude, magnitude);
+      for (float e : g[p]) sq += double(e) * e;
+      s.put(p, w[p]);
+      s.put(p, g[p], DLHOST_PARAM_GRAD);
+    }
+    const double scale = std::min(1.0, sgd.clip_norm / std::sqrt(sq));
+    if (magnitude == 1.0f) {
+      ASSERT_LT(scale, 0.1);
+    } else {
+      ASSERT_EQ(scale, 1.0);
+    }
+    s.update();
+    for (int32_t p = 0; p < params; ++p) {
+      std::vector<float> got = s.get(p);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], w[p][i] - sgd.lr * scale * g[p][i], 1e-6)
+            << s.graph().param(p).name << "[" << i << "]";
+    }
+  }
+}
+
+// --- a learnable task --------------------------------------------------------------------------
+
+std::vector<float> train_mlp(int steps) {
+  const int64_t batch = 64, features = 64, classes = 10, batches = 4;
+  std::mt19937 rng(2024);
+  // A fixed random linear teacher labels the data: the task is learnable.
+  std::vector<float> teacher = uniform(classes * features, rng);
+  std::vector<std::vector<float>> xs(batches);
+  std::vector<std::vector<int32_t>> ys(batches);
+  for (int64_t k = 0; k < batches; ++k) {
+    xs[k] = uniform(batch * features, rng);
+    for (int64_t i = 0; i < batch; ++i) {
+      int32_t best = 0;
+      double best_score = -1e30;
+      for (int64_t o = 0; o < classes; ++o) {
+        double score = 0.0;
+        for (int64_t j = 0; j < features; ++j)
+          score += double(teacher[o * features + j]) * xs[k][i * features + j];
+        if (score > best_score) best_score = score, best = static_cast<int32_t>(o);
+      }
+      ys[k].push_back(best);
+    }
+  }
+  GraphBuilder b("mlp", batch);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, {features});
+  int32_t h = b.activation("sig", b.fc("fc1", data, fc(128)), act(DLHOST_ACTIVATION_SIGMOID));
+  int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
+  b.softmax_cross_entropy("loss", b.fc("fc2", h, fc(classes)), labels);
+  Session s(b.finish(), Sgd{0.1f, 0.9f, 0.0f, 0.0f}, 2);
+  s.randomize(rng);
+  std::vector<float> losses;
+  for (int i = 0; i < steps; ++i) {
+    s.set(data, xs[i % batches]);
+    s.set_labels(labels, ys[i % batches]);
+    losses.push_back(s.step());
+  }
+  return losses;
+}
+
+TEST(cpu_onednn, MlpLearnsTeacherTaskDeterministically) {
+  const int steps = 200;
+  std::vector<float> first = train_mlp(steps);
+  const float start = (first[0] + first[1] + first[2] + first[3]) / 4;
+  const float end = (first[steps - 4] + first[steps - 3] + first[steps - 2] + first[steps - 1]) / 4;
+  EXPECT_GT(start, 1.5f);  // about ln(10) before training
+  EXPECT_LT(end, 0.5f * start) << "start " << start << " end " << end;
+  EXPECT_EQ(train_mlp(steps), first) << "same seed, same thread count: same losses";
+}
+
+// --- errors ------------------------------------------------------------------------------------
+
+TEST(cpu_onednn, GroupedConvIsUnimplemented) {
+  GraphBuilder b("groups", 1);
+  int32_t x = b.input("data", DLHOST_DTYPE_F32, {4, 5, 5});
+  int32_t labels = -1;
+  auto graph = with_ce_head(b, b.conv2d("conv", x, conv(4, 3, 1, 0, 1, true, 2)), 3, &labels);
+  const dlhost_backend_api* api = backend();
+  dlhost_context* context = nullptr;
+  ASSERT_EQ(take(api->context_create(0, nullptr, &context)).code, DLHOST_CODE_OK);
+  dlhost_optimizer_desc opt{};
+  opt.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+  opt.kind = DLHOST_OPTIMIZER_SGD;
+  dlhost_model* model = nullptr;
+  Outcome o = take(api->compile(context, graph->view(), &opt, nullptr, &model));
+  EXPECT_EQ(o.code, DLHOST_CODE_UNIMPLEMENTED) << o.message;
+  EXPECT_NE(o.message.find("groups=2"), std::string::npos) << o.message;
+  EXPECT_EQ(model, nullptr);
+  api->context_destroy(context);
+}
+
+TEST(cpu_onednn, SetInputRejectsBadData) {
+  GraphBuilder b("inputs", 2);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, {4});
+  int32_t labels = -1;
+  Session s(with_ce_head(b, data, 3, &labels));
+  const std::vector<int32_t> bad_label = {1, 3};  // 3 classes: 3 is out of range
+  Outcome o = take(s.api()->set_input(s.model(), labels, bad_label.data(), 8));
+  EXPECT_EQ(o.code, DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(o.message.find("labels[1] = 3"), std::string::npos) << o.message;
+  const std::vector<int32_t> negative = {-1, 0};
+  EXPECT_EQ(take(s.api()->set_input(s.model(), labels, negative.data(), 8)).code,
+            DLHOST_CODE_INVALID_ARGUMENT);
+  const std::vector<int32_t> good = {2, 0};
+  EXPECT_EQ(take(s.api()->set_input(s.model(), labels, good.data(), 8)).code, DLHOST_CODE_OK);
+  const std::vector<float> x(8, 1.0f);
+  EXPECT_EQ(take(s.api()->set_input(s.model(), data, x.data(), 28)).code,
+            DLHOST_CODE_INVALID_ARGUMENT);
+  const int32_t logits = s.graph().node(1).output;  // the logits: not an input
+  EXPECT_EQ(take(s.api()->set_input(s.model(), logits, x.data(), 24)).code,
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(take(s.api()->set_input(s.model(), data, x.data(), 32)).code, DLHOST_CODE_OK);
+}
+
+}  // namespace
+}  // namespace dlhost
