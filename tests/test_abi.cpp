@@ -1,8 +1,9 @@
 // test_abi.cpp — the v1 ABI freeze and the plugin loader's refusals.
 //
-// The layout numbers below were taken from ABI 1.0 when it was released. If one of these fails, a
-// change broke the ABI: append new fields at the end of a struct instead (and update its
-// STRUCT_SIZE macro and DLHOST_ABI_MINOR), never reorder, remove or retype.
+// The layout numbers below were taken from each ABI minor version when it was released (1.0,
+// then 1.1 for what 1.1 appended). If one of these fails, a change broke the ABI: append new
+// fields at the end of a struct instead (and update its STRUCT_SIZE macro, DLHOST_ABI_MINOR and
+// sdk/CHANGELOG.md), never reorder, remove or retype. Sizes are lower bounds: structs only grow.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -91,24 +92,43 @@ static_assert(align_up(DLHOST_NETWORK_API_STRUCT_SIZE, alignof(dlhost_network_ap
                   sizeof(dlhost_network_api),
               "DLHOST_NETWORK_API_STRUCT_SIZE does not name the last field of dlhost_network_api");
 
+static_assert(
+    align_up(DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE, alignof(dlhost_batch_norm_attrs)) ==
+        sizeof(dlhost_batch_norm_attrs),
+    "DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE does not name the last field of dlhost_batch_norm_attrs");
+static_assert(
+    align_up(DLHOST_DROPOUT_ATTRS_STRUCT_SIZE, alignof(dlhost_dropout_attrs)) ==
+        sizeof(dlhost_dropout_attrs),
+    "DLHOST_DROPOUT_ATTRS_STRUCT_SIZE does not name the last field of dlhost_dropout_attrs");
+static_assert(align_up(DLHOST_LRN_ATTRS_STRUCT_SIZE, alignof(dlhost_lrn_attrs)) ==
+                  sizeof(dlhost_lrn_attrs),
+              "DLHOST_LRN_ATTRS_STRUCT_SIZE does not name the last field of dlhost_lrn_attrs");
+static_assert(
+    align_up(DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE, alignof(dlhost_embedding_attrs)) ==
+        sizeof(dlhost_embedding_attrs),
+    "DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE does not name the last field of dlhost_embedding_attrs");
+static_assert(align_up(DLHOST_LSTM_ATTRS_STRUCT_SIZE, alignof(dlhost_lstm_attrs)) ==
+                  sizeof(dlhost_lstm_attrs),
+              "DLHOST_LSTM_ATTRS_STRUCT_SIZE does not name the last field of dlhost_lstm_attrs");
+
 TEST(AbiFreeze, VersionIsOneDotSomething) {
   EXPECT_EQ(DLHOST_ABI_MAJOR, 1);
   EXPECT_GE(DLHOST_ABI_MINOR, 0);
 }
 
 TEST(AbiFreeze, StructLayoutsOfV1) {
-  EXPECT_EQ(sizeof(dlhost_buffer), 40u);
+  EXPECT_GE(sizeof(dlhost_buffer), 40u);
   EXPECT_EQ(offsetof(dlhost_buffer, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_buffer, data), 8u);
   EXPECT_EQ(offsetof(dlhost_buffer, bytes), 16u);
   EXPECT_EQ(offsetof(dlhost_buffer, dtype), 24u);
   EXPECT_EQ(offsetof(dlhost_buffer, memory_space), 28u);
   EXPECT_EQ(offsetof(dlhost_buffer, device), 32u);
-  EXPECT_EQ(sizeof(dlhost_extension), 24u);
+  EXPECT_GE(sizeof(dlhost_extension), 24u);
   EXPECT_EQ(offsetof(dlhost_extension, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_extension, type), 8u);
   EXPECT_EQ(offsetof(dlhost_extension, next), 16u);
-  EXPECT_EQ(sizeof(dlhost_host_api), 88u);
+  EXPECT_GE(sizeof(dlhost_host_api), 88u);
   EXPECT_EQ(offsetof(dlhost_host_api, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_host_api, abi_major), 8u);
   EXPECT_EQ(offsetof(dlhost_host_api, abi_minor), 12u);
@@ -121,7 +141,7 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_host_api, option_get), 64u);
   EXPECT_EQ(offsetof(dlhost_host_api, store_set), 72u);
   EXPECT_EQ(offsetof(dlhost_host_api, store_get), 80u);
-  EXPECT_EQ(sizeof(dlhost_plugin), 88u);
+  EXPECT_GE(sizeof(dlhost_plugin), 88u);
   EXPECT_EQ(offsetof(dlhost_plugin, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_plugin, abi_major), 8u);
   EXPECT_EQ(offsetof(dlhost_plugin, abi_minor), 12u);
@@ -134,11 +154,11 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_plugin, comm), 64u);
   EXPECT_EQ(offsetof(dlhost_plugin, network), 72u);
   EXPECT_EQ(offsetof(dlhost_plugin, extensions), 80u);
-  EXPECT_EQ(sizeof(dlhost_fc_attrs), 24u);
+  EXPECT_GE(sizeof(dlhost_fc_attrs), 24u);
   EXPECT_EQ(offsetof(dlhost_fc_attrs, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_fc_attrs, out_features), 8u);
   EXPECT_EQ(offsetof(dlhost_fc_attrs, has_bias), 16u);
-  EXPECT_EQ(sizeof(dlhost_conv2d_attrs), 96u);
+  EXPECT_GE(sizeof(dlhost_conv2d_attrs), 96u);
   EXPECT_EQ(offsetof(dlhost_conv2d_attrs, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_conv2d_attrs, out_channels), 8u);
   EXPECT_EQ(offsetof(dlhost_conv2d_attrs, kernel_h), 16u);
@@ -151,7 +171,7 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_conv2d_attrs, dilation_w), 72u);
   EXPECT_EQ(offsetof(dlhost_conv2d_attrs, groups), 80u);
   EXPECT_EQ(offsetof(dlhost_conv2d_attrs, has_bias), 88u);
-  EXPECT_EQ(sizeof(dlhost_pool2d_attrs), 72u);
+  EXPECT_GE(sizeof(dlhost_pool2d_attrs), 72u);
   EXPECT_EQ(offsetof(dlhost_pool2d_attrs, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_pool2d_attrs, kind), 8u);
   EXPECT_EQ(offsetof(dlhost_pool2d_attrs, kernel_h), 16u);
@@ -162,10 +182,10 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_pool2d_attrs, pad_w), 56u);
   EXPECT_EQ(offsetof(dlhost_pool2d_attrs, ceil_mode), 64u);
   EXPECT_EQ(offsetof(dlhost_pool2d_attrs, count_include_pad), 68u);
-  EXPECT_EQ(sizeof(dlhost_activation_attrs), 16u);
+  EXPECT_GE(sizeof(dlhost_activation_attrs), 16u);
   EXPECT_EQ(offsetof(dlhost_activation_attrs, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_activation_attrs, kind), 8u);
-  EXPECT_EQ(sizeof(dlhost_tensor_desc), 104u);
+  EXPECT_GE(sizeof(dlhost_tensor_desc), 104u);
   EXPECT_EQ(offsetof(dlhost_tensor_desc, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_tensor_desc, id), 8u);
   EXPECT_EQ(offsetof(dlhost_tensor_desc, dtype), 12u);
@@ -173,7 +193,7 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_tensor_desc, dims), 24u);
   EXPECT_EQ(offsetof(dlhost_tensor_desc, name), 88u);
   EXPECT_EQ(offsetof(dlhost_tensor_desc, producer), 96u);
-  EXPECT_EQ(sizeof(dlhost_param_desc), 128u);
+  EXPECT_GE(sizeof(dlhost_param_desc), 128u);
   EXPECT_EQ(offsetof(dlhost_param_desc, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_param_desc, id), 8u);
   EXPECT_EQ(offsetof(dlhost_param_desc, node), 12u);
@@ -185,7 +205,7 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_param_desc, fan_in), 104u);
   EXPECT_EQ(offsetof(dlhost_param_desc, fan_out), 112u);
   EXPECT_EQ(offsetof(dlhost_param_desc, name), 120u);
-  EXPECT_EQ(sizeof(dlhost_node), 72u);
+  EXPECT_GE(sizeof(dlhost_node), 72u);
   EXPECT_EQ(offsetof(dlhost_node, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_node, op), 8u);
   EXPECT_EQ(offsetof(dlhost_node, name), 16u);
@@ -196,7 +216,7 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_node, params), 48u);
   EXPECT_EQ(offsetof(dlhost_node, attrs), 56u);
   EXPECT_EQ(offsetof(dlhost_node, forward_flops), 64u);
-  EXPECT_EQ(sizeof(dlhost_graph), 96u);
+  EXPECT_GE(sizeof(dlhost_graph), 96u);
   EXPECT_EQ(offsetof(dlhost_graph, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_graph, network), 8u);
   EXPECT_EQ(offsetof(dlhost_graph, batch), 16u);
@@ -209,7 +229,7 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_graph, num_inputs), 72u);
   EXPECT_EQ(offsetof(dlhost_graph, inputs), 80u);
   EXPECT_EQ(offsetof(dlhost_graph, loss), 88u);
-  EXPECT_EQ(sizeof(dlhost_builder_api), 64u);
+  EXPECT_GE(sizeof(dlhost_builder_api), 64u);
   EXPECT_EQ(offsetof(dlhost_builder_api, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_builder_api, input), 8u);
   EXPECT_EQ(offsetof(dlhost_builder_api, fc), 16u);
@@ -218,7 +238,7 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_builder_api, activation), 40u);
   EXPECT_EQ(offsetof(dlhost_builder_api, softmax_cross_entropy), 48u);
   EXPECT_EQ(offsetof(dlhost_builder_api, mse_loss), 56u);
-  EXPECT_EQ(sizeof(dlhost_device_info), 64u);
+  EXPECT_GE(sizeof(dlhost_device_info), 64u);
   EXPECT_EQ(offsetof(dlhost_device_info, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_device_info, index), 8u);
   EXPECT_EQ(offsetof(dlhost_device_info, kind), 12u);
@@ -228,24 +248,24 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_device_info, isa), 40u);
   EXPECT_EQ(offsetof(dlhost_device_info, memory_bytes), 48u);
   EXPECT_EQ(offsetof(dlhost_device_info, library), 56u);
-  EXPECT_EQ(sizeof(dlhost_optimizer_desc), 32u);
+  EXPECT_GE(sizeof(dlhost_optimizer_desc), 32u);
   EXPECT_EQ(offsetof(dlhost_optimizer_desc, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_optimizer_desc, kind), 8u);
   EXPECT_EQ(offsetof(dlhost_optimizer_desc, learning_rate), 12u);
   EXPECT_EQ(offsetof(dlhost_optimizer_desc, momentum), 16u);
   EXPECT_EQ(offsetof(dlhost_optimizer_desc, weight_decay), 20u);
   EXPECT_EQ(offsetof(dlhost_optimizer_desc, clip_norm), 24u);
-  EXPECT_EQ(sizeof(dlhost_grad_ready), 24u);
+  EXPECT_GE(sizeof(dlhost_grad_ready), 24u);
   EXPECT_EQ(offsetof(dlhost_grad_ready, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_grad_ready, user), 8u);
   EXPECT_EQ(offsetof(dlhost_grad_ready, fn), 16u);
-  EXPECT_EQ(sizeof(dlhost_model_info), 40u);
+  EXPECT_GE(sizeof(dlhost_model_info), 40u);
   EXPECT_EQ(offsetof(dlhost_model_info, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_model_info, threads), 8u);
   EXPECT_EQ(offsetof(dlhost_model_info, implementation), 16u);
   EXPECT_EQ(offsetof(dlhost_model_info, param_bytes), 24u);
   EXPECT_EQ(offsetof(dlhost_model_info, workspace_bytes), 32u);
-  EXPECT_EQ(sizeof(dlhost_backend_api), 144u);
+  EXPECT_GE(sizeof(dlhost_backend_api), 144u);
   EXPECT_EQ(offsetof(dlhost_backend_api, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_backend_api, device_count), 8u);
   EXPECT_EQ(offsetof(dlhost_backend_api, device_info), 16u);
@@ -264,7 +284,7 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_backend_api, read_param), 120u);
   EXPECT_EQ(offsetof(dlhost_backend_api, write_param), 128u);
   EXPECT_EQ(offsetof(dlhost_backend_api, memory_in_use), 136u);
-  EXPECT_EQ(sizeof(dlhost_comm_init_args), 48u);
+  EXPECT_GE(sizeof(dlhost_comm_init_args), 48u);
   EXPECT_EQ(offsetof(dlhost_comm_init_args, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_comm_init_args, rank), 8u);
   EXPECT_EQ(offsetof(dlhost_comm_init_args, world_size), 12u);
@@ -273,13 +293,13 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_comm_init_args, device), 24u);
   EXPECT_EQ(offsetof(dlhost_comm_init_args, options), 32u);
   EXPECT_EQ(offsetof(dlhost_comm_init_args, extensions), 40u);
-  EXPECT_EQ(sizeof(dlhost_comm_caps), 32u);
+  EXPECT_GE(sizeof(dlhost_comm_caps), 32u);
   EXPECT_EQ(offsetof(dlhost_comm_caps, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_comm_caps, host_memory), 8u);
   EXPECT_EQ(offsetof(dlhost_comm_caps, device_memory), 12u);
   EXPECT_EQ(offsetof(dlhost_comm_caps, dtypes), 16u);
   EXPECT_EQ(offsetof(dlhost_comm_caps, library), 24u);
-  EXPECT_EQ(sizeof(dlhost_comm_api), 88u);
+  EXPECT_GE(sizeof(dlhost_comm_api), 88u);
   EXPECT_EQ(offsetof(dlhost_comm_api, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_comm_api, capabilities), 8u);
   EXPECT_EQ(offsetof(dlhost_comm_api, init), 16u);
@@ -291,7 +311,7 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_comm_api, test), 64u);
   EXPECT_EQ(offsetof(dlhost_comm_api, wait), 72u);
   EXPECT_EQ(offsetof(dlhost_comm_api, request_free), 80u);
-  EXPECT_EQ(sizeof(dlhost_network_info), 56u);
+  EXPECT_GE(sizeof(dlhost_network_info), 56u);
   EXPECT_EQ(offsetof(dlhost_network_info, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_network_info, name), 8u);
   EXPECT_EQ(offsetof(dlhost_network_info, description), 16u);
@@ -299,11 +319,49 @@ TEST(AbiFreeze, StructLayoutsOfV1) {
   EXPECT_EQ(offsetof(dlhost_network_info, cpu_batch), 32u);
   EXPECT_EQ(offsetof(dlhost_network_info, gpu_batch), 40u);
   EXPECT_EQ(offsetof(dlhost_network_info, optimizer), 48u);
-  EXPECT_EQ(sizeof(dlhost_network_api), 32u);
+  EXPECT_GE(sizeof(dlhost_network_api), 32u);
   EXPECT_EQ(offsetof(dlhost_network_api, struct_size), 0u);
   EXPECT_EQ(offsetof(dlhost_network_api, count), 8u);
   EXPECT_EQ(offsetof(dlhost_network_api, info), 16u);
   EXPECT_EQ(offsetof(dlhost_network_api, build), 24u);
+}
+
+TEST(AbiFreeze, StructLayoutsAppendedIn1_1) {
+  EXPECT_EQ(offsetof(dlhost_fc_attrs, batch_dims), 20u);
+  EXPECT_GE(sizeof(dlhost_batch_norm_attrs), 16u);
+  EXPECT_EQ(offsetof(dlhost_batch_norm_attrs, epsilon), 8u);
+  EXPECT_EQ(offsetof(dlhost_batch_norm_attrs, momentum), 12u);
+  EXPECT_GE(sizeof(dlhost_dropout_attrs), 16u);
+  EXPECT_EQ(offsetof(dlhost_dropout_attrs, probability), 8u);
+  EXPECT_GE(sizeof(dlhost_lrn_attrs), 32u);
+  EXPECT_EQ(offsetof(dlhost_lrn_attrs, size), 8u);
+  EXPECT_EQ(offsetof(dlhost_lrn_attrs, alpha), 16u);
+  EXPECT_EQ(offsetof(dlhost_lrn_attrs, beta), 20u);
+  EXPECT_EQ(offsetof(dlhost_lrn_attrs, k), 24u);
+  EXPECT_GE(sizeof(dlhost_embedding_attrs), 24u);
+  EXPECT_EQ(offsetof(dlhost_embedding_attrs, vocab), 8u);
+  EXPECT_EQ(offsetof(dlhost_embedding_attrs, dim), 16u);
+  EXPECT_GE(sizeof(dlhost_lstm_attrs), 24u);
+  EXPECT_EQ(offsetof(dlhost_lstm_attrs, hidden), 8u);
+  EXPECT_EQ(offsetof(dlhost_lstm_attrs, layers), 16u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, batch_norm), 64u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, dropout), 72u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, add), 80u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, lrn), 88u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, embedding), 96u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, lstm), 104u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, global_avg_pool), 112u);
+  // 1.0 readers of these structs stop where 1.0 ended.
+  EXPECT_EQ(DLHOST_FC_ATTRS_STRUCT_SIZE_1_0, offsetof(dlhost_fc_attrs, has_bias) + 4);
+  EXPECT_EQ(DLHOST_BUILDER_API_STRUCT_SIZE_1_0, offsetof(dlhost_builder_api, batch_norm));
+}
+
+TEST(AbiFreeze, DropoutMaskIsPinned) {
+  // Every backend must drop the same elements: the mask function may never change.
+  int kept = 0;
+  for (uint64_t i = 0; i < 10000; ++i) kept += dlhost_dropout_keep(42, 3, 7, i, 0.5f);
+  EXPECT_EQ(kept, 5006);
+  EXPECT_EQ(dlhost_mix64(0), 0xE220A8397B1DCDAFULL);
 }
 
 TEST(AbiFreeze, EnumValuesOfV1) {
@@ -327,6 +385,16 @@ TEST(AbiFreeze, EnumValuesOfV1) {
   EXPECT_EQ(DLHOST_REDUCE_SUM, 1);
   EXPECT_EQ(DLHOST_REDUCE_AVG, 2);
   EXPECT_EQ(DLHOST_MAX_RANK, 8);
+  // 1.1
+  EXPECT_EQ(DLHOST_OP_BATCH_NORM, 8);
+  EXPECT_EQ(DLHOST_OP_DROPOUT, 9);
+  EXPECT_EQ(DLHOST_OP_ADD, 10);
+  EXPECT_EQ(DLHOST_OP_LRN, 11);
+  EXPECT_EQ(DLHOST_OP_EMBEDDING, 12);
+  EXPECT_EQ(DLHOST_OP_LSTM, 13);
+  EXPECT_EQ(DLHOST_OP_GLOBAL_AVG_POOL, 14);
+  EXPECT_EQ(DLHOST_INIT_UNIFORM, 5);
+  EXPECT_EQ(DLHOST_PARAM_EMBEDDING, 6);
   EXPECT_STREQ(DLHOST_PLUGIN_ENTRY_SYMBOL, "dlhost_plugin_entry");
 }
 

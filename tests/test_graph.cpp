@@ -129,7 +129,7 @@ TEST(GraphBuilderShapes, PoolingFloorAndCeilModes) {
   int32_t p =
       c.pool2d("ceil_pad", c.input("small", DLHOST_DTYPE_F32, {1, 6, 6}), pool(2, 2, true, 1));
   int32_t lbl = c.input("labels", DLHOST_DTYPE_I32, {});
-  dlhost_fc_attrs fc{DLHOST_FC_ATTRS_STRUCT_SIZE, 10, 1};
+  dlhost_fc_attrs fc{DLHOST_FC_ATTRS_STRUCT_SIZE, 10, 1, 1};
   c.softmax_cross_entropy("loss", c.fc("fc", e, fc), lbl);
   auto g = c.finish();
   EXPECT_EQ(g->tensor(f).dims[2], 15);
@@ -144,7 +144,7 @@ TEST(GraphBuilderShapes, ErrorsNameTheLayerAndShapes) {
   EXPECT_EQ(error_of([&] { b.conv2d("big", x, conv(8, 7)); }),
             "layer 'big': kernel 7x7 (dilated) larger than the padded input 4x4 (input 4x1x4x4)");
   EXPECT_EQ(error_of([&] {
-              b.fc("on_labels", labels, {DLHOST_FC_ATTRS_STRUCT_SIZE, 3, 1});
+              b.fc("on_labels", labels, {DLHOST_FC_ATTRS_STRUCT_SIZE, 3, 1, 1});
             }),
             "layer 'on_labels': needs an F32 input of rank >= 2, got 4");
   EXPECT_EQ(error_of([&] { b.conv2d("data", x, conv(8, 3)); }),

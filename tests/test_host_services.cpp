@@ -84,7 +84,7 @@ std::unique_ptr<dlhost::Graph> small_classifier() {
   dlhost::GraphBuilder b("t", 16);
   int32_t x = b.input("data", DLHOST_DTYPE_F32, {12});
   int32_t y = b.input("labels", DLHOST_DTYPE_I32, {});
-  dlhost_fc_attrs fc{DLHOST_FC_ATTRS_STRUCT_SIZE, 7, 1};
+  dlhost_fc_attrs fc{DLHOST_FC_ATTRS_STRUCT_SIZE, 7, 1, 1};
   b.softmax_cross_entropy("loss", b.fc("fc", x, fc), y);
   return b.finish();
 }

@@ -143,9 +143,15 @@ Graph::NodeStorage& GraphBuilder::add_node(dlhost_op op, const std::string& name
 
 int32_t GraphBuilder::add_param(Graph::NodeStorage& node, dlhost_param_role role,
                                 std::vector<int64_t> dims, dlhost_param_init init, int64_t fan_in,
-                                int64_t fan_out) {
+                                int64_t fan_out, const std::string& suffix) {
   auto& p = graph_->params_.emplace_back();
-  p.name = node.name + (role == DLHOST_PARAM_WEIGHT ? ".weight" : ".bias");
+  if (!suffix.empty()) {
+    p.name = node.name + "." + suffix;
+  } else {
+    static const char* const kRoleNames[] = {"",      "weight",      "bias", "scale",
+                                             "shift", "weight_iter", "table"};
+    p.name = node.name + "." + kRoleNames[role];
+  }
   p.desc.struct_size = DLHOST_PARAM_DESC_STRUCT_SIZE;
   p.desc.id = static_cast<int32_t>(graph_->params_.size() - 1);
   p.desc.node = static_cast<int32_t>(graph_->nodes_.size() - 1);
@@ -166,9 +172,7 @@ int32_t GraphBuilder::add_param(Graph::NodeStorage& node, dlhost_param_role role
 int32_t GraphBuilder::input(const std::string& name, dlhost_dtype dtype,
                             const std::vector<int64_t>& per_sample) {
   if (dtype != DLHOST_DTYPE_F32 && dtype != DLHOST_DTYPE_I32)
-    bad(name, "inputs are F32 (data) or I32 (class labels)");
-  if (dtype == DLHOST_DTYPE_I32 && !per_sample.empty())
-    bad(name, "class labels are one I32 per sample (per-sample rank 0)");
+    bad(name, "inputs are F32 (data) or I32 (class labels, token ids)");
   for (int64_t d : per_sample)
     if (d <= 0) bad(name, "every dimension must be > 0");
   if (per_sample.size() + 1 > DLHOST_MAX_RANK) bad(name, "too many dimensions");
@@ -182,14 +186,21 @@ int32_t GraphBuilder::input(const std::string& name, dlhost_dtype dtype,
 
 int32_t GraphBuilder::fc(const std::string& name, int32_t x, const dlhost_fc_attrs& attrs) {
   const auto& in = checked_tensor(name, x);
-  if (in.dtype != DLHOST_DTYPE_F32 || in.rank < 2)
-    bad(name, "needs an F32 input of rank >= 2, got " + shape_string(in));
+  int32_t batch_dims = attrs.batch_dims == 0 ? 1 : attrs.batch_dims;
+  if (batch_dims < 1 || batch_dims > 2) bad(name, "batch_dims must be 1 or 2");
+  if (in.dtype != DLHOST_DTYPE_F32 || in.rank < batch_dims + 1)
+    bad(name, "needs an F32 input of rank >= " + std::to_string(batch_dims + 1) + ", got " +
+                  shape_string(in));
   if (attrs.out_features <= 0) bad(name, "out_features must be > 0");
-  int64_t batch = in.dims[0];
+  int64_t batch = 1;
+  for (int32_t i = 0; i < batch_dims; ++i) batch *= in.dims[i];
   int64_t features = elements(in) / batch;
+  std::vector<int64_t> out_dims(in.dims, in.dims + batch_dims);
+  out_dims.push_back(attrs.out_features);
   auto& n = add_node(DLHOST_OP_FC, name, {x});
   n.fc = attrs;
   n.fc.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE;
+  n.fc.batch_dims = batch_dims;
   n.node.attrs = &n.fc;
   add_param(n, DLHOST_PARAM_WEIGHT, {attrs.out_features, features}, DLHOST_INIT_XAVIER_UNIFORM,
             features, attrs.out_features);
@@ -198,7 +209,7 @@ int32_t GraphBuilder::fc(const std::string& name, int32_t x, const dlhost_fc_att
               attrs.out_features);
   n.node.forward_flops = 2.0 * batch * features * attrs.out_features +
                          (attrs.has_bias ? 1.0 * batch * attrs.out_features : 0.0);
-  n.node.output = add_tensor(name, DLHOST_DTYPE_F32, {batch, attrs.out_features});
+  n.node.output = add_tensor(name, DLHOST_DTYPE_F32, out_dims);
   return n.node.output;
 }
 
@@ -295,10 +306,13 @@ int32_t GraphBuilder::softmax_cross_entropy(const std::string& name, int32_t log
                                             int32_t labels) {
   const auto& l = checked_tensor(name, logits);
   const auto& y = checked_tensor(name, labels);
-  if (l.dtype != DLHOST_DTYPE_F32 || l.rank != 2)
-    bad(name, "logits must be F32 [batch, classes], got " + shape_string(l));
-  if (y.dtype != DLHOST_DTYPE_I32 || y.rank != 1 || y.dims[0] != l.dims[0])
-    bad(name, "labels must be an I32 input of one class id per sample");
+  if (l.dtype != DLHOST_DTYPE_F32 || l.rank < 2)
+    bad(name, "logits must be F32 [batch, ..., classes], got " + shape_string(l));
+  bool same = y.rank == l.rank - 1;
+  for (int32_t i = 0; same && i < y.rank; ++i) same = y.dims[i] == l.dims[i];
+  if (y.dtype != DLHOST_DTYPE_I32 || !same)
+    bad(name, "labels must be I32 of the logits' shape without the class dimension (logits " +
+                  shape_string(l) + ", labels " + shape_string(y) + ")");
   if (graph_->loss_ >= 0) bad(name, "the graph already has a loss");
   double count = static_cast<double>(elements(l));
   auto& n = add_node(DLHOST_OP_SOFTMAX_CROSS_ENTROPY, name, {logits, labels});
@@ -321,6 +335,132 @@ int32_t GraphBuilder::mse_loss(const std::string& name, int32_t prediction, int3
   n.node.forward_flops = 3.0 * count;
   n.node.output = add_tensor(name, DLHOST_DTYPE_F32, {});
   graph_->loss_ = n.node.output;
+  return n.node.output;
+}
+
+// --- ABI 1.1 ops -----------------------------------------------------------------------------
+
+int32_t GraphBuilder::batch_norm(const std::string& name, int32_t x,
+                                 const dlhost_batch_norm_attrs& a) {
+  const auto& in = checked_tensor(name, x);
+  if (in.dtype != DLHOST_DTYPE_F32 || (in.rank != 2 && in.rank != 4))
+    bad(name, "needs an F32 input [N, C] or [N, C, H, W], got " + shape_string(in));
+  if (!(a.epsilon > 0) || !(a.momentum >= 0 && a.momentum <= 1))
+    bad(name, "epsilon must be > 0 and momentum in [0, 1]");
+  std::vector<int64_t> dims(in.dims, in.dims + in.rank);
+  int64_t channels = in.dims[1];
+  double count = static_cast<double>(elements(in));
+  auto& n = add_node(DLHOST_OP_BATCH_NORM, name, {x});
+  n.bn = a;
+  n.bn.struct_size = DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE;
+  n.node.attrs = &n.bn;
+  add_param(n, DLHOST_PARAM_SCALE, {channels}, DLHOST_INIT_ONE, channels, channels);
+  add_param(n, DLHOST_PARAM_SHIFT, {channels}, DLHOST_INIT_ZERO, channels, channels);
+  n.node.forward_flops = 4.0 * count;  // statistics (2) and the affine normalization (2)
+  n.node.output = add_tensor(name, DLHOST_DTYPE_F32, dims);
+  return n.node.output;
+}
+
+int32_t GraphBuilder::dropout(const std::string& name, int32_t x, const dlhost_dropout_attrs& a) {
+  const auto& in = checked_tensor(name, x);
+  if (in.dtype != DLHOST_DTYPE_F32) bad(name, "needs an F32 input");
+  if (!(a.probability >= 0 && a.probability < 1)) bad(name, "probability must be in [0, 1)");
+  std::vector<int64_t> dims(in.dims, in.dims + in.rank);
+  double count = static_cast<double>(elements(in));
+  auto& n = add_node(DLHOST_OP_DROPOUT, name, {x});
+  n.dropout = a;
+  n.dropout.struct_size = DLHOST_DROPOUT_ATTRS_STRUCT_SIZE;
+  n.node.attrs = &n.dropout;
+  n.node.forward_flops = count;
+  n.node.output = add_tensor(name, DLHOST_DTYPE_F32, dims);
+  return n.node.output;
+}
+
+int32_t GraphBuilder::add(const std::string& name, int32_t x, int32_t y) {
+  const auto& a = checked_tensor(name, x);
+  const auto& b = checked_tensor(name, y);
+  bool same = a.rank == b.rank && a.dtype == DLHOST_DTYPE_F32 && b.dtype == DLHOST_DTYPE_F32;
+  for (int32_t i = 0; same && i < a.rank; ++i) same = a.dims[i] == b.dims[i];
+  if (!same)
+    bad(name, "adds F32 tensors of one shape, got " + shape_string(a) + " and " + shape_string(b));
+  std::vector<int64_t> dims(a.dims, a.dims + a.rank);
+  double count = static_cast<double>(elements(a));
+  auto& n = add_node(DLHOST_OP_ADD, name, {x, y});
+  n.node.forward_flops = count;
+  n.node.output = add_tensor(name, DLHOST_DTYPE_F32, dims);
+  return n.node.output;
+}
+
+int32_t GraphBuilder::lrn(const std::string& name, int32_t x, const dlhost_lrn_attrs& a) {
+  const auto& in = checked_tensor(name, x);
+  if (in.dtype != DLHOST_DTYPE_F32 || in.rank != 4)
+    bad(name, "needs an F32 NCHW input, got " + shape_string(in));
+  if (a.size <= 0 || a.size % 2 == 0) bad(name, "size must be odd and > 0");
+  if (!(a.k > 0) || !(a.beta > 0) || !(a.alpha >= 0))
+    bad(name, "k and beta must be > 0 and alpha >= 0");
+  std::vector<int64_t> dims(in.dims, in.dims + in.rank);
+  double count = static_cast<double>(elements(in));
+  auto& n = add_node(DLHOST_OP_LRN, name, {x});
+  n.lrn = a;
+  n.lrn.struct_size = DLHOST_LRN_ATTRS_STRUCT_SIZE;
+  n.node.attrs = &n.lrn;
+  n.node.forward_flops = count * static_cast<double>(a.size + 3);
+  n.node.output = add_tensor(name, DLHOST_DTYPE_F32, dims);
+  return n.node.output;
+}
+
+int32_t GraphBuilder::embedding(const std::string& name, int32_t ids,
+                                const dlhost_embedding_attrs& a) {
+  const auto& in = checked_tensor(name, ids);
+  if (in.dtype != DLHOST_DTYPE_I32 || in.rank != 2)
+    bad(name, "needs I32 token ids [N, T], got " + shape_string(in));
+  if (a.vocab <= 0 || a.dim <= 0) bad(name, "vocab and dim must be > 0");
+  std::vector<int64_t> dims{in.dims[0], in.dims[1], a.dim};
+  auto& n = add_node(DLHOST_OP_EMBEDDING, name, {ids});
+  n.embedding = a;
+  n.embedding.struct_size = DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE;
+  n.node.attrs = &n.embedding;
+  add_param(n, DLHOST_PARAM_EMBEDDING, {a.vocab, a.dim}, DLHOST_INIT_UNIFORM, a.dim, a.vocab);
+  n.node.forward_flops = 0;  // a gather: no arithmetic
+  n.node.output = add_tensor(name, DLHOST_DTYPE_F32, dims);
+  return n.node.output;
+}
+
+int32_t GraphBuilder::lstm(const std::string& name, int32_t x, const dlhost_lstm_attrs& a) {
+  const auto& in = checked_tensor(name, x);
+  if (in.dtype != DLHOST_DTYPE_F32 || in.rank != 3)
+    bad(name, "needs an F32 input [N, T, C], got " + shape_string(in));
+  if (a.hidden <= 0 || a.layers <= 0) bad(name, "hidden and layers must be > 0");
+  int64_t batch = in.dims[0], steps = in.dims[1], channels = in.dims[2], h = a.hidden;
+  auto& n = add_node(DLHOST_OP_LSTM, name, {x});
+  n.lstm = a;
+  n.lstm.struct_size = DLHOST_LSTM_ATTRS_STRUCT_SIZE;
+  n.node.attrs = &n.lstm;
+  double flops = 0;
+  for (int64_t l = 0; l < a.layers; ++l) {
+    int64_t c = l == 0 ? channels : h;
+    std::string layer = "l" + std::to_string(l) + ".";
+    add_param(n, DLHOST_PARAM_WEIGHT, {4 * h, c}, DLHOST_INIT_UNIFORM, h, 4 * h, layer + "weight");
+    add_param(n, DLHOST_PARAM_WEIGHT_ITER, {4 * h, h}, DLHOST_INIT_UNIFORM, h, 4 * h,
+              layer + "weight_iter");
+    add_param(n, DLHOST_PARAM_BIAS, {4 * h}, DLHOST_INIT_UNIFORM, h, 4 * h, layer + "bias");
+    // Gate pre-activations (two GEMMs and the bias), then ~3 element-wise ops per gate unit.
+    flops += static_cast<double>(batch * steps) * (2.0 * 4 * h * (c + h) + 4.0 * h + 12.0 * h);
+  }
+  n.node.forward_flops = flops;
+  n.node.output = add_tensor(name, DLHOST_DTYPE_F32, {batch, steps, h});
+  return n.node.output;
+}
+
+int32_t GraphBuilder::global_avg_pool(const std::string& name, int32_t x) {
+  const auto& in = checked_tensor(name, x);
+  if (in.dtype != DLHOST_DTYPE_F32 || in.rank != 4)
+    bad(name, "needs an F32 NCHW input, got " + shape_string(in));
+  std::vector<int64_t> dims{in.dims[0], in.dims[1]};
+  double count = static_cast<double>(elements(in));
+  auto& n = add_node(DLHOST_OP_GLOBAL_AVG_POOL, name, {x});
+  n.node.forward_flops = count;
+  n.node.output = add_tensor(name, DLHOST_DTYPE_F32, dims);
   return n.node.output;
 }
 
@@ -378,7 +518,15 @@ dlhost_builder_api make_builder_api() {
   t.fc = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_fc_attrs* a,
             int32_t* out) {
     return call(out, [&] {
-      return unwrap(b).fc(str(name), x, checked_attrs(a, DLHOST_FC_ATTRS_STRUCT_SIZE, "fc"));
+      // A 1.0 plugin's struct ends before batch_dims: read what it has, default the rest.
+      dlhost_fc_attrs attrs{};
+      attrs.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE;
+      if (a == nullptr || a->struct_size < DLHOST_FC_ATTRS_STRUCT_SIZE_1_0)
+        throw Error(DLHOST_CODE_INVALID_ARGUMENT, "fc attrs missing or smaller than ABI 1.0's");
+      attrs.out_features = a->out_features;
+      attrs.has_bias = a->has_bias;
+      attrs.batch_dims = DLHOST_HAS_FIELD(a, dlhost_fc_attrs, batch_dims) ? a->batch_dims : 1;
+      return unwrap(b).fc(str(name), x, attrs);
     });
   };
   t.conv2d = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_conv2d_attrs* a,
@@ -409,6 +557,45 @@ dlhost_builder_api make_builder_api() {
   t.mse_loss = [](dlhost_graph_builder* b, const char* name, int32_t prediction, int32_t target,
                   int32_t* out) {
     return call(out, [&] { return unwrap(b).mse_loss(str(name), prediction, target); });
+  };
+  t.batch_norm = [](dlhost_graph_builder* b, const char* name, int32_t x,
+                    const dlhost_batch_norm_attrs* a, int32_t* out) {
+    return call(out, [&] {
+      return unwrap(b).batch_norm(
+          str(name), x, checked_attrs(a, DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE, "batch_norm"));
+    });
+  };
+  t.dropout = [](dlhost_graph_builder* b, const char* name, int32_t x,
+                 const dlhost_dropout_attrs* a, int32_t* out) {
+    return call(out, [&] {
+      return unwrap(b).dropout(str(name), x,
+                               checked_attrs(a, DLHOST_DROPOUT_ATTRS_STRUCT_SIZE, "dropout"));
+    });
+  };
+  t.add = [](dlhost_graph_builder* b, const char* name, int32_t x, int32_t y, int32_t* out) {
+    return call(out, [&] { return unwrap(b).add(str(name), x, y); });
+  };
+  t.lrn = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_lrn_attrs* a,
+             int32_t* out) {
+    return call(out, [&] {
+      return unwrap(b).lrn(str(name), x, checked_attrs(a, DLHOST_LRN_ATTRS_STRUCT_SIZE, "lrn"));
+    });
+  };
+  t.embedding = [](dlhost_graph_builder* b, const char* name, int32_t ids,
+                   const dlhost_embedding_attrs* a, int32_t* out) {
+    return call(out, [&] {
+      return unwrap(b).embedding(str(name), ids,
+                                 checked_attrs(a, DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE, "embedding"));
+    });
+  };
+  t.lstm = [](dlhost_graph_builder* b, const char* name, int32_t x, const dlhost_lstm_attrs* a,
+              int32_t* out) {
+    return call(out, [&] {
+      return unwrap(b).lstm(str(name), x, checked_attrs(a, DLHOST_LSTM_ATTRS_STRUCT_SIZE, "lstm"));
+    });
+  };
+  t.global_avg_pool = [](dlhost_graph_builder* b, const char* name, int32_t x, int32_t* out) {
+    return call(out, [&] { return unwrap(b).global_avg_pool(str(name), x); });
   };
   return t;
 }

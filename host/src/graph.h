@@ -46,6 +46,11 @@ class Graph {
     dlhost_conv2d_attrs conv{};
     dlhost_pool2d_attrs pool{};
     dlhost_activation_attrs act{};
+    dlhost_batch_norm_attrs bn{};
+    dlhost_dropout_attrs dropout{};
+    dlhost_lrn_attrs lrn{};
+    dlhost_embedding_attrs embedding{};
+    dlhost_lstm_attrs lstm{};
   };
   struct TensorStorage {
     dlhost_tensor_desc desc{};
@@ -85,6 +90,14 @@ class GraphBuilder {
   int32_t activation(const std::string& name, int32_t x, const dlhost_activation_attrs& attrs);
   int32_t softmax_cross_entropy(const std::string& name, int32_t logits, int32_t labels);
   int32_t mse_loss(const std::string& name, int32_t prediction, int32_t target);
+  // ABI 1.1
+  int32_t batch_norm(const std::string& name, int32_t x, const dlhost_batch_norm_attrs& attrs);
+  int32_t dropout(const std::string& name, int32_t x, const dlhost_dropout_attrs& attrs);
+  int32_t add(const std::string& name, int32_t x, int32_t y);
+  int32_t lrn(const std::string& name, int32_t x, const dlhost_lrn_attrs& attrs);
+  int32_t embedding(const std::string& name, int32_t ids, const dlhost_embedding_attrs& attrs);
+  int32_t lstm(const std::string& name, int32_t x, const dlhost_lstm_attrs& attrs);
+  int32_t global_avg_pool(const std::string& name, int32_t x);
 
   // Checks that exactly one loss exists and returns the graph; the builder is spent.
   std::unique_ptr<Graph> finish();
@@ -97,7 +110,8 @@ class GraphBuilder {
   int32_t add_tensor(const std::string& name, dlhost_dtype dtype, std::vector<int64_t> dims);
   Graph::NodeStorage& add_node(dlhost_op op, const std::string& name, std::vector<int32_t> inputs);
   int32_t add_param(Graph::NodeStorage& node, dlhost_param_role role, std::vector<int64_t> dims,
-                    dlhost_param_init init, int64_t fan_in, int64_t fan_out);
+                    dlhost_param_init init, int64_t fan_in, int64_t fan_out,
+                    const std::string& suffix = "");
   const dlhost_tensor_desc& checked_tensor(const std::string& layer, int32_t id) const;
 
   std::unique_ptr<Graph> graph_;

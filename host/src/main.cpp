@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "environment.h"
 #include "graph.h"
 #include "host_api.h"
@@ -347,6 +348,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   validate->add_option("--set", validate_opts.overrides, "Override a suite key, as for run");
 
+  std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app)};
+
   CLI11_PARSE(app, argc, argv);
 
   auto logger = spdlog::stderr_color_mt("dlhost");
@@ -360,6 +363,8 @@ int main(int argc, char** argv) {
   registry.discover(folders);
   std::vector<NetworkRef> networks = list_networks(registry);
 
+  for (const auto& c : commands)
+    if (*c.sub) return c.run(registry, networks);
   if (*plugins) return cmd_plugins(registry, as_json);
   if (*nets) return cmd_networks(networks, as_json, describe);
   if (*validate) return cmd_run(registry, networks, validate_opts, true);

@@ -38,6 +38,11 @@ std::vector<std::vector<float>> initial_params(const Graph& graph, uint64_t seed
         for (auto& v : values) v = static_cast<float>((2.0 * uniform01(rng) - 1.0) * a);
         break;
       }
+      case DLHOST_INIT_UNIFORM: {
+        double a = 1.0 / std::sqrt(static_cast<double>(p.fan_in));
+        for (auto& v : values) v = static_cast<float>((2.0 * uniform01(rng) - 1.0) * a);
+        break;
+      }
       case DLHOST_INIT_HE_NORMAL: {
         double sd = std::sqrt(2.0 / static_cast<double>(p.fan_in));
         for (auto& v : values) v = static_cast<float>(normal(rng) * sd);
@@ -63,12 +68,17 @@ std::vector<InputData> synthetic_inputs(const Graph& graph, uint64_t seed) {
     in.bytes.resize(static_cast<size_t>(count) * 4);
     std::mt19937_64 rng(seed * 7919ULL + 17ULL * static_cast<uint64_t>(k + 1));
     if (t.dtype == DLHOST_DTYPE_I32) {
-      // The class count is the width of the logits of the loss that reads these labels.
+      // Ids range over what reads them: the classes of a loss (the logits' last dimension) or
+      // the vocabulary of an embedding.
       int64_t classes = 1;
       for (int32_t n = 0; n < g->num_nodes; ++n) {
         const auto& node = *g->nodes[n];
-        if (node.op == DLHOST_OP_SOFTMAX_CROSS_ENTROPY && node.inputs[1] == t.id)
-          classes = graph.tensor(node.inputs[0]).dims[1];
+        if (node.op == DLHOST_OP_SOFTMAX_CROSS_ENTROPY && node.inputs[1] == t.id) {
+          const auto& logits = graph.tensor(node.inputs[0]);
+          classes = logits.dims[logits.rank - 1];
+        }
+        if (node.op == DLHOST_OP_EMBEDDING && node.inputs[0] == t.id)
+          classes = static_cast<const dlhost_embedding_attrs*>(node.attrs)->vocab;
       }
       for (int64_t i = 0; i < count; ++i) {
         int32_t label = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));

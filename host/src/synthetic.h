@@ -16,7 +16,7 @@ class Graph;
 std::vector<std::vector<float>> initial_params(const Graph& graph, uint64_t seed);
 
 // One host buffer per graph input (same order as dlhost_graph.inputs): data uniform in [0, 1),
-// labels uniform over the classes of the loss that reads them.
+// I32 ids uniform over the classes (or vocabulary) of what reads them.
 struct InputData {
   int32_t tensor = -1;
   std::vector<unsigned char> bytes;

@@ -147,7 +147,7 @@ dlhost_status* info(int32_t index, const dlhost_network_info** out) {
 dlhost_status* build(int32_t index, const dlhost_builder_api* api, dlhost_graph_builder* builder,
                      const dlhost_options*) {
   return dlhost::sdk::guard([&] {
-    if (api == nullptr || api->struct_size < DLHOST_BUILDER_API_STRUCT_SIZE)
+    if (api == nullptr || api->struct_size < DLHOST_BUILDER_API_STRUCT_SIZE_1_0)
       dlhost::sdk::invalid("builder table missing or older than ABI 1.0");
     Builder b(api, builder);
     at(index).build(b);

@@ -211,7 +211,85 @@ class Builder {
     return out;
   }
 
+  // --- ABI 1.1: each throws UNIMPLEMENTED when the host's table predates it ---
+  int32_t input_ids(const std::string& name, std::initializer_list<int64_t> per_sample_dims) {
+    return input(name, per_sample_dims, DLHOST_DTYPE_I32);
+  }
+  int32_t fc_per_step(const std::string& name, int32_t x, int64_t out_features, bool bias = true) {
+    auto attrs = make_struct<dlhost_fc_attrs>(DLHOST_FC_ATTRS_STRUCT_SIZE);
+    attrs.out_features = out_features;
+    attrs.has_bias = bias ? 1 : 0;
+    attrs.batch_dims = 2;
+    int32_t out = -1;
+    check(api_->fc(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  int32_t batch_norm(const std::string& name, int32_t x, float epsilon = 1e-5f,
+                     float momentum = 0.1f) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, batch_norm), "batch_norm");
+    auto attrs = make_struct<dlhost_batch_norm_attrs>(DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE);
+    attrs.epsilon = epsilon;
+    attrs.momentum = momentum;
+    int32_t out = -1;
+    check(api_->batch_norm(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  int32_t dropout(const std::string& name, int32_t x, float probability) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, dropout), "dropout");
+    auto attrs = make_struct<dlhost_dropout_attrs>(DLHOST_DROPOUT_ATTRS_STRUCT_SIZE);
+    attrs.probability = probability;
+    int32_t out = -1;
+    check(api_->dropout(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  int32_t add(const std::string& name, int32_t x, int32_t y) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, add), "add");
+    int32_t out = -1;
+    check(api_->add(builder_, name.c_str(), x, y, &out));
+    return out;
+  }
+  int32_t lrn(const std::string& name, int32_t x, int64_t size, float alpha, float beta, float k) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, lrn), "lrn");
+    auto attrs = make_struct<dlhost_lrn_attrs>(DLHOST_LRN_ATTRS_STRUCT_SIZE);
+    attrs.size = size;
+    attrs.alpha = alpha;
+    attrs.beta = beta;
+    attrs.k = k;
+    int32_t out = -1;
+    check(api_->lrn(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  int32_t embedding(const std::string& name, int32_t ids, int64_t vocab, int64_t dim) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, embedding), "embedding");
+    auto attrs = make_struct<dlhost_embedding_attrs>(DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE);
+    attrs.vocab = vocab;
+    attrs.dim = dim;
+    int32_t out = -1;
+    check(api_->embedding(builder_, name.c_str(), ids, &attrs, &out));
+    return out;
+  }
+  int32_t lstm(const std::string& name, int32_t x, int64_t hidden, int64_t layers) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, lstm), "lstm");
+    auto attrs = make_struct<dlhost_lstm_attrs>(DLHOST_LSTM_ATTRS_STRUCT_SIZE);
+    attrs.hidden = hidden;
+    attrs.layers = layers;
+    int32_t out = -1;
+    check(api_->lstm(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  int32_t global_avg_pool(const std::string& name, int32_t x) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, global_avg_pool), "global_avg_pool");
+    int32_t out = -1;
+    check(api_->global_avg_pool(builder_, name.c_str(), x, &out));
+    return out;
+  }
+
  private:
+  static void require(bool present, const char* what) {
+    if (!present)
+      unimplemented(std::string("the host's graph builder predates '") + what +
+                    "' (ABI 1.1): update dlhost");
+  }
   const dlhost_builder_api* api_;
   dlhost_graph_builder* builder_;
 };

@@ -11,7 +11,9 @@
  * - Canonical parameter layouts (what read_param/write_param exchange, row-major):
  *   fully connected weight [out, in] where `in` flattens the input's C*H*W in NCHW order, bias
  *   [out]; convolution weight [out_channels, in_channels/groups, kernel_h, kernel_w], bias
- *   [out_channels]. A backend may keep any internal layout (blocked formats) as long as it
+ *   [out_channels]; ABI 1.1 adds batch-norm scale/shift [C], the LSTM's per-layer weight
+ *   [4H, C_in], weight_iter [4H, H] and bias [4H] (gate blocks i, f, g, o), and the embedding
+ *   table [vocab, dim]. A backend may keep any internal layout (blocked formats) as long as it
  *   converts at read/write.
  * - Arrays of structs are passed as arrays of pointers, so a struct can grow without changing
  *   the stride a reader compiled against.
@@ -36,7 +38,15 @@ typedef enum dlhost_op {
   DLHOST_OP_POOL2D = 4,                /* max or average pooling */
   DLHOST_OP_ACTIVATION = 5,            /* element-wise activation */
   DLHOST_OP_SOFTMAX_CROSS_ENTROPY = 6, /* loss: mean over the batch of -log softmax(x)[label] */
-  DLHOST_OP_MSE_LOSS = 7               /* loss: sum((x - target)^2) / number of elements */
+  DLHOST_OP_MSE_LOSS = 7,              /* loss: sum((x - target)^2) / number of elements */
+  /* ABI 1.1 */
+  DLHOST_OP_BATCH_NORM = 8,      /* training-mode batch normalization over N(HW) per channel */
+  DLHOST_OP_DROPOUT = 9,         /* inverted dropout with the mask of dlhost_dropout_keep() */
+  DLHOST_OP_ADD = 10,            /* element-wise sum of two tensors of one shape (residuals) */
+  DLHOST_OP_LRN = 11,            /* local response normalization across channels */
+  DLHOST_OP_EMBEDDING = 12,      /* I32 ids [N, T] -> rows of a [vocab, dim] table: [N, T, dim] */
+  DLHOST_OP_LSTM = 13,           /* multi-layer LSTM over a sequence, [N, T, C] -> [N, T, H] */
+  DLHOST_OP_GLOBAL_AVG_POOL = 14 /* [N, C, H, W] -> [N, C], the mean over H x W */
 } dlhost_op;
 
 typedef enum dlhost_activation_kind {
@@ -53,10 +63,20 @@ typedef enum dlhost_param_init {
   DLHOST_INIT_ZERO = 1,
   DLHOST_INIT_ONE = 2,
   DLHOST_INIT_XAVIER_UNIFORM = 3, /* U(-a, a), a = sqrt(6 / (fan_in + fan_out)) */
-  DLHOST_INIT_HE_NORMAL = 4       /* N(0, 2 / fan_in) */
+  DLHOST_INIT_HE_NORMAL = 4,      /* N(0, 2 / fan_in) */
+  /* ABI 1.1 */
+  DLHOST_INIT_UNIFORM = 5 /* U(-a, a), a = 1 / sqrt(fan_in) (PyTorch's rule for LSTMs) */
 } dlhost_param_init;
 
-typedef enum dlhost_param_role { DLHOST_PARAM_WEIGHT = 1, DLHOST_PARAM_BIAS = 2 } dlhost_param_role;
+typedef enum dlhost_param_role {
+  DLHOST_PARAM_WEIGHT = 1,
+  DLHOST_PARAM_BIAS = 2,
+  /* ABI 1.1 */
+  DLHOST_PARAM_SCALE = 3,       /* batch-norm gamma [C] */
+  DLHOST_PARAM_SHIFT = 4,       /* batch-norm beta [C] */
+  DLHOST_PARAM_WEIGHT_ITER = 5, /* LSTM recurrent weight [4H, H] of one layer */
+  DLHOST_PARAM_EMBEDDING = 6    /* embedding table [vocab, dim] */
+} dlhost_param_role;
 
 /* --- op attributes (each starts with struct_size) ------------------------------------------ */
 
@@ -64,8 +84,13 @@ typedef struct dlhost_fc_attrs {
   size_t struct_size;
   int64_t out_features;
   int32_t has_bias; /* 0 or 1 */
+  /* ABI 1.1. Leading dimensions kept as they are; the rest is flattened into the features.
+   * 1 (and the default when the field is absent): [N, ...] -> [N, out]. 2: a per-time-step
+   * layer, [N, T, C] -> [N, T, out]. */
+  int32_t batch_dims;
 } dlhost_fc_attrs;
-#define DLHOST_FC_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_fc_attrs, has_bias)
+#define DLHOST_FC_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_fc_attrs, batch_dims)
+#define DLHOST_FC_ATTRS_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_fc_attrs, has_bias)
 
 typedef struct dlhost_conv2d_attrs {
   size_t struct_size;
@@ -98,6 +123,77 @@ typedef struct dlhost_activation_attrs {
   int32_t kind; /* dlhost_activation_kind */
 } dlhost_activation_attrs;
 #define DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_activation_attrs, kind)
+
+/* --- ABI 1.1 ops --- */
+
+/* Training mode: normalizes with the mini-batch's mean and biased variance per channel, then
+ * y = scale * x_hat + shift. The running statistics (state of the backend, not parameters, never
+ * all-reduced) follow running = (1 - momentum) * running + momentum * batch (unbiased variance),
+ * as PyTorch does. Parameters: scale [C] (init ONE), shift [C] (init ZERO). Input rank 2 or 4. */
+typedef struct dlhost_batch_norm_attrs {
+  size_t struct_size;
+  float epsilon;  /* 1e-5 */
+  float momentum; /* 0.1 */
+} dlhost_batch_norm_attrs;
+#define DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_batch_norm_attrs, momentum)
+
+/* Inverted dropout: element i of the tensor is kept, and scaled by 1 / (1 - probability), when
+ * dlhost_dropout_keep(seed, node, step, i, probability) is true. `seed` is the case's "seed"
+ * option, `node` the node's index, `step` the number of forward calls made on the model before
+ * this one. Every backend uses this mask, so results are comparable across backends. */
+typedef struct dlhost_dropout_attrs {
+  size_t struct_size;
+  float probability; /* of dropping, in [0, 1) */
+} dlhost_dropout_attrs;
+#define DLHOST_DROPOUT_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_dropout_attrs, probability)
+
+/* splitmix64 finalizer over (seed, node, step, index): cheap, stateless, easy on a GPU. */
+static inline uint64_t dlhost_mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+static inline int dlhost_dropout_keep(uint64_t seed, uint32_t node, uint64_t step, uint64_t index,
+                                      float probability) {
+  uint64_t h =
+      dlhost_mix64(dlhost_mix64(dlhost_mix64(seed ^ ((uint64_t)node << 32)) ^ step) ^ index);
+  /* the top 24 bits as a uniform number in [0, 1) */
+  return (float)(h >> 40) * (1.0f / 16777216.0f) >= probability;
+}
+
+/* Across channels (AlexNet's, Caffe's ACROSS_CHANNELS):
+ * y = x / (k + alpha / size * sum over the `size` channels centred on c of x^2)^beta. */
+typedef struct dlhost_lrn_attrs {
+  size_t struct_size;
+  int64_t size; /* odd */
+  float alpha, beta, k;
+} dlhost_lrn_attrs;
+#define DLHOST_LRN_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_lrn_attrs, k)
+
+/* Parameter: table [vocab, dim] (role EMBEDDING, init UNIFORM with fan_in = dim). The input is an
+ * I32 input of ids in [0, vocab), [N, T]; no gradient flows into ids. */
+typedef struct dlhost_embedding_attrs {
+  size_t struct_size;
+  int64_t vocab;
+  int64_t dim;
+} dlhost_embedding_attrs;
+#define DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_embedding_attrs, dim)
+
+/* A stack of `layers` unidirectional LSTM layers of `hidden` units over the whole sequence, the
+ * initial hidden and cell states zero at every step. Input [N, T, C] (batch first), output the
+ * last layer's hidden states [N, T, hidden]. Gates in the order i, f, g (cell candidate), o:
+ *   i,f,o = sigmoid(W_x x_t + W_h h_{t-1} + b), g = tanh(...), c_t = f c_{t-1} + i g,
+ *   h_t = o tanh(c_t).
+ * Parameters per layer l, in this order: weight [4H, C_l] (WEIGHT), weight_iter [4H, H]
+ * (WEIGHT_ITER), bias [4H] (BIAS), C_0 = C and C_l = H after; all init UNIFORM with fan_in = H.
+ * One bias per layer (PyTorch's b_ih + b_hh collapse into it). */
+typedef struct dlhost_lstm_attrs {
+  size_t struct_size;
+  int64_t hidden;
+  int64_t layers;
+} dlhost_lstm_attrs;
+#define DLHOST_LSTM_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_lstm_attrs, layers)
 
 /* --- the graph view a backend compiles ---------------------------------------------------- */
 
@@ -179,14 +275,32 @@ typedef struct dlhost_builder_api {
                            const dlhost_pool2d_attrs* attrs, int32_t* out);
   dlhost_status* (*activation)(dlhost_graph_builder* b, const char* name, int32_t x,
                                const dlhost_activation_attrs* attrs, int32_t* out);
-  /* `labels` is an I32 input of per-sample rank 0 holding class ids in [0, classes). */
+  /* `logits` is [N, ..., classes]; `labels` an I32 input of the logits' shape without the last
+   * dimension (one class id per position; per-sample rank 0 for a classifier, [T] for a
+   * language model), ids in [0, classes). The loss is the mean over all positions. */
   dlhost_status* (*softmax_cross_entropy)(dlhost_graph_builder* b, const char* name, int32_t logits,
                                           int32_t labels, int32_t* out);
   /* `target` has the shape of `prediction` (an autoencoder passes its data input). */
   dlhost_status* (*mse_loss)(dlhost_graph_builder* b, const char* name, int32_t prediction,
                              int32_t target, int32_t* out);
+  /* ABI 1.1 */
+  dlhost_status* (*batch_norm)(dlhost_graph_builder* b, const char* name, int32_t x,
+                               const dlhost_batch_norm_attrs* attrs, int32_t* out);
+  dlhost_status* (*dropout)(dlhost_graph_builder* b, const char* name, int32_t x,
+                            const dlhost_dropout_attrs* attrs, int32_t* out);
+  dlhost_status* (*add)(dlhost_graph_builder* b, const char* name, int32_t x, int32_t y,
+                        int32_t* out);
+  dlhost_status* (*lrn)(dlhost_graph_builder* b, const char* name, int32_t x,
+                        const dlhost_lrn_attrs* attrs, int32_t* out);
+  dlhost_status* (*embedding)(dlhost_graph_builder* b, const char* name, int32_t ids,
+                              const dlhost_embedding_attrs* attrs, int32_t* out);
+  dlhost_status* (*lstm)(dlhost_graph_builder* b, const char* name, int32_t x,
+                         const dlhost_lstm_attrs* attrs, int32_t* out);
+  dlhost_status* (*global_avg_pool)(dlhost_graph_builder* b, const char* name, int32_t x,
+                                    int32_t* out);
 } dlhost_builder_api;
-#define DLHOST_BUILDER_API_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_builder_api, mse_loss)
+#define DLHOST_BUILDER_API_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_builder_api, global_avg_pool)
+#define DLHOST_BUILDER_API_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_builder_api, mse_loss)
 
 #ifdef __cplusplus
 } /* extern "C" */
