@@ -2,6 +2,7 @@
 // their plugin), shape inference and its error messages, FLOP counting, the C builder table.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "graph.h"
@@ -21,11 +22,13 @@ class SeedNetworks : public ::testing::Test {
     registry->load_file(std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_networks_paper.so");
     networks = new std::vector<dlhost::NetworkRef>(dlhost::list_networks(*registry));
   }
-  std::unique_ptr<dlhost::Graph> build(const std::string& name, int64_t batch = 1) {
+  std::unique_ptr<dlhost::Graph> build(const std::string& name, int64_t batch = 1,
+                                       std::map<std::string, std::string> options = {}) {
     const auto* ref = dlhost::find_network(*networks, name);
     if (ref == nullptr) throw std::runtime_error("no network " + name);
-    dlhost_options none;
-    return dlhost::build_network(*ref->plugin, ref->index, batch, &none);
+    dlhost_options o;
+    o.values = std::move(options);
+    return dlhost::build_network(*ref->plugin, ref->index, batch, &o);
   }
   static dlhost::PluginRegistry* registry;
   static std::vector<dlhost::NetworkRef>* networks;
@@ -40,6 +43,60 @@ TEST_F(SeedNetworks, ParameterCountsMatchThePaper) {
   EXPECT_EQ(build("fcnr")->param_count(), 14205962);
   EXPECT_EQ(build("lenet")->param_count(), 431080);
   EXPECT_EQ(build("autoencoder")->param_count(), 2837314);
+  EXPECT_EQ(build("alexnet")->param_count(), 62378344);
+  EXPECT_EQ(build("alexnet_r")->param_count(), 89578);
+  EXPECT_EQ(build("resnet56")->param_count(), 855578);
+  EXPECT_EQ(build("resnet50")->param_count(), 25557032);
+  EXPECT_EQ(build("lstm32")->param_count(), 6180624);
+  EXPECT_EQ(build("lstm64")->param_count(), 6180624);
+  EXPECT_EQ(build("lstm_ptb")->param_count(), 6180624);
+}
+
+// Where the paper's tools differed, the other choice is an option with its own count.
+TEST_F(SeedNetworks, VariantsAreOptions) {
+  EXPECT_EQ(build("alexnet_r", 1, {{"pool_ceil", "false"}})->param_count(), 85098);
+  EXPECT_EQ(build("resnet56", 1, {{"variant", "he"}})->param_count(), 855770);
+  // AlexNet without conv1 padding: 5x5 pool5, so fc6 takes 256*25 inputs.
+  EXPECT_EQ(build("alexnet", 1, {{"conv1_pad", "0"}})->param_count(),
+            62378344 - (256 * 36 - 256 * 25) * 4096);
+  try {
+    build("resnet56", 1, {{"variant", "wide"}});
+    FAIL() << "bad option accepted";
+  } catch (const dlhost::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("option 'variant' must be 'dlbench' or 'he', got 'wide'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(SeedNetworks, SequenceShapes) {
+  auto g = build("lstm64", 4);
+  EXPECT_EQ(g->input_shape(), "64 ids");
+  const auto& loss = g->node(g->view()->num_nodes - 1);
+  ASSERT_EQ(loss.op, DLHOST_OP_SOFTMAX_CROSS_ENTROPY);
+  const auto& logits = g->tensor(loss.inputs[0]);
+  ASSERT_EQ(logits.rank, 3);
+  EXPECT_EQ(logits.dims[0], 4);
+  EXPECT_EQ(logits.dims[1], 64);
+  EXPECT_EQ(logits.dims[2], 10000);
+  // FLOPs scale with the sequence length.
+  EXPECT_NEAR(g->forward_flops_per_sample(), 2 * build("lstm32", 4)->forward_flops_per_sample(),
+              1.0);
+}
+
+TEST_F(SeedNetworks, ResNetShapes) {
+  auto g = build("resnet50", 2);
+  const dlhost_graph* v = g->view();
+  int adds = 0, bns = 0;
+  for (int32_t i = 0; i < v->num_nodes; ++i) {
+    adds += v->nodes[i]->op == DLHOST_OP_ADD;
+    bns += v->nodes[i]->op == DLHOST_OP_BATCH_NORM;
+  }
+  EXPECT_EQ(adds, 16);
+  EXPECT_EQ(bns, 53);
+  const auto& pooled = g->tensor(v->nodes[v->num_nodes - 3]->output);  // global average pool
+  EXPECT_EQ(pooled.rank, 2);
+  EXPECT_EQ(pooled.dims[1], 2048);
 }
 
 TEST_F(SeedNetworks, LeNetShapesAndFlops) {
@@ -180,6 +237,53 @@ TEST(GraphBuilderCTable, ErrorsComeBackAsStatus) {
   EXPECT_EQ(s->code, DLHOST_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(s->message, "conv2d attrs missing or smaller than ABI 1.0's");
   EXPECT_EQ(out, 12345);  // out-parameters untouched on error
+}
+
+TEST(GraphBuilderShapes, Ops11) {
+  GraphBuilder b("t", 2);
+  int32_t x = b.input("data", DLHOST_DTYPE_F32, {4, 5, 5});
+  dlhost_batch_norm_attrs bn{DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE, 1e-5f, 0.1f};
+  int32_t y = b.batch_norm("bn", x, bn);
+  EXPECT_EQ(error_of([&] { b.add("bad_add", y, b.global_avg_pool("gap", y)); }),
+            "layer 'bad_add': adds F32 tensors of one shape, got 2x4x5x5 and 2x4");
+  dlhost_lrn_attrs even{DLHOST_LRN_ATTRS_STRUCT_SIZE, 4, 1e-4f, 0.75f, 1.0f};
+  EXPECT_EQ(error_of([&] { b.lrn("lrn", y, even); }), "layer 'lrn': size must be odd and > 0");
+  dlhost_dropout_attrs one{DLHOST_DROPOUT_ATTRS_STRUCT_SIZE, 1.0f};
+  EXPECT_EQ(error_of([&] { b.dropout("drop", y, one); }),
+            "layer 'drop': probability must be in [0, 1)");
+  int32_t ids = b.input("ids", DLHOST_DTYPE_I32, {3});
+  dlhost_embedding_attrs emb{DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE, 7, 6};
+  int32_t e = b.embedding("emb", ids, emb);
+  dlhost_lstm_attrs lstm{DLHOST_LSTM_ATTRS_STRUCT_SIZE, 5, 2};
+  int32_t h = b.lstm("lstm", e, lstm);
+  dlhost_fc_attrs step{DLHOST_FC_ATTRS_STRUCT_SIZE, 7, 1, 2};
+  int32_t logits = b.fc("dec", h, step);
+  int32_t next = b.input("next", DLHOST_DTYPE_I32, {3});
+  EXPECT_EQ(error_of([&] { b.softmax_cross_entropy("bad_loss", logits, x); }),
+            "layer 'bad_loss': labels must be I32 of the logits' shape without the class dimension "
+            "(logits 2x3x7, labels 2x4x5x5)");
+  b.softmax_cross_entropy("loss", logits, next);
+  auto g = b.finish();
+  EXPECT_EQ(g->tensor(h).dims[2], 5);
+  EXPECT_EQ(g->tensor(logits).rank, 3);
+  // bn: 4 + 4; embedding 7*6; lstm: (4*5*6 + 4*5*5 + 4*5) + (4*5*5 + 4*5*5 + 4*5); dec 5*7 + 7.
+  EXPECT_EQ(g->param_count(), 8 + 42 + (120 + 100 + 20) + (100 + 100 + 20) + 42);
+  EXPECT_STREQ(g->param(3).name, "lstm.l0.weight");
+  EXPECT_STREQ(g->param(4).name, "lstm.l0.weight_iter");
+  EXPECT_STREQ(g->param(5).name, "lstm.l0.bias");
+}
+
+TEST(GraphBuilderCTable, OldFcAttrsStillWork) {
+  // A 1.0 plugin's fc attrs end at has_bias; the host must default batch_dims.
+  GraphBuilder b("t", 2);
+  int32_t x = b.input("data", DLHOST_DTYPE_F32, {3, 4});
+  dlhost_fc_attrs old{DLHOST_FC_ATTRS_STRUCT_SIZE_1_0, 5, 1, 77};  // 77: past its struct_size
+  int32_t out = -1;
+  ASSERT_EQ(GraphBuilder::c_api()->fc(b.c_handle(), "fc", x, &old, &out), nullptr);
+  b.mse_loss("loss", out, out);
+  auto g = b.finish();
+  EXPECT_EQ(g->tensor(out).rank, 2);
+  EXPECT_EQ(g->tensor(out).dims[1], 5);
 }
 
 }  // namespace

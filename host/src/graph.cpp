@@ -52,14 +52,21 @@ double Graph::forward_flops_per_sample() const {
 }
 
 std::string Graph::input_shape() const {
+  // The data input: the first F32 input, or else the first input (token ids of a language model).
+  int32_t chosen = -1;
   for (int32_t id : inputs_) {
-    const auto& t = tensors_[id].desc;
-    if (t.dtype != DLHOST_DTYPE_F32) continue;
-    std::ostringstream os;
-    for (int32_t i = 1; i < t.rank; ++i) os << (i > 1 ? "x" : "") << t.dims[i];
-    return os.str();
+    if (tensors_[id].desc.dtype == DLHOST_DTYPE_F32) {
+      chosen = id;
+      break;
+    }
   }
-  return "";
+  if (chosen < 0 && !inputs_.empty()) chosen = inputs_.front();
+  if (chosen < 0) return "";
+  const auto& t = tensors_[chosen].desc;
+  std::ostringstream os;
+  for (int32_t i = 1; i < t.rank; ++i) os << (i > 1 ? "x" : "") << t.dims[i];
+  if (t.dtype == DLHOST_DTYPE_I32) os << " ids";
+  return os.str();
 }
 
 void Graph::finish() {

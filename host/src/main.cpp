@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <map>
@@ -162,9 +163,10 @@ int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool des
     char opt[96];
     std::snprintf(opt, sizeof(opt), "SGD lr %g momentum %g wd %g%s", o["lr"].get<double>(),
                   o["momentum"].get<double>(), o["weight_decay"].get<double>(),
-                  o["clip_norm"].get<double>() > 0
-                      ? (" clip " + std::to_string(o["clip_norm"].get<double>())).c_str()
-                      : "");
+                  o["clip_norm"].get<double>() > 0 ? " clip" : "");
+    if (o["clip_norm"].get<double>() > 0)
+      std::snprintf(opt + std::strlen(opt), sizeof(opt) - std::strlen(opt), " %g",
+                    o["clip_norm"].get<double>());
     std::printf("%-12s %-12s %14s %14.4f %9lld %9lld  %s\n", j["name"].get<std::string>().c_str(),
                 j["input_shape"].get<std::string>().c_str(),
                 with_commas(j["params"].get<int64_t>()).c_str(),
@@ -336,6 +338,10 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   run->add_option("--case", run_opts.cases, "Run only this case id (repeatable)");
   run->add_flag("--dry-run", run_opts.dry_run, "Print the expanded matrix and exit");
+  bool quick = false;
+  run->add_flag("--quick", quick,
+                "A fast look: 1 warm-up and 3 timed mini-batches per case (same as --set warmup=1 "
+                "--set iterations=3)");
   run->add_option("-o,--output", run_opts.output,
                   "Results file (JSON lines, appended); default results/<suite>-<time>.jsonl");
   run->add_option("--set", run_opts.overrides,
@@ -351,6 +357,7 @@ int main(int argc, char** argv) {
   std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app)};
 
   CLI11_PARSE(app, argc, argv);
+  if (quick) run_opts.overrides.insert(run_opts.overrides.begin(), {"warmup=1", "iterations=3"});
 
   auto logger = spdlog::stderr_color_mt("dlhost");
   spdlog::set_default_logger(logger);

@@ -84,13 +84,20 @@ struct ModelDeleter {
   void operator()(dlhost_model* m) const { api->model_destroy(m); }
 };
 
-dlhost_options backend_options(const json& params, const std::string& backend) {
+// The case's `options:` for one plugin, as strings.
+dlhost_options plugin_options(const json& params, const std::string& plugin) {
   dlhost_options opts;
   if (auto it = params.find("options"); it != params.end() && it->is_object()) {
-    if (auto b = it->find(backend); b != it->end() && b->is_object())
+    if (auto b = it->find(plugin); b != it->end() && b->is_object())
       for (const auto& [k, v] : b->items())
         opts.values[k] = v.is_string() ? v.get<std::string>() : v.dump();
   }
+  return opts;
+}
+
+// A backend also gets the keys every backend must honour.
+dlhost_options backend_options(const json& params, const std::string& backend) {
+  dlhost_options opts = plugin_options(params, backend);
   opts.values["threads"] = std::to_string(get_or<int64_t>(params, "threads", 0));
   opts.values["seed"] = std::to_string(get_or<int64_t>(params, "seed", 42));
   return opts;
@@ -146,7 +153,7 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
 
   // --- graph ---------------------------------------------------------------------------------
   auto t = Clock::now();
-  dlhost_options net_opts;
+  dlhost_options net_opts = plugin_options(p, net->plugin->name);
   std::unique_ptr<Graph> graph = build_network(*net->plugin, net->index, batch, &net_opts);
   double build_ms = ms_since(t);
   rec["network"] = json{{"name", net->name},
