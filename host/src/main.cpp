@@ -7,15 +7,20 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "case_process.h"
 #include "command.h"
 #include "environment.h"
 #include "graph.h"
@@ -220,9 +225,27 @@ std::string case_line(size_t index, size_t total, const json& rec) {
 struct RunOptions {
   std::string suite;
   std::vector<std::string> cases, overrides;
-  std::string output;
+  std::string output, resume;
   bool dry_run = false;
+  bool in_process = false;                  // --no-isolate: debugging only
+  std::vector<std::string> plugin_folders;  // what the case workers search
 };
+
+// Set by SIGINT/SIGTERM: the running case is ended, the loop stops, the results stay valid.
+volatile sig_atomic_t g_interrupted = 0;
+void on_interrupt(int) { g_interrupted = 1; }
+
+// Identifies a case's parameters for --resume: a changed case runs again.
+std::string params_hash(const json& params) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : params.dump()) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
 
 int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,
             const RunOptions& o, bool validate_only) {
@@ -268,7 +291,33 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
     return 0;
   }
 
-  std::string out_path = o.output.empty() ? default_results_path(suite.name) : o.output;
+  // --resume FILE: append to FILE, running only the cases without a record of the same params.
+  std::string out_path = !o.resume.empty()  ? o.resume
+                         : o.output.empty() ? default_results_path(suite.name)
+                                            : o.output;
+  if (!o.resume.empty()) {
+    std::set<std::pair<std::string, std::string>> done;
+    try {
+      ResultsFile previous = read_results(o.resume);
+      for (const auto& r : previous.records)
+        if (r.contains("case_id") && r.contains("params_hash"))
+          done.insert({r["case_id"].get<std::string>(), r["params_hash"].get<std::string>()});
+      if (previous.torn_lines > 0)
+        std::printf("%s: ignoring %d torn line(s) left by an interrupted run\n", o.resume.c_str(),
+                    previous.torn_lines);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dlhost: --resume: %s\n", e.what());
+      return 2;
+    }
+    size_t before = selected.size();
+    selected.erase(std::remove_if(selected.begin(), selected.end(),
+                                  [&](const CaseSpec* c) {
+                                    return done.count({c->id, params_hash(c->params)}) != 0;
+                                  }),
+                   selected.end());
+    std::printf("resuming %s: %zu of %zu cases already recorded\n", o.resume.c_str(),
+                before - selected.size(), before);
+  }
   std::unique_ptr<ResultsWriter> writer;
   try {
     writer = std::make_unique<ResultsWriter>(out_path);
@@ -286,11 +335,37 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
               dlhost_git_revision().c_str(), suite.name.c_str(), selected.size(), out_path.c_str());
   std::fflush(stdout);
 
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
   std::map<std::string, int> counts;
   size_t index = 0;
   for (const auto* c : selected) {
+    if (g_interrupted) break;
     CaseInput in{c->id, c->params, c->source, c->skip_reason};
-    json rec = run_case(in, ctx);
+    json rec;
+    if (o.in_process || !c->skip_reason.empty()) {
+      rec = run_case(in, ctx);
+    } else {
+      CaseJob job{in, suite.name, suite.path, o.plugin_folders};
+      CaseLimits limits;
+      double timeout = c->params.value("timeout", 600.0);
+      // The case stops itself at its timeout (keeping its steps); the kill is the backstop.
+      limits.timeout_s = timeout * 1.1 + 5.0;
+      limits.case_timeout_s = timeout;
+      limits.memory_limit_mb = c->params.value("memory_limit_mb", int64_t{0});
+      try {
+        rec = run_case_in_child(job, limits, ctx.environment, &g_interrupted);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "dlhost: cannot start the case's process: %s\n", e.what());
+        return 2;
+      }
+      if (rec.is_null()) break;  // interrupted: the case has no result
+    }
+    rec["params_hash"] = params_hash(c->params);
     writer->append(rec);
     ++counts[rec["status"].get<std::string>()];
     std::printf("%s\n", case_line(++index, selected.size(), rec).c_str());
@@ -299,8 +374,17 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
   std::string summary;
   for (const auto& [status, n] : counts)
     summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
-  std::printf("done: %s; results in %s\n", summary.c_str(), out_path.c_str());
-  return counts.count(kStatusFailed) || counts.count(kStatusTimeout) ? 1 : 0;
+  if (g_interrupted) {
+    std::printf("interrupted after %zu of %zu cases (%s); finish with: dlhost run %s --resume %s\n",
+                index, selected.size(), summary.empty() ? "none recorded" : summary.c_str(),
+                o.suite.c_str(), out_path.c_str());
+    return 130;
+  }
+  std::printf("done: %s; results in %s\n", summary.empty() ? "no cases" : summary.c_str(),
+              out_path.c_str());
+  bool bad = counts.count(kStatusFailed) || counts.count(kStatusTimeout) ||
+             counts.count(kStatusCrashed) || counts.count(kStatusOom);
+  return bad ? 1 : 0;
 }
 
 }  // namespace
@@ -344,6 +428,12 @@ int main(int argc, char** argv) {
                 "--set iterations=3)");
   run->add_option("-o,--output", run_opts.output,
                   "Results file (JSON lines, appended); default results/<suite>-<time>.jsonl");
+  run->add_option("--resume", run_opts.resume,
+                  "Append to this results file, running only the cases it has no record of (a "
+                  "case whose parameters changed runs again)")
+      ->excludes(run->get_option("--output"));
+  run->add_flag("--no-isolate", run_opts.in_process,
+                "Run cases inside this process (for debuggers); a crash then ends the suite");
   run->add_option("--set", run_opts.overrides,
                   "Override a suite key for every case, e.g. --set iterations=5 (repeatable)");
   RunOptions validate_opts;
@@ -356,18 +446,35 @@ int main(int argc, char** argv) {
 
   std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app)};
 
+  // Internal: one case in this process, for `run` (see case_process.h).
+  std::string worker_job, worker_record;
+  auto* worker = app.add_subcommand("case-worker", "")->group("");
+  worker->add_option("job", worker_job)->required();
+  worker->add_option("record", worker_record)->required();
+
   CLI11_PARSE(app, argc, argv);
   if (quick) run_opts.overrides.insert(run_opts.overrides.begin(), {"warmup=1", "iterations=3"});
 
+  // The level travels to case workers (and ranks) through the environment.
+  if (verbose) log_level = "debug";
+  if (app.get_option("--log-level")->count() > 0 || verbose) {
+    setenv("DLHOST_LOG_LEVEL", log_level.c_str(), 1);
+  } else if (const char* inherited = std::getenv("DLHOST_LOG_LEVEL")) {
+    log_level = inherited;
+  }
   auto logger = spdlog::stderr_color_mt("dlhost");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
-  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::from_str(log_level));
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  // A case worker loads the plugins its job names, nothing else.
+  if (*worker) return case_worker_main(worker_job, worker_record);
 
   PluginRegistry registry;
   std::vector<std::string> folders = plugin_dirs;
   for (const auto& f : PluginRegistry::default_search_path()) folders.push_back(f);
   registry.discover(folders);
+  run_opts.plugin_folders = folders;
   std::vector<NetworkRef> networks = list_networks(registry);
 
   for (const auto& c : commands)

@@ -16,9 +16,17 @@ ResultsWriter::ResultsWriter(const std::string& path) : path_(path) {
   std::error_code ec;
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0)
     throw std::runtime_error("cannot open results file " + path + ": " + std::strerror(errno));
+  // A run killed mid-write leaves a torn last line; end it so the next record starts on a line
+  // of its own (readers skip the torn one).
+  off_t size = ::lseek(fd_, 0, SEEK_END);
+  char last = '\n';
+  if (size > 0 && ::pread(fd_, &last, 1, size - 1) == 1 && last != '\n') {
+    if (::write(fd_, "\n", 1) != 1)
+      throw std::runtime_error("cannot write results file " + path + ": " + std::strerror(errno));
+  }
 }
 
 ResultsWriter::~ResultsWriter() {

@@ -315,14 +315,30 @@ nlohmann::ordered_json run_case(const CaseInput& input, const RunContext& ctx) {
     rec["status"] = kStatusSkipped;
     rec["reason"] = s.reason;
   } catch (const Error& e) {
-    bool unimplemented = e.code() == DLHOST_CODE_UNIMPLEMENTED;
-    rec["status"] = unimplemented ? kStatusSkipped : kStatusFailed;
-    rec["reason"] =
-        std::string(unimplemented ? "UNIMPLEMENTED: " : code_name(e.code()) + std::string(": ")) +
-        e.what();
+    std::string what = e.what();
+    if (e.code() == DLHOST_CODE_UNIMPLEMENTED) {
+      rec["status"] = kStatusSkipped;
+      rec["reason"] = "UNIMPLEMENTED: " + what;
+    } else if (e.code() == DLHOST_CODE_RESOURCE_EXHAUSTED ||
+               what.find("out of memory") != std::string::npos ||
+               what.find("out_of_memory") != std::string::npos) {
+      rec["status"] = kStatusOom;
+      rec["reason"] = std::string(code_name(e.code())) + ": " + what;
+    } else {
+      rec["status"] = kStatusFailed;
+      rec["reason"] = std::string(code_name(e.code())) + ": " + what;
+    }
+  } catch (const std::bad_alloc&) {
+    rec["status"] = kStatusOom;
+    rec["reason"] = "RESOURCE_EXHAUSTED: out of memory (std::bad_alloc in the host)";
   } catch (const std::exception& e) {
+    // Also what a plugin's C++ exception becomes if it escapes the C boundary.
     rec["status"] = kStatusFailed;
     rec["reason"] = std::string("INTERNAL: ") + e.what();
+  } catch (...) {
+    rec["status"] = kStatusFailed;
+    rec["reason"] =
+        "INTERNAL: an exception of unknown type escaped (a plugin broke the C ABI rule)";
   }
   rec["duration_s"] = ms_since(start) / 1000.0;
   rec["environment"] = ctx.environment;

@@ -34,6 +34,8 @@ inline constexpr const char* kStatusOk = "OK";
 inline constexpr const char* kStatusSkipped = "SKIPPED";
 inline constexpr const char* kStatusFailed = "FAILED";
 inline constexpr const char* kStatusTimeout = "TIMEOUT";
+inline constexpr const char* kStatusOom = "OOM";          // out of memory (limit or machine)
+inline constexpr const char* kStatusCrashed = "CRASHED";  // the case's process died
 
 nlohmann::ordered_json run_case(const CaseInput& input, const RunContext& context);
 

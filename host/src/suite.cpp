@@ -86,6 +86,7 @@ const std::vector<KeySpec>& key_specs() {
     integer("iterations", true, 0, true, 20);
     integer("warmup", true, 0, false, 5);
     number("timeout", true, 600);
+    integer("memory_limit_mb", true, 0, true, nullptr);
     integer("seed", false, 0, false, 42);
     integer("device", false, 0, false, 0);
     name("comm", "none");
