@@ -13,9 +13,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -347,8 +349,9 @@ struct BuiltCase {
 
 class Loader {
  public:
-  Loader(std::string path, const SuiteCatalog& catalog, int host_cores)
-      : path_(std::move(path)), catalog_(catalog), host_cores_(host_cores) {}
+  Loader(std::string path, const SuiteCatalog& catalog, int host_cores,
+         std::optional<std::string> text = std::nullopt)
+      : path_(std::move(path)), text_(std::move(text)), catalog_(catalog), host_cores_(host_cores) {}
 
   Suite load(const std::vector<std::string>& overrides) {
     const YAML::Node root = parse_file();
@@ -424,7 +427,39 @@ class Loader {
     return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
   }
 
+  // JSON (the params of every case, the results) must be UTF-8; found by fuzzing: a suite with
+  // a stray byte passed YAML and then broke nlohmann::json far from the cause.
+  void check_utf8(const std::string& text) const {
+    int line = 1, col = 1;
+    for (size_t i = 0; i < text.size();) {
+      auto c = static_cast<unsigned char>(text[i]);
+      size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+      bool ok = len > 0 && i + len <= text.size() && !(len == 2 && c < 0xC2);
+      for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+      if (!ok) {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "0x%02X", c);
+        fail(Where{line, col, {}}, std::string("invalid UTF-8 byte ") + hex + ": a suite must be UTF-8 text");
+      }
+      if (c == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+      i += len;
+    }
+  }
+
   YAML::Node parse_file() const {
+    if (text_) {
+      check_utf8(*text_);
+      try {
+        return YAML::Load(*text_);
+      } catch (const YAML::Exception& e) {
+        fail(e.mark.is_null() ? Where{} : Where{e.mark.line + 1, e.mark.column + 1, {}}, e.msg);
+      }
+    }
     errno = 0;
     std::ifstream in(path_, std::ios::binary);
     if (!in) throw SuiteError(path_ + ": cannot open: " + std::strerror(errno));
@@ -434,6 +469,7 @@ class Loader {
     if (in.bad() || (buffer.str().empty() && errno != 0)) {
       throw SuiteError(path_ + ": cannot read: " + std::strerror(errno ? errno : EIO));
     }
+    check_utf8(buffer.str());
     try {
       return YAML::Load(buffer.str());
     } catch (const YAML::Exception& e) {
@@ -941,6 +977,7 @@ class Loader {
   }
 
   std::string path_;
+  std::optional<std::string> text_;  // the suite's text when it does not come from a file
   const SuiteCatalog& catalog_;
   int host_cores_;
   std::map<std::string, std::set<std::string>> optional_;
@@ -959,6 +996,12 @@ Suite load_suite(const std::string& path, const SuiteCatalog& catalog, int host_
 Suite load_suite(const std::string& path, const SuiteCatalog& catalog, int host_cores,
                  const std::vector<std::string>& overrides) {
   return Loader(path, catalog, host_cores).load(overrides);
+}
+
+Suite load_suite_text(const std::string& text, const std::string& display_path,
+                      const SuiteCatalog& catalog, int host_cores,
+                      const std::vector<std::string>& overrides) {
+  return Loader(display_path, catalog, host_cores, text).load(overrides);
 }
 
 }  // namespace dlhost

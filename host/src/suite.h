@@ -45,4 +45,9 @@ Suite load_suite(const std::string& path, const SuiteCatalog& catalog, int host_
 Suite load_suite(const std::string& path, const SuiteCatalog& catalog, int host_cores,
                  const std::vector<std::string>& overrides);
 
+// The same from text in memory (fuzzing, tests); errors name `display_path`.
+Suite load_suite_text(const std::string& text, const std::string& display_path,
+                      const SuiteCatalog& catalog, int host_cores,
+                      const std::vector<std::string>& overrides = {});
+
 }  // namespace dlhost

@@ -1,0 +1,304 @@
+// mpi_runtime.cpp — MPI's lifetime, argument checks, dtype/op mapping and the request functions
+// shared by the `mpi` and `mpi_raw` comm plugins (see mpi_runtime.h).
+#include "mpi_runtime.h"
+
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#if defined(OPEN_MPI) && OPEN_MPI && __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support
+#endif
+
+namespace dlhost::comm_mpi {
+namespace {
+
+namespace sdk = dlhost::sdk;
+
+// Registered only by the library that called MPI_Init_thread. Plugins are never unloaded, so
+// the function is still mapped when exit() runs it; it must not log (spdlog may be gone).
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+    default:
+      return "unknown";
+  }
+}
+
+std::string error_string(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS)
+    return "MPI error code " + std::to_string(rc);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+template <class T>
+void divide_typed(void* buffer, uint64_t count, int world) {
+  T* x = static_cast<T*>(buffer);
+  // A division, not a multiplication by 1/world: the result is the correctly rounded mean of
+  // the exact sum, which is what a checker computes too.
+  const T n = static_cast<T>(world);
+  for (uint64_t i = 0; i < count; ++i) x[i] /= n;
+}
+
+}  // namespace
+
+void ensure_mpi(const char* plugin) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    sdk::fail(DLHOST_CODE_FAILED_PRECONDITION,
+              std::string(plugin) +
+                  ": MPI was already finalized in this process and cannot be started again");
+  if (initialized) {
+    // Someone else (the other MPI plugin, or an application embedding dlhost) owns MPI; use it
+    // as it is, and say so when its thread level is weaker than the ABI assumes.
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_SERIALIZED)
+      sdk::log(DLHOST_LOG_WARN, plugin,
+               std::string("MPI was initialized by someone else at ") +
+                   thread_level_name(provided) +
+                   "; collectives from a thread other than the one that initialized it are unsafe");
+    return;
+  }
+  // SERIALIZED is what the ABI promises callers (one thread at a time, not always the same one).
+  int provided = MPI_THREAD_SINGLE;
+  int argc = 0;
+  char** argv = nullptr;
+  check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  std::atexit(finalize_at_exit);
+  if (provided < MPI_THREAD_SERIALIZED)
+    sdk::log(DLHOST_LOG_WARN, plugin,
+             std::string("MPI_Init_thread asked for MPI_THREAD_SERIALIZED and got ") +
+                 thread_level_name(provided) +
+                 ": call collectives from the thread that created the first comm");
+  else
+    sdk::log(DLHOST_LOG_DEBUG, plugin,
+             std::string("MPI initialized at ") + thread_level_name(provided));
+}
+
+const char* library_version() {
+  static const std::string version = [] {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length = 0;
+    if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return std::string("MPI");
+    std::string all(text, static_cast<size_t>(length));
+    auto newline = all.find('\n');
+    return newline == std::string::npos ? all : all.substr(0, newline);
+  }();
+  return version.c_str();
+}
+
+int32_t cuda_aware() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  return initialized && MPIX_Query_cuda_support() ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
+uint32_t supported_dtypes() {
+  // Open MPI 4.1 has no standard 16-bit float type (MPI_BFLOAT16 / MPIX_C_FLOAT16 are not in
+  // its headers), so F16 and BF16 are not offered rather than emulated.
+  return (1u << DLHOST_DTYPE_F32) | (1u << DLHOST_DTYPE_F64) | (1u << DLHOST_DTYPE_I32) |
+         (1u << DLHOST_DTYPE_I64);
+}
+
+void fill_capabilities(dlhost_comm_caps* out) {
+  if (out == nullptr) sdk::invalid("capabilities: out is NULL");
+  auto caps = sdk::make_struct<dlhost_comm_caps>(DLHOST_COMM_CAPS_STRUCT_SIZE);
+  caps.host_memory = 1;
+  caps.device_memory = cuda_aware();
+  caps.dtypes = supported_dtypes();
+  caps.library = library_version();
+  *out = caps;
+}
+
+dlhost_comm* create_comm(const dlhost_comm_init_args* args, const char* plugin) {
+  if (args == nullptr) sdk::invalid("init: args is NULL");
+  if (args->struct_size < DLHOST_COMM_INIT_ARGS_STRUCT_SIZE)
+    sdk::invalid("init: args struct_size " + std::to_string(args->struct_size) +
+                 " is smaller than ABI 1.0's " + std::to_string(DLHOST_COMM_INIT_ARGS_STRUCT_SIZE));
+  if (args->world_size < 1 || args->rank < 0 || args->rank >= args->world_size)
+    sdk::invalid("init: rank " + std::to_string(args->rank) + " of world size " +
+                 std::to_string(args->world_size) + " is not a rank of that world");
+  // MPI takes its ranks from the launcher (mpirun, srun), not from the host's store; the host's
+  // numbers must agree with MPI's, or collectives would pair the wrong processes.
+  ensure_mpi(plugin);
+  int rank = 0, size = 0;
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
+  if (rank != args->rank || size != args->world_size)
+    sdk::invalid("init: the host says rank " + std::to_string(args->rank) + " of " +
+                 std::to_string(args->world_size) + " but MPI says rank " + std::to_string(rank) +
+                 " of " + std::to_string(size) +
+                 (size == 1 ? " (MPI sees no launcher; under srun, pass --mpi=pmix)"
+                            : " (two launchers disagree?)"));
+  auto comm = std::make_unique<dlhost_comm>();
+  // A private communicator: dlhost's collectives never match messages of other MPI users in the
+  // process, and its error handler can return errors instead of aborting.
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm->comm), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(comm->comm, MPI_ERRORS_RETURN);
+  comm->rank = rank;
+  comm->size = size;
+  return comm.release();
+}
+
+void destroy_comm(dlhost_comm* comm) {
+  if (comm == nullptr) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm->comm != MPI_COMM_NULL) MPI_Comm_free(&comm->comm);
+  delete comm;
+}
+
+void check_mpi(int rc, const char* what) {
+  if (rc != MPI_SUCCESS)
+    sdk::fail(DLHOST_CODE_INTERNAL, std::string(what) + ": " + error_string(rc));
+}
+
+Typed check_buffer_args(const char* call, const dlhost_comm* comm, uint64_t count, int32_t dtype,
+                        int32_t memory_space, dlhost_request** request) {
+  std::string c(call);
+  if (comm == nullptr) sdk::invalid(c + ": comm is NULL");
+  if (request == nullptr) sdk::invalid(c + ": request is NULL");
+  if (count > static_cast<uint64_t>(INT_MAX))
+    sdk::invalid(c + ": count " + std::to_string(count) + " exceeds MPI's int count limit (" +
+                 std::to_string(INT_MAX) + ")");
+  if (memory_space == DLHOST_MEMORY_DEVICE) {
+    if (!cuda_aware())
+      sdk::invalid(c + ": device memory given, but " + library_version() +
+                   " is not CUDA-aware here (host memory only)");
+  } else if (memory_space != DLHOST_MEMORY_HOST) {
+    sdk::invalid(c + ": unknown memory space " + std::to_string(memory_space));
+  }
+  Typed t{MPI_DATATYPE_NULL, static_cast<int>(count), 0};
+  switch (dtype) {
+    case DLHOST_DTYPE_F32:
+      t.type = MPI_FLOAT;
+      t.element_size = 4;
+      break;
+    case DLHOST_DTYPE_F64:
+      t.type = MPI_DOUBLE;
+      t.element_size = 8;
+      break;
+    case DLHOST_DTYPE_I32:
+      t.type = MPI_INT32_T;
+      t.element_size = 4;
+      break;
+    case DLHOST_DTYPE_I64:
+      t.type = MPI_INT64_T;
+      t.element_size = 8;
+      break;
+    case DLHOST_DTYPE_F16:
+    case DLHOST_DTYPE_BF16:
+      sdk::unimplemented(c + ": " + library_version() +
+                         " has no standard 16-bit float type (F16/BF16); use F32");
+    default:
+      sdk::invalid(c + ": unknown dtype " + std::to_string(dtype));
+  }
+  return t;
+}
+
+MPI_Op check_reduce_op(const char* call, int32_t op) {
+  switch (op) {
+    case DLHOST_REDUCE_SUM:
+    case DLHOST_REDUCE_AVG:  // MPI has no AVG op: SUM, then divide on completion
+      return MPI_SUM;
+    case DLHOST_REDUCE_MAX:
+      return MPI_MAX;
+    case DLHOST_REDUCE_MIN:
+      return MPI_MIN;
+    default:
+      sdk::invalid(std::string(call) + ": unknown reduce op " + std::to_string(op));
+  }
+}
+
+void check_pointer(const char* call, const char* name, const void* p, uint64_t count) {
+  if (p == nullptr && count > 0)
+    sdk::invalid(std::string(call) + ": " + name + " is NULL with count " + std::to_string(count));
+}
+
+void check_root(const char* call, const dlhost_comm* comm, int32_t root) {
+  if (root < 0 || root >= comm->size)
+    sdk::invalid(std::string(call) + ": root " + std::to_string(root) + " is not a rank of " +
+                 std::to_string(comm->size));
+}
+
+void divide_by(void* buffer, uint64_t count, int32_t dtype, int world) {
+  switch (dtype) {
+    case DLHOST_DTYPE_F32:
+      return divide_typed<float>(buffer, count, world);
+    case DLHOST_DTYPE_F64:
+      return divide_typed<double>(buffer, count, world);
+    case DLHOST_DTYPE_I32:
+      return divide_typed<int32_t>(buffer, count, world);
+    case DLHOST_DTYPE_I64:
+      return divide_typed<int64_t>(buffer, count, world);
+    default:
+      return;  // checked when the collective was issued
+  }
+}
+
+void complete(dlhost_request* request) {
+  if (request->done) return;
+  request->done = true;
+  if (request->avg_buffer != nullptr)
+    divide_by(request->avg_buffer, request->avg_count, request->avg_dtype, request->world);
+}
+
+dlhost_status* test(dlhost_request* request, int32_t* done) {
+  return sdk::guard([&] {
+    if (request == nullptr || done == nullptr) sdk::invalid("test: request or done is NULL");
+    if (!request->done) {
+      int flag = 0;
+      check_mpi(MPI_Test(&request->request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      if (flag) complete(request);
+    }
+    *done = request->done ? 1 : 0;
+  });
+}
+
+dlhost_status* wait(dlhost_request* request) {
+  return sdk::guard([&] {
+    if (request == nullptr) sdk::invalid("wait: request is NULL");
+    if (request->done) return;
+    check_mpi(MPI_Wait(&request->request, MPI_STATUS_IGNORE), "MPI_Wait");
+    complete(request);
+  });
+}
+
+void request_free(dlhost_request* request) {
+  if (request == nullptr) return;
+  // MPI may not free an active collective request, and the buffers it borrows must outlive it:
+  // a request freed before it completed is waited for first.
+  if (!request->done && request->request != MPI_REQUEST_NULL) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Wait(&request->request, MPI_STATUS_IGNORE);
+  }
+  delete request;
+}
+
+}  // namespace dlhost::comm_mpi

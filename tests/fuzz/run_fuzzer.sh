@@ -1,0 +1,32 @@
+#!/bin/sh
+# run_fuzzer.sh — builds the fuzz targets with clang and runs one of them for a bounded time
+# over the committed corpus (new inputs go to a scratch copy, so the tree is never written).
+# Usage: run_fuzzer.sh TARGET SOURCE_DIR WORK_DIR [SECONDS]   (SECONDS: $DLHOST_FUZZ_SECONDS or 60)
+# Exit 77 (skipped) when clang/libFuzzer is missing; non-zero when the fuzzer finds a crash.
+set -eu
+TARGET="$1"; SRC="$2"; WORK="$3"
+SECONDS_TO_RUN="${4:-${DLHOST_FUZZ_SECONDS:-60}}"
+if ! command -v clang++ > /dev/null; then
+  echo "SKIPPED: clang++ not installed (Debian: clang, libclang-rt-14-dev)"; exit 77
+fi
+mkdir -p "$WORK"
+# Both targets share one build; a lock keeps two parallel ctest runs from building at once.
+(
+  flock 9
+  if [ ! -x "$WORK/build/$TARGET" ] || [ "$SRC/host/src/suite.cpp" -nt "$WORK/build/$TARGET" ] \
+     || [ "$SRC/host/src/graph.cpp" -nt "$WORK/build/$TARGET" ]; then
+    cmake -S "$SRC/tests/fuzz" -B "$WORK/build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$WORK/configure.log" 2>&1 || { cat "$WORK/configure.log"; exit 1; }
+    cmake --build "$WORK/build" > "$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log"; exit 1; }
+  fi
+) 9> "$WORK/.lock"
+rm -rf "$WORK/$TARGET-new" "$WORK/$TARGET-artifacts"
+mkdir -p "$WORK/$TARGET-new" "$WORK/$TARGET-artifacts"
+CORPUS="$SRC/tests/fuzz/corpus/${TARGET#fuzz_}"
+cd "$WORK"
+"$WORK/build/$TARGET" -max_total_time="$SECONDS_TO_RUN" -timeout=10 -rss_limit_mb=2048 \
+  -artifact_prefix="$WORK/$TARGET-artifacts/" -print_final_stats=1 \
+  "$WORK/$TARGET-new" "$CORPUS" 2>&1 | tail -25
+status=$?
+ls "$WORK/$TARGET-artifacts" | grep -q . && { echo "FAILED: crash inputs in $WORK/$TARGET-artifacts"; exit 1; }
+exit $status

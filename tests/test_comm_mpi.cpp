@@ -1,0 +1,409 @@
+// test_comm_mpi.cpp — the `mpi` and `mpi_raw` comm plugins in one process (a world of 1, MPI
+// started as a singleton by the plugin): loading, capabilities, every collective and reduce op
+// with exact results, asynchronous test/wait, comms created again after finalize (MPI stays up),
+// and bad arguments refused with INVALID_ARGUMENT. Also the launcher-environment parser and
+// comm-bench's exact data, sizes and bus bandwidth factors. Multi-rank runs are the
+// comm_mpi_*.sh tests.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "comm_bench_data.h"
+#include "comm_bench_env.h"
+#include "host_api.h"
+#include "plugin_registry.h"
+
+namespace {
+
+using dlhost::StatusPtr;
+
+const char* kPluginDir = DLHOST_TEST_PLUGIN_DIR;
+
+// The code of a status (OK for NULL); releases it.
+int32_t code_of(dlhost_status* s, std::string* message = nullptr) {
+  StatusPtr owned(s);
+  if (!owned) return DLHOST_CODE_OK;
+  if (message != nullptr) *message = owned->message;
+  return owned->code;
+}
+
+dlhost_comm_init_args world_of_one() {
+  dlhost_comm_init_args a{};
+  a.struct_size = DLHOST_COMM_INIT_ARGS_STRUCT_SIZE;
+  a.rank = 0;
+  a.world_size = 1;
+  a.local_rank = 0;
+  a.local_size = 1;
+  a.device = -1;
+  return a;
+}
+
+// Loads one plugin library and keeps its comm table; parameterized over both plugins.
+class CommMpi : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string file = GetParam() == "mpi" ? "libdlhost_comm_mpi.so" : "libdlhost_comm_mpi_raw.so";
+    ASSERT_TRUE(registry.load_file(std::string(kPluginDir) + "/" + file))
+        << (registry.refused().empty() ? "" : registry.refused().back().reason);
+    plugin = registry.find(DLHOST_PLUGIN_COMM, GetParam());
+    ASSERT_NE(plugin, nullptr);
+    api = plugin->table->comm;
+  }
+  void TearDown() override {
+    if (comm != nullptr) api->finalize(comm);
+  }
+  void init_world_of_one() {
+    auto args = world_of_one();
+    ASSERT_EQ(code_of(api->init(&args, &comm)), DLHOST_CODE_OK);
+    ASSERT_NE(comm, nullptr);
+  }
+  // Issues through `issue`, waits, frees; returns the wait's code.
+  template <class Issue>
+  int32_t run(Issue&& issue, std::string* message = nullptr) {
+    dlhost_request* r = nullptr;
+    int32_t code = code_of(issue(&r), message);
+    if (code != DLHOST_CODE_OK) return code;
+    EXPECT_NE(r, nullptr);
+    code = code_of(api->wait(r), message);
+    api->request_free(r);
+    return code;
+  }
+
+  dlhost::PluginRegistry registry;
+  const dlhost::LoadedPlugin* plugin = nullptr;
+  const dlhost_comm_api* api = nullptr;
+  dlhost_comm* comm = nullptr;
+};
+
+TEST_P(CommMpi, LoadsAsUsableCommPlugin) {
+  EXPECT_EQ(plugin->kind, DLHOST_PLUGIN_COMM);
+  EXPECT_TRUE(plugin->usable) << plugin->unusable_reason;
+  EXPECT_GE(api->struct_size, DLHOST_COMM_API_STRUCT_SIZE);
+  // `mpi` outranks its baseline when a suite lets the host choose.
+  EXPECT_EQ(plugin->priority, GetParam() == "mpi" ? 10 : 0);
+}
+
+TEST_P(CommMpi, CapabilitiesAreHonest) {
+  dlhost_comm_caps caps{};
+  ASSERT_EQ(code_of(api->capabilities(&caps)), DLHOST_CODE_OK);
+  EXPECT_EQ(caps.struct_size, DLHOST_COMM_CAPS_STRUCT_SIZE);
+  EXPECT_EQ(caps.host_memory, 1);
+  EXPECT_EQ(caps.device_memory, 0);  // Debian's Open MPI is not CUDA-aware
+  for (int32_t d : {DLHOST_DTYPE_F32, DLHOST_DTYPE_F64, DLHOST_DTYPE_I32, DLHOST_DTYPE_I64})
+    EXPECT_TRUE((caps.dtypes >> d) & 1u) << d;
+  for (int32_t d : {DLHOST_DTYPE_F16, DLHOST_DTYPE_BF16})
+    EXPECT_FALSE((caps.dtypes >> d) & 1u) << d;
+  ASSERT_NE(caps.library, nullptr);
+  EXPECT_EQ(std::string(caps.library).rfind("Open MPI v", 0), 0u) << caps.library;
+  EXPECT_EQ(std::string(caps.library).find('\n'), std::string::npos);
+}
+
+TEST_P(CommMpi, AllReduceEveryOpOnOneRank) {
+  init_world_of_one();
+  for (int32_t op : {DLHOST_REDUCE_SUM, DLHOST_REDUCE_AVG, DLHOST_REDUCE_MAX, DLHOST_REDUCE_MIN}) {
+    std::vector<float> in{1.5f, -2.0f, 3.25f}, out(3, 0.0f);
+    EXPECT_EQ(run([&](dlhost_request** r) {
+                return api->all_reduce(comm, in.data(), out.data(), 3, DLHOST_DTYPE_F32, op,
+                                       DLHOST_MEMORY_HOST, r);
+              }),
+              DLHOST_CODE_OK);
+    EXPECT_EQ(out, in) << "op " << op;  // one rank: every op is the identity
+  }
+  // In place, 64-bit integers.
+  std::vector<int64_t> x{1, -(int64_t{1} << 40), 7};
+  std::vector<int64_t> expect = x;
+  EXPECT_EQ(run([&](dlhost_request** r) {
+              return api->all_reduce(comm, x.data(), x.data(), 3, DLHOST_DTYPE_I64,
+                                     DLHOST_REDUCE_SUM, DLHOST_MEMORY_HOST, r);
+            }),
+            DLHOST_CODE_OK);
+  EXPECT_EQ(x, expect);
+}
+
+TEST_P(CommMpi, BroadcastAllGatherBarrierOnOneRank) {
+  init_world_of_one();
+  std::vector<double> b{1.0, 2.0, 3.0};
+  EXPECT_EQ(run([&](dlhost_request** r) {
+              return api->broadcast(comm, b.data(), 3, DLHOST_DTYPE_F64, 0, DLHOST_MEMORY_HOST, r);
+            }),
+            DLHOST_CODE_OK);
+  EXPECT_EQ(b, (std::vector<double>{1.0, 2.0, 3.0}));
+
+  std::vector<int32_t> send{4, 5}, recv(2, 0);
+  EXPECT_EQ(run([&](dlhost_request** r) {
+              return api->all_gather(comm, send.data(), recv.data(), 2, DLHOST_DTYPE_I32,
+                                     DLHOST_MEMORY_HOST, r);
+            }),
+            DLHOST_CODE_OK);
+  EXPECT_EQ(recv, send);
+  // In place: the rank's block already at its slot.
+  EXPECT_EQ(run([&](dlhost_request** r) {
+              return api->all_gather(comm, recv.data(), recv.data(), 2, DLHOST_DTYPE_I32,
+                                     DLHOST_MEMORY_HOST, r);
+            }),
+            DLHOST_CODE_OK);
+  EXPECT_EQ(recv, send);
+
+  EXPECT_EQ(run([&](dlhost_request** r) { return api->barrier(comm, r); }), DLHOST_CODE_OK);
+}
+
+TEST_P(CommMpi, TestPollsUntilDoneThenWaitIsANoOp) {
+  init_world_of_one();
+  std::vector<float> in(1 << 16, 2.0f), out(1 << 16, 0.0f);
+  dlhost_request* r = nullptr;
+  ASSERT_EQ(code_of(api->all_reduce(comm, in.data(), out.data(), in.size(), DLHOST_DTYPE_F32,
+                                    DLHOST_REDUCE_AVG, DLHOST_MEMORY_HOST, &r)),
+            DLHOST_CODE_OK);
+  int32_t done = 0;
+  for (int i = 0; i < 1000000 && !done; ++i)
+    ASSERT_EQ(code_of(api->test(r, &done)), DLHOST_CODE_OK);
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(out[0], 2.0f);  // AVG over one rank, applied exactly once
+  EXPECT_EQ(out.back(), 2.0f);
+  EXPECT_EQ(code_of(api->wait(r)), DLHOST_CODE_OK);
+  EXPECT_EQ(code_of(api->test(r, &done)), DLHOST_CODE_OK);
+  EXPECT_EQ(out[0], 2.0f);
+  api->request_free(r);
+  api->request_free(nullptr);  // accepts NULL
+  api->finalize(nullptr);
+}
+
+TEST_P(CommMpi, RequestFreedBeforeCompletionIsWaitedFor) {
+  init_world_of_one();
+  std::vector<int32_t> in(1024, 3), out(1024, 0);
+  dlhost_request* r = nullptr;
+  ASSERT_EQ(code_of(api->all_reduce(comm, in.data(), out.data(), in.size(), DLHOST_DTYPE_I32,
+                                    DLHOST_REDUCE_SUM, DLHOST_MEMORY_HOST, &r)),
+            DLHOST_CODE_OK);
+  api->request_free(r);
+  EXPECT_EQ(out[1023], 3);
+}
+
+TEST_P(CommMpi, CommsComeAndGoWhileMpiStaysUp) {
+  for (int i = 0; i < 3; ++i) {
+    init_world_of_one();
+    EXPECT_EQ(run([&](dlhost_request** r) { return api->barrier(comm, r); }), DLHOST_CODE_OK);
+    api->finalize(comm);
+    comm = nullptr;
+  }
+  // Two comms at once, each on its own communicator.
+  auto args = world_of_one();
+  dlhost_comm* a = nullptr;
+  dlhost_comm* b = nullptr;
+  ASSERT_EQ(code_of(api->init(&args, &a)), DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(api->init(&args, &b)), DLHOST_CODE_OK);
+  EXPECT_NE(a, b);
+  api->finalize(a);
+  api->finalize(b);
+}
+
+TEST_P(CommMpi, InitRefusesAWorldMpiDoesNotHave) {
+  auto args = world_of_one();
+  args.world_size = 2;
+  std::string message;
+  EXPECT_EQ(code_of(api->init(&args, &comm), &message), DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(message.find("host says rank 0 of 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("MPI says rank 0 of 1"), std::string::npos) << message;
+
+  args = world_of_one();
+  args.rank = 1;
+  EXPECT_EQ(code_of(api->init(&args, &comm)), DLHOST_CODE_INVALID_ARGUMENT);
+  args = world_of_one();
+  args.struct_size = 8;
+  EXPECT_EQ(code_of(api->init(&args, &comm)), DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(api->init(nullptr, &comm)), DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(comm, nullptr);
+}
+
+TEST_P(CommMpi, BadCollectiveArgumentsAreRefused) {
+  init_world_of_one();
+  float x[4] = {1, 2, 3, 4};
+  dlhost_request* r = nullptr;
+  auto reduce = [&](const void* s, void* d, uint64_t n, int32_t dtype, int32_t op, int32_t space,
+                    dlhost_request** req, std::string* msg = nullptr) {
+    return code_of(api->all_reduce(comm, s, d, n, dtype, op, space, req), msg);
+  };
+  std::string message;
+  EXPECT_EQ(reduce(x, x, 4, 99, DLHOST_REDUCE_SUM, DLHOST_MEMORY_HOST, &r, &message),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("unknown dtype 99"), std::string::npos) << message;
+  EXPECT_EQ(reduce(x, x, 4, DLHOST_DTYPE_F16, DLHOST_REDUCE_SUM, DLHOST_MEMORY_HOST, &r, &message),
+            DLHOST_CODE_UNIMPLEMENTED);
+  EXPECT_NE(message.find("16-bit"), std::string::npos) << message;
+  EXPECT_EQ(reduce(x, x, 4, DLHOST_DTYPE_F32, 42, DLHOST_MEMORY_HOST, &r),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      reduce(x, x, 4, DLHOST_DTYPE_F32, DLHOST_REDUCE_SUM, DLHOST_MEMORY_DEVICE, &r, &message),
+      DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("not CUDA-aware"), std::string::npos) << message;
+  EXPECT_EQ(reduce(x, x, 4, DLHOST_DTYPE_F32, DLHOST_REDUCE_SUM, 7, &r),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(reduce(nullptr, x, 4, DLHOST_DTYPE_F32, DLHOST_REDUCE_SUM, DLHOST_MEMORY_HOST, &r),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(reduce(x, x, uint64_t{INT_MAX} + 1, DLHOST_DTYPE_F32, DLHOST_REDUCE_SUM,
+                   DLHOST_MEMORY_HOST, &r),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(reduce(x, x, 4, DLHOST_DTYPE_F32, DLHOST_REDUCE_SUM, DLHOST_MEMORY_HOST, nullptr),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(r, nullptr);  // out-parameters untouched on error
+  EXPECT_EQ(code_of(api->all_reduce(nullptr, x, x, 4, DLHOST_DTYPE_F32, DLHOST_REDUCE_SUM,
+                                    DLHOST_MEMORY_HOST, &r)),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      code_of(api->broadcast(comm, x, 4, DLHOST_DTYPE_F32, 1, DLHOST_MEMORY_HOST, &r), &message),
+      DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("root 1"), std::string::npos) << message;
+  EXPECT_EQ(code_of(api->all_gather(comm, x, nullptr, 4, DLHOST_DTYPE_F32, DLHOST_MEMORY_HOST, &r)),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(api->barrier(comm, nullptr)), DLHOST_CODE_INVALID_ARGUMENT);
+  int32_t done = 0;
+  EXPECT_EQ(code_of(api->test(nullptr, &done)), DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(api->wait(nullptr)), DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(api->capabilities(nullptr)), DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(r, nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(Plugins, CommMpi, ::testing::Values("mpi", "mpi_raw"),
+                         [](const auto& param_info) { return param_info.param; });
+
+// --- launcher environment ------------------------------------------------------------------
+
+dlhost::RankEnv detect(const std::map<std::string, std::string>& vars) {
+  return dlhost::detect_rank_env([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(RankEnv, NoLauncherIsAWorldOfOne) {
+  auto e = detect({});
+  EXPECT_EQ(e.launcher, "none");
+  EXPECT_EQ(e.rank, 0);
+  EXPECT_EQ(e.size, 1);
+  EXPECT_EQ(e.local_rank, 0);
+  EXPECT_EQ(e.local_size, 1);
+}
+
+TEST(RankEnv, OpenMpi) {
+  auto e = detect({{"OMPI_COMM_WORLD_RANK", "3"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                   {"PMIX_RANK", "3"},
+                   // mpirun inside salloc: Slurm's variables describe the allocation, not MPI.
+                   {"SLURM_NTASKS", "2"},
+                   {"SLURM_PROCID", "0"}});
+  EXPECT_EQ(e.launcher, "openmpi");
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.size, 4);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_size, 2);
+}
+
+TEST(RankEnv, SlurmSrun) {
+  auto e = detect({{"SLURM_PROCID", "5"},
+                   {"SLURM_NTASKS", "7"},
+                   {"SLURM_LOCALID", "1"},
+                   {"SLURM_NODEID", "2"},
+                   {"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"},
+                   {"PMIX_RANK", "5"}});
+  EXPECT_EQ(e.launcher, "slurm");
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.size, 7);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_size, 2);
+  EXPECT_EQ(dlhost::slurm_tasks_on_node("2(x3),1", 3), 1);
+  EXPECT_EQ(dlhost::slurm_tasks_on_node("4", 0), 4);
+  EXPECT_THROW(dlhost::slurm_tasks_on_node("2(x3", 0), std::invalid_argument);
+  EXPECT_THROW(dlhost::slurm_tasks_on_node("2,1", 2), std::invalid_argument);
+}
+
+TEST(RankEnv, BareSallocShellIsNotARankOfTheAllocation) {
+  auto e = detect({{"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "7"}});
+  EXPECT_EQ(e.launcher, "none");
+  EXPECT_EQ(e.size, 1);
+}
+
+TEST(RankEnv, MpichHydra) {
+  auto e = detect({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}});
+  EXPECT_EQ(e.launcher, "pmi");
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.size, 2);
+}
+
+TEST(RankEnv, InconsistentOrUnreadableIsAnErrorNamingTheVariable) {
+  try {
+    detect({{"OMPI_COMM_WORLD_RANK", "two"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
+    FAIL() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("OMPI_COMM_WORLD_RANK='two'"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(detect({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}}),
+               std::invalid_argument);
+  EXPECT_THROW(detect({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "-1"}}), std::invalid_argument);
+  EXPECT_THROW(detect({{"PMIX_RANK", "0"}}), std::invalid_argument);
+}
+
+// --- comm-bench's data -----------------------------------------------------------------------
+
+namespace cb = dlhost::comm_bench;
+
+TEST(CommBenchData, ExpectedResultsAreExactAndWrongElementsAreCounted) {
+  const int world = 3;
+  const uint64_t n = 100;
+  std::vector<float> sum(n), avg(n), mx(n), gathered(n * world), bcast(n);
+  cb::fill_expected(cb::Collective::kAllReduce, sum.data(), n, DLHOST_DTYPE_F32, DLHOST_REDUCE_SUM,
+                    world, 0);
+  cb::fill_expected(cb::Collective::kAllReduce, avg.data(), n, DLHOST_DTYPE_F32, DLHOST_REDUCE_AVG,
+                    world, 0);
+  cb::fill_expected(cb::Collective::kAllReduce, mx.data(), n, DLHOST_DTYPE_F32, DLHOST_REDUCE_MAX,
+                    world, 0);
+  cb::fill_expected(cb::Collective::kAllGather, gathered.data(), n, DLHOST_DTYPE_F32, 0, world, 0);
+  cb::fill_expected(cb::Collective::kBroadcast, bcast.data(), n, DLHOST_DTYPE_F32, 0, world, 2);
+  for (uint64_t i = 0; i < n; ++i) {
+    int a = cb::input_value(0, i), b = cb::input_value(1, i), c = cb::input_value(2, i);
+    ASSERT_EQ(sum[i], static_cast<float>(a + b + c));
+    ASSERT_EQ(avg[i], static_cast<float>(a + b + c) / 3.0f);
+    ASSERT_EQ(mx[i], static_cast<float>(std::max({a, b, c})));
+    ASSERT_EQ(gathered[n + i], static_cast<float>(b));
+    ASSERT_EQ(bcast[i], static_cast<float>(c));
+  }
+  std::vector<float> got = sum;
+  EXPECT_EQ(cb::count_wrong(got.data(), sum.data(), n, DLHOST_DTYPE_F32), 0u);
+  got[3] += 1;
+  std::memset(&got[50], 0x7f, sizeof(float) * 2);  // comm-bench's poison
+  EXPECT_EQ(cb::count_wrong(got.data(), sum.data(), n, DLHOST_DTYPE_F32), 3u);
+
+  std::vector<int32_t> iavg(n);
+  cb::fill_expected(cb::Collective::kAllReduce, iavg.data(), n, DLHOST_DTYPE_I32, DLHOST_REDUCE_AVG,
+                    2, 0);
+  for (uint64_t i = 0; i < n; ++i)
+    ASSERT_EQ(iavg[i], (cb::input_value(0, i) + cb::input_value(1, i)) / 2);  // truncates
+}
+
+TEST(CommBenchData, SizesAndBandwidthFactors) {
+  EXPECT_EQ(cb::parse_size("8"), 8u);
+  EXPECT_EQ(cb::parse_size("1K"), 1024u);
+  EXPECT_EQ(cb::parse_size("64M"), 64u << 20);
+  EXPECT_EQ(cb::parse_size("2G"), 2ull << 30);
+  EXPECT_EQ(cb::parse_size("4kB"), 4096u);
+  EXPECT_THROW(cb::parse_size("4X"), std::invalid_argument);
+  EXPECT_THROW(cb::parse_size("M"), std::invalid_argument);
+  EXPECT_THROW(cb::parse_size("-1"), std::invalid_argument);
+  EXPECT_EQ(cb::size_sweep(1024, 4 << 20, 4),
+            (std::vector<uint64_t>{1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20}));
+  EXPECT_EQ(cb::size_sweep(8, 100, 2), (std::vector<uint64_t>{8, 16, 32, 64}));
+  EXPECT_THROW(cb::size_sweep(8, 4, 2), std::invalid_argument);
+  EXPECT_DOUBLE_EQ(cb::busbw_factor(cb::Collective::kAllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(cb::busbw_factor(cb::Collective::kAllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(cb::busbw_factor(cb::Collective::kBroadcast, 4), 1.0);
+  EXPECT_DOUBLE_EQ(cb::busbw_factor(cb::Collective::kAllReduce, 1), 0.0);
+}
+
+}  // namespace
