@@ -1,6 +1,8 @@
-// layers.cpp — one class per graph op: checks the node against the graph's resolved shapes,
-// creates its oneDNN primitives (forward, backward data, backward weights) once, and appends
-// their steps. The two losses have no oneDNN primitive and are short loops over plain buffers.
+// layers.cpp — one class per graph op of ABI 1.0 (input, FC, convolution, pooling, activation,
+// the two losses) and make_layer, which dispatches every op: checks the node against the graph's
+// resolved shapes, creates its oneDNN primitives (forward, backward data, backward weights) once,
+// and appends their steps. The two losses have no oneDNN primitive and are short loops over plain
+// buffers. The ABI 1.1 ops live in layers_norm.cpp and layers_seq.cpp.
 // Layers exist only while a model compiles; the steps they leave keep what they point to alive.
 #include <algorithm>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "dlhost/dlhost.hpp"
+#include "layers.h"
 #include "model.h"
 
 namespace dlhost::cpu_onednn {
@@ -20,63 +23,6 @@ using tag = dnnl::memory::format_tag;
 using dnnl::algorithm;
 using dnnl::memory;
 using dnnl::prop_kind;
-
-// Below this many elements an OpenMP region costs more than the loop it would split.
-constexpr int64_t kParallelMin = 1 << 14;
-
-Md any_md(const std::vector<int64_t>& dims) { return Md(dims, dt::f32, tag::any); }
-
-// Whether a primitive descriptor exists and is not oneDNN's slow reference implementation.
-bool fast(const dnnl::primitive_desc_base& pd) {
-  return pd && std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
-}
-
-std::string dims_str(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-// The node's attribute struct, checked to be present and complete.
-template <class Attrs>
-const Attrs& node_attrs(const dlhost_node& node, size_t needed) {
-  const Attrs* a = static_cast<const Attrs*>(node.attrs);
-  if (a == nullptr || a->struct_size < needed)
-    sdk::invalid("cpu_onednn: node " + std::string(node.name != nullptr ? node.name : "?") +
-                 ": attributes missing or too small");
-  return *a;
-}
-
-// What every layer knows about its node; the graph itself is gone after compile.
-class NodeLayer : public Layer {
- protected:
-  NodeLayer(const dlhost_graph* graph, const dlhost_node& node)
-      : name_(node.name != nullptr ? node.name : "?"),
-        inputs_(node.inputs, node.inputs + node.num_inputs),
-        params_(node.params, node.params + node.num_params),
-        output_(node.output),
-        is_graph_loss_(node.output == graph->loss) {}
-
-  [[noreturn]] void bad(const std::string& why) const {
-    sdk::invalid("cpu_onednn: node " + name_ + ": " + why);
-  }
-  void expect_inputs(size_t n) const {
-    if (inputs_.size() != n)
-      bad("expects " + std::to_string(n) + " inputs, has " + std::to_string(inputs_.size()));
-  }
-  // An F32 activation that the producer has already laid out.
-  Tensor& activation(Model& m, int32_t id) const {
-    Tensor& t = m.tensor(id);
-    if (t.dtype != DLHOST_DTYPE_F32) bad("input " + t.name + " is not F32");
-    if (!t.value) bad("input " + t.name + " is not computed before this node");
-    return t;
-  }
-
-  std::string name_;
-  std::vector<int32_t> inputs_, params_;
-  int32_t output_;
-  bool is_graph_loss_;
-};
 
 class InputLayer : public NodeLayer {
  public:
@@ -117,9 +63,8 @@ class WeightedLayer : public NodeLayer {
   template <class Pd, class Prim>
   void add_backward_weights(Model& m, Steps& steps, const Pd& pd, const char* kind) {
     const std::string what = name_ + ": " + kind + " backward weights";
-    Tensor& y = m.tensor(output_);
     memory src = m.as_layout(src_, pd.src_desc(), steps, what);
-    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    memory diff_dst = m.as_layout(output_diff(m), pd.diff_dst_desc(), steps, what);
     Steps post;
     Args args = {{DNNL_ARG_SRC, src},
                  {DNNL_ARG_DIFF_DST, diff_dst},
@@ -139,11 +84,13 @@ class WeightedLayer : public NodeLayer {
   void add_backward_data(Model& m, Steps& steps, const Pd& pd, const char* kind) {
     const std::string what = name_ + ": " + kind + " backward data";
     Tensor& x = m.tensor(inputs_[0]);
-    Tensor& y = m.tensor(output_);
     memory weights = m.as_layout(m.param(weight_).value, pd.weights_desc(), steps, what);
-    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    memory diff_dst = m.as_layout(output_diff(m), pd.diff_dst_desc(), steps, what);
     Steps post;
-    memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
+    // A flattened source is a plain view of the input, so its gradient is too.
+    memory diff_src =
+        flat_ ? view(m.diff_sink(x, plain_md(x.dims, dt::f32), post, what), pd.diff_src_desc())
+              : m.diff_sink(x, pd.diff_src_desc(), post, what);
     m.add_primitive(steps, what, Prim(pd), pd,
                     {{DNNL_ARG_DIFF_DST, diff_dst},
                      {DNNL_ARG_WEIGHTS, weights},
@@ -152,44 +99,88 @@ class WeightedLayer : public NodeLayer {
     m.note_implementation(std::string(kind) + " bwd_d", pd.impl_info_str());
   }
 
+  // The output's gradient as the primitives see it.
+  memory output_diff(Model& m) const {
+    const Tensor& y = m.tensor(output_);
+    return flat_ ? view(y.diff, flat_dst_md_) : y.diff;
+  }
+
   int32_t weight_ = -1, bias_ = -1;
   memory src_;  // the forward source in the layout the forward primitive read
+  // A per-time-step FC works on 2-D plain views of its [N, T, ...] input and [N, T, out] output.
+  bool flat_ = false;
+  Md flat_dst_md_;
 };
+
+// A 1.0 writer's attributes end before batch_dims, which then means 1; only the fields the
+// writer's struct_size covers are read.
+dlhost_fc_attrs fc_attrs(const dlhost_node& n) {
+  const auto& in = node_attrs<dlhost_fc_attrs>(n, DLHOST_FC_ATTRS_STRUCT_SIZE_1_0);
+  dlhost_fc_attrs a{};
+  a.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE;
+  a.out_features = in.out_features;
+  a.has_bias = in.has_bias;
+  a.batch_dims = DLHOST_HAS_FIELD(&in, dlhost_fc_attrs, batch_dims) ? in.batch_dims : 0;
+  if (a.batch_dims == 0) a.batch_dims = 1;
+  return a;
+}
 
 class FcLayer : public WeightedLayer {
  public:
   FcLayer(const dlhost_graph* g, const dlhost_node& n)
-      : WeightedLayer(g, n,
-                      node_attrs<dlhost_fc_attrs>(n, DLHOST_FC_ATTRS_STRUCT_SIZE).has_bias != 0),
-        out_features_(node_attrs<dlhost_fc_attrs>(n, DLHOST_FC_ATTRS_STRUCT_SIZE).out_features) {
+      : WeightedLayer(g, n, fc_attrs(n).has_bias != 0), a_(fc_attrs(n)) {
     expect_inputs(1);
+    if (a_.batch_dims != 1 && a_.batch_dims != 2)
+      sdk::unimplemented("cpu_onednn: op FC / attribute batch_dims=" +
+                         std::to_string(a_.batch_dims) + " not supported (node " + name_ + ")");
   }
 
   void build_forward(Model& m, Steps& steps) override {
     Tensor& x = activation(m, inputs_[0]);
     Tensor& y = m.tensor(output_);
-    const int64_t batch = x.dims[0];
-    if (y.dims != std::vector<int64_t>{batch, out_features_})
+    const size_t lead = static_cast<size_t>(a_.batch_dims);
+    if (x.dims.size() < lead + 1) bad("input of rank " + std::to_string(x.dims.size()));
+    std::vector<int64_t> ydims(x.dims.begin(), x.dims.begin() + lead);
+    ydims.push_back(a_.out_features);
+    if (y.dims != ydims)
       bad("output " + dims_str(y.dims) + " does not match input " + dims_str(x.dims) + " and " +
-          std::to_string(out_features_) + " features");
-    if (x.dims.size() < 2) bad("input of rank " + std::to_string(x.dims.size()));
+          std::to_string(a_.out_features) + " features");
+    const std::string what = name_ + ": inner product forward";
+    Md src_md = x.md, dst_md = any_md(y.dims);
+    memory src = x.value;
     // The weight keeps the input's spatial dims so that oneDNN can take a 4-D source directly;
     // in plain layout it is exactly the canonical [out, C*H*W].
     std::vector<int64_t> wdims = x.dims;
-    wdims[0] = out_features_;
-    const Md weights_any = any_md(wdims), bias_any = any_md({out_features_});
-    const Md dst_any = any_md(y.dims);
-    auto desc = bias_ >= 0 ? dnnl::inner_product_forward::desc(prop_kind::forward_training, x.md,
-                                                               weights_any, bias_any, dst_any)
-                           : dnnl::inner_product_forward::desc(prop_kind::forward_training, x.md,
-                                                               weights_any, dst_any);
+    wdims[0] = a_.out_features;
+    if (lead == 2) {
+      // Every time step is one more row of a [N*T, features] inner product.
+      const int64_t rows = x.dims[0] * x.dims[1];
+      const int64_t features = x.elements / rows;
+      flat_ = true;
+      src_md = plain_md({rows, features}, dt::f32);
+      dst_md = plain_md({rows, a_.out_features}, dt::f32);
+      flat_dst_md_ = dst_md;
+      src = view(m.as_layout(x.value, plain_md(x.dims, dt::f32), steps, what), src_md);
+      wdims = {a_.out_features, features};
+    }
+    const Md weights_any = any_md(wdims), bias_any = any_md({a_.out_features});
+    auto desc = bias_ >= 0 ? dnnl::inner_product_forward::desc(prop_kind::forward_training, src_md,
+                                                               weights_any, bias_any, dst_md)
+                           : dnnl::inner_product_forward::desc(prop_kind::forward_training, src_md,
+                                                               weights_any, dst_md);
     pd_ = dnnl::inner_product_forward::primitive_desc(desc, m.attr(), m.engine());
-    const std::string what = name_ + ": inner product forward";
-    src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);
+    src_ = m.as_layout(src, pd_.src_desc(), steps, what);
     m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims, dt::f32));
-    if (bias_ >= 0) m.alloc_param(bias_, pd_.bias_desc(), plain_md({out_features_}, dt::f32));
-    m.alloc_tensor(y, pd_.dst_desc());
-    m.add_primitive(steps, what, dnnl::inner_product_forward(pd_), pd_, forward_args(m, y.value));
+    if (bias_ >= 0) m.alloc_param(bias_, pd_.bias_desc(), plain_md({a_.out_features}, dt::f32));
+    memory dst;
+    if (flat_) {
+      m.alloc_tensor(y, plain_md(y.dims, dt::f32));
+      dst = view(y.value, flat_dst_md_);
+    } else {
+      m.alloc_tensor(y, pd_.dst_desc());
+      dst = y.value;
+    }
+    m.add_primitive(steps, what, dnnl::inner_product_forward(pd_), pd_, forward_args(m, dst));
     m.note_implementation("ip fwd", pd_.impl_info_str());
     wdims_ = wdims;
   }
@@ -198,7 +189,7 @@ class FcLayer : public WeightedLayer {
     const Md weights_any = any_md(wdims_);
     auto wdesc = bias_ >= 0
                      ? dnnl::inner_product_backward_weights::desc(
-                           pd_.src_desc(), weights_any, any_md({out_features_}), pd_.dst_desc())
+                           pd_.src_desc(), weights_any, any_md({a_.out_features}), pd_.dst_desc())
                      : dnnl::inner_product_backward_weights::desc(pd_.src_desc(), weights_any,
                                                                   pd_.dst_desc());
     dnnl::inner_product_backward_weights::primitive_desc wpd(wdesc, m.attr(), m.engine(), pd_);
@@ -217,7 +208,7 @@ class FcLayer : public WeightedLayer {
   }
 
  private:
-  int64_t out_features_;
+  dlhost_fc_attrs a_;
   std::vector<int64_t> wdims_;
   dnnl::inner_product_forward::primitive_desc pd_;
 };
@@ -493,13 +484,14 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
   void build_forward(Model& m, Steps& steps) override {
     Tensor& x = activation(m, inputs_[0]);
     Tensor& labels = m.tensor(inputs_[1]);
-    if (x.dims.size() != 2)
-      sdk::unimplemented("cpu_onednn: op SOFTMAX_CROSS_ENTROPY / attribute logits of rank " +
-                         std::to_string(x.dims.size()) + " not supported (node " + name_ + ")");
-    if (labels.dtype != DLHOST_DTYPE_I32 || labels.elements != x.dims[0] || !labels.value)
-      bad("labels " + labels.name + " must be " + std::to_string(x.dims[0]) + " I32 class ids");
-    batch_ = x.dims[0];
-    classes_ = x.dims[1];
+    // [N, ..., classes]: every position before the class axis is one prediction (one per time
+    // step for a language model), and the loss is the mean over all of them.
+    if (x.dims.size() < 2) bad("logits " + dims_str(x.dims) + " have no class axis");
+    const std::vector<int64_t> positions(x.dims.begin(), x.dims.end() - 1);
+    if (labels.dtype != DLHOST_DTYPE_I32 || labels.dims != positions || !labels.value)
+      bad("labels " + labels.name + " must be I32 class ids of shape " + dims_str(positions));
+    classes_ = x.dims.back();
+    positions_ = x.elements / classes_;
     if (labels.label_classes != 0 && labels.label_classes != classes_)
       bad("labels " + labels.name + " used with two class counts");
     labels.label_classes = classes_;
@@ -508,14 +500,15 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
     memory src = m.as_layout(x.value, plain_, steps, what);
     log_probs_ = m.alloc(plain_);
     dnnl::logsoftmax_forward::primitive_desc pd(
-        dnnl::logsoftmax_forward::desc(prop_kind::forward_training, plain_, 1), m.attr(),
-        m.engine());
+        dnnl::logsoftmax_forward::desc(prop_kind::forward_training, plain_,
+                                       static_cast<int>(x.dims.size()) - 1),
+        m.attr(), m.engine());
     m.add_primitive(steps, what, dnnl::logsoftmax_forward(pd), pd,
                     {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, log_probs_}});
     const float* lp = static_cast<const float*>(log_probs_.get_data_handle());
     const int32_t* lab = static_cast<const int32_t*>(labels.value.get_data_handle());
     float* loss = is_graph_loss_ ? m.loss_slot() : &own_loss_;
-    const int64_t n = batch_, c = classes_;
+    const int64_t n = positions_, c = classes_;
     m.add_function(steps, name_ + ": cross-entropy", [lp, lab, loss, n, c] {
       double sum = 0.0;
       for (int64_t i = 0; i < n; ++i) sum -= lp[i * c + lab[i]];
@@ -531,7 +524,7 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
     float* g = static_cast<float*>(m.diff_sink(x, plain_, post, what).get_data_handle());
     const float* lp = static_cast<const float*>(log_probs_.get_data_handle());
     const int32_t* lab = static_cast<const int32_t*>(m.tensor(inputs_[1]).value.get_data_handle());
-    const int64_t n = batch_, c = classes_;
+    const int64_t n = positions_, c = classes_;
     m.add_function(steps, what, [g, lp, lab, n, c] {
       const float inv_n = 1.0f / static_cast<float>(n);
 #pragma omp parallel for schedule(static) if (n * c > kParallelMin)
@@ -544,7 +537,7 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
   }
 
  private:
-  int64_t batch_ = 0, classes_ = 0;
+  int64_t positions_ = 0, classes_ = 0;
   Md plain_;
   memory log_probs_;
   float own_loss_ = 0.0f;
@@ -616,7 +609,8 @@ class MseLayer : public NodeLayer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, const dlhost_node& node) {
+std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index) {
+  const dlhost_node& node = *graph->nodes[index];
   switch (node.op) {
     case DLHOST_OP_INPUT:
       return std::make_unique<InputLayer>(graph, node);
@@ -632,6 +626,20 @@ std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, const dlhost_node& 
       return std::make_unique<SoftmaxCrossEntropyLayer>(graph, node);
     case DLHOST_OP_MSE_LOSS:
       return std::make_unique<MseLayer>(graph, node);
+    case DLHOST_OP_BATCH_NORM:
+      return make_batch_norm_layer(graph, node);
+    case DLHOST_OP_DROPOUT:
+      return make_dropout_layer(graph, node, index);
+    case DLHOST_OP_ADD:
+      return make_add_layer(graph, node);
+    case DLHOST_OP_LRN:
+      return make_lrn_layer(graph, node);
+    case DLHOST_OP_EMBEDDING:
+      return make_embedding_layer(graph, node);
+    case DLHOST_OP_LSTM:
+      return make_lstm_layer(graph, node);
+    case DLHOST_OP_GLOBAL_AVG_POOL:
+      return make_global_avg_pool_layer(graph, node);
     default:
       sdk::unimplemented("cpu_onednn: op " + std::to_string(node.op) + " not supported (node " +
                          std::string(node.name != nullptr ? node.name : "?") + ")");

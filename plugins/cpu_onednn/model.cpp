@@ -52,8 +52,8 @@ constexpr int64_t kParallelMin = 1 << 14;
 }  // namespace
 
 Model::Model(const Context& context, const dlhost_graph* graph,
-             const dlhost_optimizer_desc& optimizer)
-    : context_(context), optimizer_(optimizer) {
+             const dlhost_optimizer_desc& optimizer, uint64_t seed)
+    : context_(context), optimizer_(optimizer), seed_(seed) {
   context_.apply_threads();
   if (optimizer_.kind != DLHOST_OPTIMIZER_SGD)
     sdk::unimplemented("cpu_onednn: optimizer kind " + std::to_string(optimizer_.kind) +
@@ -96,7 +96,7 @@ Model::Model(const Context& context, const dlhost_graph* graph,
     const dlhost_node& node = *graph->nodes[n];
     std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
     with_dnnl("node " + name, [&] {
-      layers_.push_back(make_layer(graph, node));
+      layers_.push_back(make_layer(graph, n));
       layers_.back()->build_forward(*this, forward_steps_);
     });
   }
@@ -308,6 +308,7 @@ void Model::set_input(int32_t id, const void* data, size_t bytes) {
 void Model::forward() {
   context_.apply_threads();
   run(forward_steps_);
+  ++forward_calls_;
 }
 
 void Model::backward(const dlhost_grad_ready* ready) {
@@ -418,6 +419,18 @@ void Model::write_param(int32_t id, int32_t part, const void* data, size_t bytes
     dnnl::reorder(user, internal).execute(context_.stream, user, internal);
     context_.stream.wait();
   });
+}
+
+Model::RunningStats Model::add_running_stats(const std::string& node, int64_t channels) {
+  RunningStats r;
+  r.node = node;
+  r.channels = channels;
+  r.buffer = alloc(Md({2 * channels}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a));
+  r.mean = static_cast<float*>(r.buffer.get_data_handle());
+  r.variance = r.mean + channels;
+  std::fill(r.variance, r.variance + channels, 1.0f);
+  running_stats_.push_back(r);
+  return r;
 }
 
 void Model::info(dlhost_model_info* out) const {

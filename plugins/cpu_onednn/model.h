@@ -36,6 +36,7 @@ struct Context {
   dnnl::stream stream;
   int threads_requested = 0;  // 0: OpenMP's default
   int threads = 1;            // what OpenMP really gives
+  int64_t seed = 42;          // the "seed" option; 42 is the runner's default
   // OpenMP's thread count is per calling thread, so every entry point re-applies it.
   void apply_threads() const;
 };
@@ -49,7 +50,7 @@ struct Tensor {
   bool needs_grad = false;  // some parameter lies upstream
   Md md;                    // internal layout of value and diff
   dnnl::memory value, diff;
-  int64_t label_classes = 0;  // I32 labels: the valid range for set_input
+  int64_t label_classes = 0;  // I32 labels or token ids: the valid range for set_input
   bool diff_written = false;  // compile-time: a later consumer already writes the diff
 };
 
@@ -78,7 +79,9 @@ class Layer;
 
 class Model {
  public:
-  Model(const Context& context, const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer);
+  // `seed` is the case's "seed" option: it picks the dropout masks.
+  Model(const Context& context, const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer,
+        uint64_t seed);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -95,6 +98,18 @@ class Model {
   uint64_t memory_in_use() const { return param_bytes_ + workspace_bytes_; }
   void info(dlhost_model_info* out) const;
 
+  // A batch-norm node's running mean and variance, [channels] each. They are state of the
+  // backend, not parameters, so the ABI has no call for them; this inline accessor lets the
+  // tests read them (they include this header and hold the same Model the plugin made).
+  struct RunningStats {
+    std::string node;
+    int64_t channels = 0;
+    float* mean = nullptr;
+    float* variance = nullptr;
+    dnnl::memory buffer;  // owns mean and variance
+  };
+  const std::vector<RunningStats>& running_stats() const { return running_stats_; }
+
   // --- used by the layers while the constructor builds them ---------------------------------
   const dnnl::engine& engine() const { return context_.engine; }
   Tensor& tensor(int32_t id);
@@ -102,6 +117,11 @@ class Model {
   float momentum() const { return optimizer_.momentum; }
   const dnnl::primitive_attr& attr() const { return attr_; }  // user scratchpad
   float* loss_slot() { return &loss_; }
+  uint64_t seed() const { return seed_; }
+  // Forward calls completed so far: during a forward, the step number dropout masks use.
+  const uint64_t* forward_calls() const { return &forward_calls_; }
+  // Allocates running statistics at mean 0, variance 1 (PyTorch's start).
+  RunningStats add_running_stats(const std::string& node, int64_t channels);
 
   // A zeroed buffer that counts toward the model's memory.
   dnnl::memory alloc(const Md& md, bool is_param = false);
@@ -144,6 +164,9 @@ class Model {
   Steps forward_steps_, backward_steps_;
   dnnl::memory scratchpad_;
   float loss_ = 0.0f;
+  uint64_t seed_ = 0;
+  uint64_t forward_calls_ = 0;
+  std::vector<RunningStats> running_stats_;
   const dlhost_grad_ready* ready_ = nullptr;
   uint64_t param_bytes_ = 0, workspace_bytes_ = 0;
   std::vector<std::pair<std::string, int>> implementations_;
@@ -167,8 +190,9 @@ class Layer {
   virtual void build_backward(Model& m, Steps& steps) = 0;
 };
 
-// Makes the layer for a node, or throws UNIMPLEMENTED / INVALID_ARGUMENT naming it.
-std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, const dlhost_node& node);
+// Makes the layer for node `index` of the graph, or throws UNIMPLEMENTED / INVALID_ARGUMENT
+// naming it.
+std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index);
 
 // Runs `body`; a dnnl::error becomes INTERNAL (UNIMPLEMENTED when oneDNN has no implementation)
 // prefixed with `what`.

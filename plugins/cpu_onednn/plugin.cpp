@@ -150,6 +150,7 @@ dlhost_status* context_create(int32_t index, const dlhost_options* options, dlho
       sdk::invalid("cpu_onednn: option threads=" + std::to_string(threads) + " out of range");
     auto context = std::make_unique<Context>();
     context->threads_requested = static_cast<int>(threads);
+    context->seed = sdk::option_int(options, "seed", context->seed);
     context->apply_threads();
     context->threads = omp_get_max_threads();
     with_dnnl("engine", [&] {
@@ -172,7 +173,10 @@ dlhost_status* compile(dlhost_context* context, const dlhost_graph* graph,
     if (optimizer == nullptr || optimizer->struct_size < DLHOST_OPTIMIZER_DESC_STRUCT_SIZE)
       sdk::invalid("cpu_onednn: compile: missing or too old optimizer");
     if (out == nullptr) sdk::invalid("cpu_onednn: compile: null output");
-    auto model = std::make_unique<Model>(ctx, graph, *optimizer);
+    // The compile options are the case's; the context's are the fallback for a host that
+    // passes the seed only there.
+    const int64_t seed = sdk::option_int(options, "seed", ctx.seed);
+    auto model = std::make_unique<Model>(ctx, graph, *optimizer, static_cast<uint64_t>(seed));
     *out = reinterpret_cast<dlhost_model*>(model.release());
   });
 }

@@ -1,0 +1,103 @@
+// layers.h — what the layer files of the cpu_onednn backend share: the NodeLayer base (a node's
+// name, tensors and parameters, kept after the graph is gone), small helpers over oneDNN memory
+// descriptors, and the factories of the layers that live outside layers.cpp.
+// Internal to the plugin; thread-safety as model.h (layers exist only while a model compiles).
+#ifndef DLHOST_CPU_ONEDNN_LAYERS_H
+#define DLHOST_CPU_ONEDNN_LAYERS_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlhost/dlhost.hpp"
+#include "model.h"
+
+namespace dlhost::cpu_onednn {
+
+// Below this many elements an OpenMP region costs more than the loop it would split.
+inline constexpr int64_t kParallelMin = 1 << 14;
+
+inline Md any_md(const std::vector<int64_t>& dims) {
+  return Md(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
+// Whether a primitive descriptor exists and is not oneDNN's slow reference implementation.
+inline bool fast(const dnnl::primitive_desc_base& pd) {
+  return pd && std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+}
+
+// Another descriptor over the same bytes (a [N, T, C] tensor seen as [N*T, C], or as oneDNN's
+// RNN [T, N, C] with the ntc tag). The caller keeps `mem` alive as long as the view.
+inline dnnl::memory view(const dnnl::memory& mem, const Md& md) {
+  if (md.get_size() != mem.get_desc().get_size())
+    dlhost::sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: view of another size");
+  return dnnl::memory(md, mem.get_engine(), mem.get_data_handle());
+}
+
+inline std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// The node's attribute struct, checked to be present and at least `needed` bytes long.
+template <class Attrs>
+const Attrs& node_attrs(const dlhost_node& node, size_t needed) {
+  const Attrs* a = static_cast<const Attrs*>(node.attrs);
+  if (a == nullptr || a->struct_size < needed)
+    dlhost::sdk::invalid("cpu_onednn: node " + std::string(node.name != nullptr ? node.name : "?") +
+                         ": attributes missing or too small");
+  return *a;
+}
+
+// What every layer knows about its node; the graph itself is gone after compile.
+class NodeLayer : public Layer {
+ protected:
+  NodeLayer(const dlhost_graph* graph, const dlhost_node& node)
+      : name_(node.name != nullptr ? node.name : "?"),
+        inputs_(node.inputs, node.inputs + node.num_inputs),
+        params_(node.params, node.params + node.num_params),
+        output_(node.output),
+        is_graph_loss_(node.output == graph->loss) {}
+
+  [[noreturn]] void bad(const std::string& why) const {
+    dlhost::sdk::invalid("cpu_onednn: node " + name_ + ": " + why);
+  }
+  void expect_inputs(size_t n) const {
+    if (inputs_.size() != n)
+      bad("expects " + std::to_string(n) + " inputs, has " + std::to_string(inputs_.size()));
+  }
+  void expect_params(size_t n) const {
+    if (params_.size() != n)
+      bad("expects " + std::to_string(n) + " parameters, has " + std::to_string(params_.size()));
+  }
+  // An F32 activation that the producer has already laid out.
+  Tensor& activation(Model& m, int32_t id) const {
+    Tensor& t = m.tensor(id);
+    if (t.dtype != DLHOST_DTYPE_F32) bad("input " + t.name + " is not F32");
+    if (!t.value) bad("input " + t.name + " is not computed before this node");
+    return t;
+  }
+
+  std::string name_;
+  std::vector<int32_t> inputs_, params_;
+  int32_t output_;
+  bool is_graph_loss_;
+};
+
+// layers_norm.cpp
+std::unique_ptr<Layer> make_batch_norm_layer(const dlhost_graph* graph, const dlhost_node& node);
+std::unique_ptr<Layer> make_dropout_layer(const dlhost_graph* graph, const dlhost_node& node,
+                                          int32_t index);
+std::unique_ptr<Layer> make_add_layer(const dlhost_graph* graph, const dlhost_node& node);
+std::unique_ptr<Layer> make_lrn_layer(const dlhost_graph* graph, const dlhost_node& node);
+std::unique_ptr<Layer> make_global_avg_pool_layer(const dlhost_graph* graph,
+                                                  const dlhost_node& node);
+// layers_seq.cpp
+std::unique_ptr<Layer> make_embedding_layer(const dlhost_graph* graph, const dlhost_node& node);
+std::unique_ptr<Layer> make_lstm_layer(const dlhost_graph* graph, const dlhost_node& node);
+
+}  // namespace dlhost::cpu_onednn
+
+#endif  // DLHOST_CPU_ONEDNN_LAYERS_H
