@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -351,7 +351,10 @@ class Loader {
  public:
   Loader(std::string path, const SuiteCatalog& catalog, int host_cores,
          std::optional<std::string> text = std::nullopt)
-      : path_(std::move(path)), text_(std::move(text)), catalog_(catalog), host_cores_(host_cores) {}
+      : path_(std::move(path)),
+        text_(std::move(text)),
+        catalog_(catalog),
+        host_cores_(host_cores) {}
 
   Suite load(const std::vector<std::string>& overrides) {
     const YAML::Node root = parse_file();
@@ -433,13 +436,19 @@ class Loader {
     int line = 1, col = 1;
     for (size_t i = 0; i < text.size();) {
       auto c = static_cast<unsigned char>(text[i]);
-      size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+      size_t len = c < 0x80           ? 1
+                   : (c >> 5) == 0x6  ? 2
+                   : (c >> 4) == 0xE  ? 3
+                   : (c >> 3) == 0x1E ? 4
+                                      : 0;
       bool ok = len > 0 && i + len <= text.size() && !(len == 2 && c < 0xC2);
-      for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+      for (size_t k = 1; ok && k < len; ++k)
+        ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
       if (!ok) {
         char hex[8];
         std::snprintf(hex, sizeof(hex), "0x%02X", c);
-        fail(Where{line, col, {}}, std::string("invalid UTF-8 byte ") + hex + ": a suite must be UTF-8 text");
+        fail(Where{line, col, {}},
+             std::string("invalid UTF-8 byte ") + hex + ": a suite must be UTF-8 text");
       }
       if (c == '\n') {
         ++line;

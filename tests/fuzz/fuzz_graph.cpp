@@ -43,36 +43,61 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     switch (in.u8() % 14) {
       case 0: {
         int64_t dims[4] = {in.small(0, 9), in.small(1, 12), in.small(1, 12), in.small(1, 12)};
-        s = api->input(b, name.c_str(), in.u8() % 3, static_cast<int32_t>(in.small(0, 3)), dims, &out);
+        s = api->input(b, name.c_str(), in.u8() % 3, static_cast<int32_t>(in.small(0, 3)), dims,
+                       &out);
         break;
       }
       case 1: {
-        dlhost_fc_attrs a{DLHOST_FC_ATTRS_STRUCT_SIZE, in.small(-1, 9), in.u8() % 2, static_cast<int32_t>(in.small(0, 3))};
+        dlhost_fc_attrs a{DLHOST_FC_ATTRS_STRUCT_SIZE, in.small(-1, 9), in.u8() % 2,
+                          static_cast<int32_t>(in.small(0, 3))};
         s = api->fc(b, name.c_str(), pick(), &a, &out);
         break;
       }
       case 2: {
-        dlhost_conv2d_attrs a{DLHOST_CONV2D_ATTRS_STRUCT_SIZE, in.small(-1, 6), in.small(0, 5), in.small(0, 5), in.small(0, 3),
-                              in.small(0, 3), in.small(-1, 3), in.small(-1, 3), in.small(0, 3), in.small(0, 3), in.small(0, 3),
+        dlhost_conv2d_attrs a{DLHOST_CONV2D_ATTRS_STRUCT_SIZE,
+                              in.small(-1, 6),
+                              in.small(0, 5),
+                              in.small(0, 5),
+                              in.small(0, 3),
+                              in.small(0, 3),
+                              in.small(-1, 3),
+                              in.small(-1, 3),
+                              in.small(0, 3),
+                              in.small(0, 3),
+                              in.small(0, 3),
                               in.u8() % 2};
         s = api->conv2d(b, name.c_str(), pick(), &a, &out);
         break;
       }
       case 3: {
-        dlhost_pool2d_attrs a{DLHOST_POOL2D_ATTRS_STRUCT_SIZE, static_cast<int32_t>(in.small(0, 3)), in.small(0, 4), in.small(0, 4),
-                              in.small(0, 3), in.small(0, 3), in.small(-1, 3), in.small(-1, 3), in.u8() % 2, in.u8() % 2};
+        dlhost_pool2d_attrs a{DLHOST_POOL2D_ATTRS_STRUCT_SIZE,
+                              static_cast<int32_t>(in.small(0, 3)),
+                              in.small(0, 4),
+                              in.small(0, 4),
+                              in.small(0, 3),
+                              in.small(0, 3),
+                              in.small(-1, 3),
+                              in.small(-1, 3),
+                              in.u8() % 2,
+                              in.u8() % 2};
         s = api->pool2d(b, name.c_str(), pick(), &a, &out);
         break;
       }
       case 4: {
-        dlhost_activation_attrs a{DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE, static_cast<int32_t>(in.small(0, 4))};
+        dlhost_activation_attrs a{DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE,
+                                  static_cast<int32_t>(in.small(0, 4))};
         s = api->activation(b, name.c_str(), pick(), &a, &out);
         break;
       }
-      case 5: s = api->softmax_cross_entropy(b, name.c_str(), pick(), pick(), &out); break;
-      case 6: s = api->mse_loss(b, name.c_str(), pick(), pick(), &out); break;
+      case 5:
+        s = api->softmax_cross_entropy(b, name.c_str(), pick(), pick(), &out);
+        break;
+      case 6:
+        s = api->mse_loss(b, name.c_str(), pick(), pick(), &out);
+        break;
       case 7: {
-        dlhost_batch_norm_attrs a{DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE, in.u8() / 100.0f, in.u8() / 200.0f};
+        dlhost_batch_norm_attrs a{DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE, in.u8() / 100.0f,
+                                  in.u8() / 200.0f};
         s = api->batch_norm(b, name.c_str(), pick(), &a, &out);
         break;
       }
@@ -81,14 +106,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s = api->dropout(b, name.c_str(), pick(), &a, &out);
         break;
       }
-      case 9: s = api->add(b, name.c_str(), pick(), pick(), &out); break;
+      case 9:
+        s = api->add(b, name.c_str(), pick(), pick(), &out);
+        break;
       case 10: {
-        dlhost_lrn_attrs a{DLHOST_LRN_ATTRS_STRUCT_SIZE, in.small(-1, 7), in.u8() / 100.0f, in.u8() / 100.0f, in.u8() / 50.0f};
+        dlhost_lrn_attrs a{DLHOST_LRN_ATTRS_STRUCT_SIZE, in.small(-1, 7), in.u8() / 100.0f,
+                           in.u8() / 100.0f, in.u8() / 50.0f};
         s = api->lrn(b, name.c_str(), pick(), &a, &out);
         break;
       }
       case 11: {
-        dlhost_embedding_attrs a{DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE, in.small(-1, 20), in.small(-1, 8)};
+        dlhost_embedding_attrs a{DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE, in.small(-1, 20),
+                                 in.small(-1, 8)};
         s = api->embedding(b, name.c_str(), pick(), &a, &out);
         break;
       }
@@ -97,10 +126,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s = api->lstm(b, name.c_str(), pick(), &a, &out);
         break;
       }
-      default: s = api->global_avg_pool(b, name.c_str(), pick(), &out); break;
+      default:
+        s = api->global_avg_pool(b, name.c_str(), pick(), &out);
+        break;
     }
     if (s != nullptr) {
-      if (out != -7777) __builtin_trap();  // out-parameters untouched on error
+      if (out != -7777) __builtin_trap();        // out-parameters untouched on error
       if (s->message.empty()) __builtin_trap();  // every error says what is wrong
       dlhost::host_api()->status_destroy(s);
     } else {

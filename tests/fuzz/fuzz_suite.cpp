@@ -18,8 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& c : suite.cases) {
       if (c.id.empty() || !ids.insert(c.id).second) __builtin_trap();
       for (char ch : c.id)
-        if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' ||
-              ch == '=' || ch == '-'))
+        if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '=' ||
+              ch == '-'))
           __builtin_trap();
       if (!c.params.contains("network")) __builtin_trap();
     }
