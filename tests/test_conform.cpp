@@ -236,6 +236,9 @@ dlhost::conform::FdProbe probe_of(const std::function<double(double)>& loss, dou
   p.minus_h = loss(w - p.h);
   p.plus_h2 = loss(w + p.h2);
   p.minus_h2 = loss(w - p.h2);
+  p.h8 = dlhost::conform::kFdStep / 8;
+  p.plus_h8 = loss(w + p.h8);
+  p.minus_h8 = loss(w - p.h8);
   return p;
 }
 
@@ -259,6 +262,20 @@ TEST(ConformFiniteDifferences, KinksAreSetAsideNotJudged) {
   // A kink between h/2 and h: only the coarse step sees it.
   auto mid = [&](double x) { return std::max(0.0, x - w - 0.007) + 0.2 * x; };
   EXPECT_EQ(dlhost::conform::judge_fd(probe_of(mid, w, 0.2), 10).verdict, FdVerdict::kNonSmooth);
+  // A small slope jump (0.36) beside a large gradient (5), h/6 from w: the halving test alone
+  // calls a correct gradient wrong (a regression: a ReLU layer's bias failed this way); the
+  // eighth step sets it aside.
+  const double e = dlhost::conform::kFdStep / 6;
+  auto small_jump = [&](double x) { return 0.36 * std::max(0.0, x - w + e) + 4.64 * x; };
+  auto with_h8 = probe_of(small_jump, w, 5.0);
+  EXPECT_EQ(dlhost::conform::judge_fd(with_h8, 10).verdict, FdVerdict::kNonSmooth);
+  auto without_h8 = with_h8;
+  without_h8.h8 = 0;
+  EXPECT_EQ(dlhost::conform::judge_fd(without_h8, 10).verdict, FdVerdict::kDisagrees);
+  // And the eighth step does not excuse a wrong gradient of a smooth loss.
+  auto smooth = [](double x) { return 0.3 * x * x * x + 2.0 * x; };
+  EXPECT_EQ(dlhost::conform::judge_fd(probe_of(smooth, w, 0.9 * w * w + 2.0 + 0.1), 10).verdict,
+            FdVerdict::kDisagrees);
 }
 
 // --- network checks ------------------------------------------------------------------------------

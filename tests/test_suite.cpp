@@ -24,9 +24,10 @@ namespace fs = std::filesystem;
 
 const std::string kSuiteDir = std::string(DLHOST_TEST_SOURCE_DIR) + "/tests/data/suites";
 const char* const kCaseKeys =
-    "network, backend, batch, threads, iterations, warmup, timeout, memory_limit_mb, seed, device, comm, ranks, "
+    "network, backend, batch, threads, iterations, warmup, timeout, memory_limit_mb, seed, device, "
+    "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, lr, momentum, weight_decay, "
-    "clip_norm, oversubscribe, options, tags";
+    "clip_norm, oversubscribe, options, tags, launcher_args";
 
 SuiteCatalog test_catalog() {
   return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}};

@@ -1,6 +1,6 @@
-// case_process.cpp — see case_process.h. POSIX process control: fork/exec of /proc/self/exe,
-// a stderr pipe read with poll(), a deadline enforced with SIGTERM then SIGKILL to the child's
-// process group.
+// case_process.cpp — see case_process.h. POSIX process control: fork/exec, stdout and stderr
+// pipes read with poll(), a deadline enforced with SIGTERM then SIGKILL to the child's process
+// group.
 #include "case_process.h"
 
 #include <fcntl.h>
@@ -11,16 +11,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
+#include <map>
+#include <regex>
 #include <sstream>
 
 #include "environment.h"
+#include "host_api.h"
 #include "networks.h"
 #include "plugin_registry.h"
+#include "rank_env.h"
 
 namespace dlhost {
 
@@ -30,6 +33,10 @@ using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kStderrTailBytes = 4096;
+// Marker lines on a worker's stdout.
+constexpr const char* kRecordMarker = "@@DLHOST_RECORD@@ ";
+constexpr const char* kProgressMarker = "@@DLHOST_PROGRESS@@ ";
+constexpr const char* kRankFailedMarker = "@@DLHOST_RANK_FAILED@@ ";
 
 std::string self_exe() {
   char buf[4096];
@@ -52,7 +59,7 @@ std::string utc_now() {
   return buf;
 }
 
-// A record for a case whose child did not write one.
+// A record for a case whose workers did not write one.
 json parent_record(const CaseJob& job, const json& environment, const std::string& status,
                    const std::string& reason, double duration_s, const std::string& started_at) {
   json rec;
@@ -71,6 +78,72 @@ json parent_record(const CaseJob& job, const json& environment, const std::strin
 
 void kill_group(pid_t pid, int sig) {
   if (kill(-pid, sig) != 0) kill(pid, sig);
+}
+
+// One whole line to stdout in one write(), so a launcher forwarding several ranks never
+// interleaves two of them.
+void emit_line(const std::string& line) {
+  std::string text = line + "\n";
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = write(STDOUT_FILENO, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+// What the workers said on stdout.
+struct WorkerReports {
+  json record;
+  std::map<int, std::pair<int64_t, int>> progress;  // rank -> (step, phase) last entered
+  std::vector<json> rank_failures;                  // {rank, status, reason}
+  void line(const std::string& l) {
+    auto starts = [&](const char* m) { return l.rfind(m, 0) == 0; };
+    try {
+      if (starts(kRecordMarker)) {
+        record = json::parse(l.substr(std::strlen(kRecordMarker)));
+      } else if (starts(kProgressMarker)) {
+        std::istringstream in(l.substr(std::strlen(kProgressMarker)));
+        int rank = 0, phase = 0;
+        int64_t step = 0;
+        if (in >> rank >> step >> phase) progress[rank] = {step, phase};
+      } else if (starts(kRankFailedMarker)) {
+        rank_failures.push_back(json::parse(l.substr(std::strlen(kRankFailedMarker))));
+      }
+    } catch (const std::exception&) {
+      // A torn marker line (a rank killed mid-write) carries nothing usable.
+    }
+  }
+};
+
+// "rank 1 stopped in forward of step 3 (others reached the all-reduce of step 3)": the ranks
+// that fell behind when a case hung. A rank blocked in a collective waits for the laggard, so
+// the laggard is the one in the earliest phase.
+std::string laggard(const std::map<int, std::pair<int64_t, int>>& progress, int ranks) {
+  static const char* const kPhases[] = {"forward", "backward", "the all-reduce", "update"};
+  auto where = [](std::pair<int64_t, int> at) {
+    return std::string(kPhases[std::clamp(at.second, 0, 3)]) + " of step " +
+           std::to_string(at.first);
+  };
+  if (ranks <= 1 || progress.empty()) return "";
+  std::pair<int64_t, int> most{-1, 0};
+  for (const auto& [r, at] : progress) most = std::max(most, at);
+  std::string out;
+  for (int r = 0; r < ranks; ++r) {
+    auto it = progress.find(r);
+    std::string item;
+    if (it == progress.end()) {
+      item = "rank " + std::to_string(r) + " never started a step";
+    } else if (it->second < most) {
+      item = "rank " + std::to_string(r) + " stopped in " + where(it->second) +
+             " (others reached " + where(most) + ")";
+    }
+    if (!item.empty()) out += (out.empty() ? "" : "; ") + item;
+  }
+  return out;
 }
 
 }  // namespace
@@ -97,33 +170,82 @@ CaseJob job_from_json(const nlohmann::json& j) {
   return job;
 }
 
+std::vector<std::string> case_command(const std::string& exe, const CaseJob& job,
+                                      const CaseLimits& limits, int host_cores) {
+  const json& p = job.input.params;
+  int64_t ranks = p.value("ranks", int64_t{1});
+  std::vector<std::string> worker{exe, "case-worker", job_to_json(job).dump()};
+  if (ranks <= 1) return worker;
+  std::string launcher = p.value("launcher", std::string("mpirun"));
+  int64_t threads = std::max<int64_t>(p.value("threads", int64_t{0}), 1);
+  std::vector<std::string> extra;
+  if (auto it = p.find("launcher_args"); it != p.end() && it->is_array())
+    for (const auto& a : *it) extra.push_back(a.get<std::string>());
+  extra.insert(extra.end(), limits.launcher_args.begin(), limits.launcher_args.end());
+  std::vector<std::string> cmd;
+  if (launcher == "mpirun") {
+    cmd = {"mpirun", "-np", std::to_string(ranks)};
+    // mpirun refuses root and exits 0; CI and containers run as root.
+    if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
+    // Ranks set their own threads; Open MPI's default core binding would pin each to one core.
+    cmd.insert(cmd.end(), {"--bind-to", "none"});
+    if (p.value("oversubscribe", false) || ranks * threads > host_cores)
+      cmd.push_back("--oversubscribe");
+    if (auto it = p.find("ranks_per_node"); it != p.end() && it->is_number_integer())
+      cmd.insert(cmd.end(), {"--map-by", "ppr:" + std::to_string(it->get<int64_t>()) + ":node"});
+    for (const char* var :
+         {"DLHOST_LOG_LEVEL", "DLHOST_PLUGIN_PATH", "DLHOST_DUMP_PARAMS_DIR", "OMP_WAIT_POLICY"})
+      if (std::getenv(var) != nullptr) cmd.insert(cmd.end(), {"-x", var});
+  } else if (launcher == "srun") {
+    cmd = {"srun",
+           "-n",
+           std::to_string(ranks),
+           "--mpi=pmix",
+           "--kill-on-bad-exit=1",
+           "--cpus-per-task=" + std::to_string(threads)};
+    if (auto it = p.find("ranks_per_node"); it != p.end() && it->is_number_integer())
+      cmd.push_back("--ntasks-per-node=" + std::to_string(it->get<int64_t>()));
+  } else {
+    throw Error(DLHOST_CODE_UNIMPLEMENTED,
+                "launcher '" + launcher + "' for " + std::to_string(ranks) +
+                    " ranks: only mpirun and srun can start MPI ranks; 'local' waits for a comm "
+                    "that bootstraps through the store alone");
+  }
+  cmd.insert(cmd.end(), extra.begin(), extra.end());
+  cmd.insert(cmd.end(), worker.begin(), worker.end());
+  return cmd;
+}
+
 json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json& environment,
                        volatile const int* interrupted) {
-  namespace fs = std::filesystem;
   std::string started_at = utc_now();
   auto start = Clock::now();
-  char dir_template[] = "/tmp/dlhost-case-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr)
-    throw std::runtime_error(std::string("cannot make a temporary folder: ") +
-                             std::strerror(errno));
-  fs::path dir(dir_template);
-  std::string job_path = (dir / "job.json").string(), record_path = (dir / "record.json").string();
-  std::ofstream(job_path) << job_to_json(job).dump();
+  int ranks = static_cast<int>(job.input.params.value("ranks", int64_t{1}));
+  std::vector<std::string> cmd;
+  try {
+    cmd = case_command(self_exe(), job, limits, host_cores());
+  } catch (const Error& e) {
+    return parent_record(job, environment,
+                         e.code() == DLHOST_CODE_UNIMPLEMENTED ? kStatusSkipped : kStatusFailed,
+                         e.what(), 0.0, started_at);
+  }
 
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0)
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  std::string exe = self_exe();
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
-    // Child: own process group, dies with dlhost, output into the pipe, optional memory limit.
+    // Child: own process group, dies with dlhost, output into the pipes, optional memory limit.
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    dup2(pipe_fds[1], STDERR_FILENO);
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
     if (limits.memory_limit_mb > 0) {
       rlimit lim{};
       lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(limits.memory_limit_mb) * 1024 * 1024;
@@ -131,53 +253,72 @@ json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json&
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    execl(exe.c_str(), exe.c_str(), "case-worker", job_path.c_str(), record_path.c_str(),
-          static_cast<char*>(nullptr));
-    std::fprintf(stderr, "cannot exec %s: %s\n", exe.c_str(), std::strerror(errno));
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cannot start %s: %s\n", argv[0], std::strerror(errno));
     _exit(127);
   }
   setpgid(pid, pid);  // also from the parent, so the group exists before any kill
-  close(pipe_fds[1]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
 
-  std::string tail;
-  auto keep = [&](const char* data, size_t n) {
+  std::string tail, out_partial;
+  WorkerReports reports;
+  auto on_stderr = [&](const char* data, size_t n) {
     // Forwarded live so the user sees the case's log, and kept for the record.
     (void)!write(STDERR_FILENO, data, n);
     tail.append(data, n);
     if (tail.size() > 2 * kStderrTailBytes) tail.erase(0, tail.size() - kStderrTailBytes);
   };
-  bool timed_out = false, stopped = false, pipe_open = true;
+  auto on_stdout = [&](const char* data, size_t n) {
+    out_partial.append(data, n);
+    size_t nl;
+    while ((nl = out_partial.find('\n')) != std::string::npos) {
+      std::string l = out_partial.substr(0, nl);
+      out_partial.erase(0, nl + 1);
+      if (l.rfind("@@DLHOST_", 0) == 0) {
+        reports.line(l);
+      } else {
+        on_stderr((l + "\n").data(), l.size() + 1);  // a plugin's own prints: with the log
+      }
+    }
+  };
+  bool timed_out = false, stopped = false, exited = false;
+  bool open_out = true, open_err = true;
   int status = 0;
-  bool exited = false;
   auto deadline =
       limits.timeout_s > 0
           ? start + std::chrono::milliseconds(static_cast<int64_t>(limits.timeout_s * 1000))
           : Clock::time_point::max();
   Clock::time_point kill_at = Clock::time_point::max();
-  while (!exited || pipe_open) {
-    if (pipe_open) {
-      pollfd pfd{pipe_fds[0], POLLIN, 0};
-      if (poll(&pfd, 1, 100) > 0) {
-        char buf[4096];
-        ssize_t n = read(pipe_fds[0], buf, sizeof(buf));
-        if (n > 0)
-          keep(buf, static_cast<size_t>(n));
-        else if (n == 0 || (errno != EINTR && errno != EAGAIN))
-          pipe_open = false;
+  while (!exited || open_out || open_err) {
+    pollfd pfd[2] = {{open_out ? out_pipe[0] : -1, POLLIN, 0},
+                     {open_err ? err_pipe[0] : -1, POLLIN, 0}};
+    int ready = poll(pfd, 2, exited ? 0 : 100);
+    for (int k = 0; k < 2 && ready > 0; ++k) {
+      if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[8192];
+      ssize_t n = read(pfd[k].fd, buf, sizeof(buf));
+      if (n > 0) {
+        if (k == 0) {
+          on_stdout(buf, static_cast<size_t>(n));
+        } else {
+          on_stderr(buf, static_cast<size_t>(n));
+        }
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        if (k == 0) {
+          open_out = false;
+        } else {
+          open_err = false;
+        }
       }
-    } else {
-      usleep(20000);
-    }
-    if (!exited) {
-      pid_t r = waitpid(pid, &status, WNOHANG);
-      if (r == pid) exited = true;
     }
     if (exited) {
-      // A grandchild may hold the pipe open; once the child is gone, stop waiting for it.
-      if (pipe_open) {
-        pollfd pfd{pipe_fds[0], POLLIN, 0};
-        if (poll(&pfd, 1, 0) <= 0) pipe_open = false;
-      }
+      // Once the child is gone, a grandchild holding a pipe open must not keep us waiting.
+      if (ready <= 0) open_out = open_err = false;
+      continue;
+    }
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
       continue;
     }
     auto now = Clock::now();
@@ -192,25 +333,14 @@ json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json&
       kill_at = Clock::time_point::max();
     }
   }
-  close(pipe_fds[0]);
+  close(out_pipe[0]);
+  close(err_pipe[0]);
   kill_group(pid, SIGKILL);  // whatever the case left in its group
   double duration = std::chrono::duration<double>(Clock::now() - start).count();
-
-  json rec;
-  std::ifstream record_file(record_path);
-  bool have_record = false;
-  if (!timed_out && record_file) {
-    try {
-      rec = json::parse(record_file);
-      have_record = true;
-    } catch (const std::exception&) {
-    }
-  }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   if (interrupted != nullptr && *interrupted && !timed_out) return json();
 
-  if (!have_record) {
+  json rec = reports.record;
+  if (timed_out || rec.is_null()) {
     std::string why;
     std::string st = kStatusCrashed;
     if (timed_out) {
@@ -219,15 +349,31 @@ json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json&
       std::snprintf(buf, sizeof(buf), "did not stop at its timeout of %g s; killed at %g s",
                     limits.case_timeout_s, limits.timeout_s);
       why = buf;
-    } else if (WIFSIGNALED(status)) {
-      int sig = WTERMSIG(status);
-      why = "killed by " + signal_name(sig) + " (" + strsignal(sig) + ")";
-      if (sig == SIGKILL)
-        why += "; not sent by dlhost: the kernel's out-of-memory killer is the usual sender";
-    } else if (WIFEXITED(status)) {
-      st = "FAILED";
-      why = "the case worker exited with code " + std::to_string(WEXITSTATUS(status)) +
-            " without a result";
+      std::string behind = laggard(reports.progress, ranks);
+      if (!behind.empty()) why += ": " + behind;
+    } else if (!reports.rank_failures.empty()) {
+      const json& f = reports.rank_failures.front();
+      st = f.value("status", std::string(kStatusFailed));
+      why = "rank " + std::to_string(f.value("rank", -1)) + ": " + f.value("reason", std::string());
+    } else {
+      // mpirun names a rank killed by a signal in its own words.
+      std::smatch m;
+      static const std::regex mpirun_signal(
+          "process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
+      if (std::regex_search(tail, m, mpirun_signal)) {
+        int sig = std::stoi(m[2]);
+        why = "rank " + m[1].str() + " killed by " + signal_name(sig) + " (" + strsignal(sig) + ")";
+      } else if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        why = "killed by " + signal_name(sig) + " (" + strsignal(sig) + ")";
+        if (sig == SIGKILL)
+          why += "; not sent by dlhost: the kernel's out-of-memory killer is the usual sender";
+      } else if (WIFEXITED(status)) {
+        st = kStatusFailed;
+        why = (ranks > 1 ? "the launcher" : "the case worker") + std::string(" exited with code ") +
+              std::to_string(WEXITSTATUS(status)) + " without a result";
+        if (WEXITSTATUS(status) == 127) why += " (could not start: see stderr_tail)";
+      }
     }
     rec = parent_record(job, environment, st, why, duration, started_at);
   }
@@ -237,13 +383,10 @@ json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json&
   return rec;
 }
 
-int case_worker_main(const std::string& job_path, const std::string& record_path) {
-  std::ifstream in(job_path);
-  if (!in) {
-    std::fprintf(stderr, "case-worker: cannot read %s\n", job_path.c_str());
-    return 3;
-  }
-  CaseJob job = job_from_json(nlohmann::json::parse(in));
+int case_worker_main(const std::string& job_json) {
+  // A rank dies with whoever started it (dlhost, or mpirun/srun).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  CaseJob job = job_from_json(nlohmann::json::parse(job_json));
   PluginRegistry registry;
   registry.discover(job.plugin_folders);
   std::vector<NetworkRef> networks = list_networks(registry);
@@ -253,15 +396,31 @@ int case_worker_main(const std::string& job_path, const std::string& record_path
   ctx.environment = capture_environment(registry);
   ctx.suite_name = job.suite_name;
   ctx.suite_path = job.suite_path;
-  json rec = run_case(job.input, ctx);
-  // Written whole, then renamed: the parent never reads half a record.
-  std::string tmp = record_path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    if (!out) return 4;
+  try {
+    ctx.rank = detect_rank_env();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "case-worker: %s\n", e.what());
+    return 3;
   }
-  return std::rename(tmp.c_str(), record_path.c_str()) == 0 ? 0 : 5;
+  if (ctx.rank.size > 1) {
+    int rank = ctx.rank.rank;
+    ctx.on_progress = [rank](int64_t step, int phase) {
+      emit_line(std::string(kProgressMarker) + std::to_string(rank) + " " + std::to_string(step) +
+                " " + std::to_string(phase));
+    };
+  }
+  json rec = run_case(job.input, ctx);
+  const std::string status = rec["status"].get<std::string>();
+  bool ok = status == kStatusOk || status == kStatusSkipped;
+  if (ctx.rank.rank == 0)
+    emit_line(kRecordMarker + rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  else if (!ok)
+    emit_line(kRankFailedMarker +
+              json{{"rank", ctx.rank.rank}, {"status", status}, {"reason", rec["reason"]}}.dump(
+                  -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  // A failed rank exits non-zero so the launcher ends the others instead of leaving them
+  // waiting in a collective.
+  return ctx.rank.size > 1 && !ok ? 1 : 0;
 }
 
 }  // namespace dlhost

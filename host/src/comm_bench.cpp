@@ -1,6 +1,6 @@
 // comm_bench.cpp — `dlhost comm-bench`: the collective bandwidth of a comm plugin, in the manner
 // of nccl-tests. Every rank runs this command under a launcher (mpirun, srun); it learns its rank
-// from the launcher's environment (comm_bench_env.h), never by linking MPI itself.
+// from the launcher's environment (rank_env.h), never by linking MPI itself.
 //
 // For each collective and size: warm-up, a barrier, then `iters` timed collectives (issue + wait
 // each), optionally checked element by element against exactly known results on every iteration
@@ -29,10 +29,10 @@
 #include <vector>
 
 #include "comm_bench_data.h"
-#include "comm_bench_env.h"
 #include "command.h"
 #include "environment.h"
 #include "host_api.h"
+#include "rank_env.h"
 
 namespace dlhost {
 namespace {

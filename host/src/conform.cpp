@@ -334,6 +334,7 @@ Comparison finite_differences(const std::string& name, const LoadedPlugin& plugi
       };
       probe.h = central(conform::kFdStep, probe.plus_h, probe.minus_h);
       probe.h2 = central(conform::kFdStep / 2, probe.plus_h2, probe.minus_h2);
+      probe.h8 = central(conform::kFdStep / 8, probe.plus_h8, probe.minus_h8);
       if (!og.step_dependent) outcome.session->write_param(p, weights[p]);
       conform::FdJudgement j = conform::judge_fd(probe, og.reduction_length);
       ++total;
@@ -543,12 +544,31 @@ Row run_network_problem(const Descriptor& d, const NetworkRef& net, const Backen
     tolerances.push_back(conform::network_rtol(static_cast<int>(i)));
   row.extra["loss_rtol"] = tolerances;
   row.checks.push_back(conform::compare_losses(b.losses, r.losses));
-  const double update_rtol = conform::network_rtol(static_cast<int>(steps));
+  // The updates are held to a looser bound than the loss: in a ReLU network a pre-activation
+  // within rounding of zero (batch norm centres them there) flips between two correct backends
+  // and changes the gradients it feeds by a few percent. Measured on ResNet-56 at batch 2: losses
+  // agree to 2e-6, one step's model-wide update to 1e-2, single batch-norm shifts to 5e-2. A wrong
+  // kernel is off by far more (the LSTM bug this check caught produced NaN); the ops' own checks
+  // are the precise ones.
+  constexpr double kUpdateSlack = 20.0;      // model-wide: 2e-2 * 2^(N-1)
+  constexpr double kParamUpdateSlack = 4.0;  // one parameter: 4x the model-wide bound
+  const double update_rtol = conform::network_rtol(static_cast<int>(steps)) * kUpdateSlack;
+  {
+    std::vector<float> all_initial, all_backend, all_reference;
+    for (int32_t p = 0; p < graph->num_params(); ++p) {
+      all_initial.insert(all_initial.end(), weights[p].begin(), weights[p].end());
+      all_backend.insert(all_backend.end(), b.final_weights[p].begin(), b.final_weights[p].end());
+      all_reference.insert(all_reference.end(), r.final_weights[p].begin(),
+                           r.final_weights[p].end());
+    }
+    row.checks.push_back(conform::compare_updates("update of all parameters", all_initial,
+                                                  all_backend, all_reference, update_rtol));
+  }
   bool any_moved = false;
   for (int32_t p = 0; p < graph->num_params(); ++p) {
-    Comparison c =
-        conform::compare_updates(std::string("update ") + graph->param(p).name, weights[p],
-                                 b.final_weights[p], r.final_weights[p], update_rtol);
+    Comparison c = conform::compare_updates(std::string("update ") + graph->param(p).name,
+                                            weights[p], b.final_weights[p], r.final_weights[p],
+                                            update_rtol * kParamUpdateSlack);
     any_moved = any_moved || c.status != Status::kMistrusted;
     // One parameter neither backend moved (a bias behind a dead unit) says nothing either way.
     if (c.status == Status::kMistrusted) c.status = Status::kSkipped;

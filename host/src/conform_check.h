@@ -75,6 +75,8 @@ struct FdProbe {
   double plus_h = 0, minus_h = 0;
   double h2 = 0;  // effective half step
   double plus_h2 = 0, minus_h2 = 0;
+  double h8 = 0;  // effective eighth step (0: not probed)
+  double plus_h8 = 0, minus_h8 = 0;
 };
 
 enum class FdVerdict { kAgrees, kDisagrees, kNonSmooth };

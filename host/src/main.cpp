@@ -229,11 +229,35 @@ struct RunOptions {
   bool dry_run = false;
   bool in_process = false;                  // --no-isolate: debugging only
   std::vector<std::string> plugin_folders;  // what the case workers search
+  std::vector<std::string> launcher_args;   // added to every multi-rank case's launcher
 };
 
 // Set by SIGINT/SIGTERM: the running case is ended, the loop stops, the results stay valid.
 volatile sig_atomic_t g_interrupted = 0;
 void on_interrupt(int) { g_interrupted = 1; }
+
+// The 1-rank case a multi-rank case is compared with: the same parameters but for how the ranks
+// are launched and communicate.
+std::string scaling_key(const json& params) {
+  json p = params;
+  for (const char* k : {"ranks", "comm", "launcher", "launcher_args", "ranks_per_node", "overlap",
+                        "bucket_mb", "tags", "oversubscribe", "timeout"})
+    p.erase(k);
+  return p.dump();
+}
+
+// Speedup and efficiency of a data-parallel record against its 1-rank record: strong scaling
+// compares time per global mini-batch (speedup T1/TN); weak scaling compares throughput
+// (N x T1/TN). Efficiency is speedup / N.
+void add_scaling(json& rec, const json& baseline) {
+  double t1 = baseline["timing"]["step"]["median"].get<double>();
+  double tn = rec["timing"]["step"]["median"].get<double>();
+  int n = rec["distributed"]["ranks"].get<int>();
+  bool weak = rec["distributed"]["scaling"] == "weak";
+  double speedup = tn > 0 ? (weak ? n * t1 / tn : t1 / tn) : 0.0;
+  rec["distributed"]["vs_1_rank"] = json{
+      {"baseline_case", baseline["case_id"]}, {"speedup", speedup}, {"efficiency", speedup / n}};
+}
 
 // Identifies a case's parameters for --resume: a changed case runs again.
 std::string params_hash(const json& params) {
@@ -274,6 +298,18 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
       for (const auto& c : suite.cases) std::fprintf(stderr, "  %s\n", c.id.c_str());
       return 2;
     }
+  }
+  // A multi-rank case needs ranks x threads cores: on one machine without them it is laid out
+  // for a cluster and skipped, unless the suite says to oversubscribe or names other hosts.
+  bool other_hosts = std::getenv("SLURM_JOB_ID") != nullptr || !o.launcher_args.empty();
+  for (auto& c : suite.cases) {
+    int64_t ranks = c.params.value("ranks", int64_t{1});
+    int64_t need = ranks * std::max<int64_t>(c.params.value("threads", int64_t{0}), 1);
+    if (ranks > 1 && c.skip_reason.empty() && need > host_cores() && !other_hosts &&
+        !c.params.value("oversubscribe", false) && !c.params.contains("launcher_args"))
+      c.skip_reason = "needs " + std::to_string(need) + " cores (" + std::to_string(ranks) +
+                      " ranks x " + std::to_string(need / ranks) + " threads); this machine has " +
+                      std::to_string(host_cores()) + " (run it under Slurm or with a hostfile)";
   }
   if (validate_only) {
     std::printf("%s: valid, %zu cases (%zu skipped here)\n", o.suite.c_str(), suite.cases.size(),
@@ -342,6 +378,7 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
   sigaction(SIGTERM, &sa, nullptr);
 
   std::map<std::string, int> counts;
+  std::map<std::string, json> one_rank;  // scaling key -> the OK 1-rank record
   size_t index = 0;
   for (const auto* c : selected) {
     if (g_interrupted) break;
@@ -357,6 +394,7 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
       limits.timeout_s = timeout * 1.1 + 5.0;
       limits.case_timeout_s = timeout;
       limits.memory_limit_mb = c->params.value("memory_limit_mb", int64_t{0});
+      limits.launcher_args = o.launcher_args;
       try {
         rec = run_case_in_child(job, limits, ctx.environment, &g_interrupted);
       } catch (const std::exception& e) {
@@ -366,6 +404,14 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
       if (rec.is_null()) break;  // interrupted: the case has no result
     }
     rec["params_hash"] = params_hash(c->params);
+    if (rec["status"] == kStatusOk) {
+      std::string key = scaling_key(c->params);
+      if (c->params.value("ranks", int64_t{1}) == 1) {
+        one_rank.emplace(key, rec);
+      } else if (rec.contains("distributed") && one_rank.count(key)) {
+        add_scaling(rec, one_rank[key]);
+      }
+    }
     writer->append(rec);
     ++counts[rec["status"].get<std::string>()];
     std::printf("%s\n", case_line(++index, selected.size(), rec).c_str());
@@ -432,6 +478,10 @@ int main(int argc, char** argv) {
                   "Append to this results file, running only the cases it has no record of (a "
                   "case whose parameters changed runs again)")
       ->excludes(run->get_option("--output"));
+  run->add_option("--launcher-arg", run_opts.launcher_args,
+                  "Extra argument for mpirun/srun of multi-rank cases, after the suite's "
+                  "launcher_args (repeatable; e.g. --launcher-arg=--hostfile --launcher-arg=hosts)")
+      ->allow_extra_args(false);
   run->add_flag("--no-isolate", run_opts.in_process,
                 "Run cases inside this process (for debuggers); a crash then ends the suite");
   run->add_option("--set", run_opts.overrides,
@@ -447,10 +497,9 @@ int main(int argc, char** argv) {
   std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app)};
 
   // Internal: one case in this process, for `run` (see case_process.h).
-  std::string worker_job, worker_record;
+  std::string worker_job;
   auto* worker = app.add_subcommand("case-worker", "")->group("");
   worker->add_option("job", worker_job)->required();
-  worker->add_option("record", worker_record)->required();
 
   CLI11_PARSE(app, argc, argv);
   if (quick) run_opts.overrides.insert(run_opts.overrides.begin(), {"warmup=1", "iterations=3"});
@@ -468,7 +517,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   // A case worker loads the plugins its job names, nothing else.
-  if (*worker) return case_worker_main(worker_job, worker_record);
+  if (*worker) return case_worker_main(worker_job);
 
   PluginRegistry registry;
   std::vector<std::string> folders = plugin_dirs;

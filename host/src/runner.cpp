@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 
+#include "data_parallel.h"
 #include "graph.h"
 #include "host_api.h"
 #include "plugin_registry.h"
@@ -110,11 +111,16 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
   // --- what the case needs -------------------------------------------------------------------
   std::string network_name = get_or<std::string>(p, "network", "");
   std::string backend_name = get_or<std::string>(p, "backend", "cpu_onednn");
-  std::string comm = get_or<std::string>(p, "comm", "none");
+  std::string comm_name = get_or<std::string>(p, "comm", "none");
   int64_t ranks = get_or<int64_t>(p, "ranks", 1);
-  if (ranks > 1 || comm != "none")
-    throw Skip{"data-parallel cases (ranks " + std::to_string(ranks) + ", comm '" + comm +
-               "') need the communication layer, which this build of dlhost does not have yet"};
+  const RankEnv& world = ctx.rank;
+  if (ranks != world.size)
+    throw Skip{"the case asks for " + std::to_string(ranks) + " ranks but runs in a world of " +
+               std::to_string(world.size) +
+               " (multi-rank cases need the case's own process: drop --no-isolate)"};
+  if (ranks > 1 && comm_name == "none")
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT,
+                "a case of " + std::to_string(ranks) + " ranks needs a comm (e.g. comm: mpi)");
 
   const NetworkRef* net = find_network(*ctx.networks, network_name);
   if (net == nullptr) throw Skip{"network '" + network_name + "' is not installed here"};
@@ -142,9 +148,31 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
                           {"memory_bytes", dev->memory_bytes},
                           {"library", dev->library ? dev->library : ""}}}};
 
-  int64_t batch = get_or<int64_t>(p, "batch", 0);
-  if (batch <= 0)
-    batch = dev->kind == DLHOST_DEVICE_GPU ? net->info->gpu_batch : net->info->cpu_batch;
+  int64_t global_batch = get_or<int64_t>(p, "batch", 0);
+  if (global_batch <= 0)
+    global_batch = dev->kind == DLHOST_DEVICE_GPU ? net->info->gpu_batch : net->info->cpu_batch;
+  // Strong scaling (the paper's choice) splits a fixed global mini-batch over the ranks; weak
+  // scaling gives every rank the whole `batch`.
+  bool weak = get_or<std::string>(p, "scaling", "strong") == "weak";
+  int64_t batch = global_batch;
+  if (weak) {
+    global_batch = batch * world.size;
+  } else if (global_batch % world.size != 0) {
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT,
+                "strong scaling: the global mini-batch " + std::to_string(global_batch) +
+                    " does not divide over " + std::to_string(world.size) + " ranks");
+  } else {
+    batch = global_batch / world.size;
+  }
+
+  // --- the communicator ----------------------------------------------------------------------
+  std::unique_ptr<CommSession> comm;
+  if (comm_name != "none") {
+    const LoadedPlugin* cp = ctx.registry->find(DLHOST_PLUGIN_COMM, comm_name);
+    if (cp == nullptr) throw Skip{"comm '" + comm_name + "' is not installed here"};
+    if (!cp->usable) throw Skip{"comm '" + comm_name + "' cannot run here: " + cp->unusable_reason};
+    comm = std::make_unique<CommSession>(cp, world, plugin_options(p, comm_name));
+  }
   int64_t warmup = get_or<int64_t>(p, "warmup", 5);
   int64_t iterations = get_or<int64_t>(p, "iterations", 20);
   double timeout_s = get_or<double>(p, "timeout", 600.0);
@@ -191,7 +219,7 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
                                   weights[i].size() * 4),
                  "write_param " + std::string(graph->param(i).name));
   weights.clear();
-  for (const auto& input : synthetic_inputs(*graph, seed))
+  for (const auto& input : synthetic_inputs(*graph, seed, batch * world.rank))
     check_status(api->set_input(model.get(), input.tensor, input.bytes.data(), input.bytes.size()),
                  "set_input " + std::string(graph->tensor(input.tensor).name));
   check_status(api->synchronize(model.get()), "synchronize");
@@ -201,6 +229,7 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
   info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
   check_status(api->model_info(model.get(), &info), "model_info");
   rec["resolved"] = json{{"batch", batch},
+                         {"global_batch", global_batch},
                          {"threads_requested", get_or<int64_t>(p, "threads", 0)},
                          {"threads_used", info.threads},
                          {"optimizer",
@@ -211,44 +240,75 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
                            {"clip_norm", as_written(opt.clip_norm)}}},
                          {"implementation", info.implementation ? info.implementation : ""}};
 
+  // --- data parallelism: same weights everywhere, gradients averaged every step ---------------
+  std::unique_ptr<DataParallel> dp;
+  if (comm) {
+    dp = std::make_unique<DataParallel>(comm->api(), comm->comm(), world.size, api, model.get(),
+                                        graph->num_params(), get_or<double>(p, "bucket_mb", 25.0),
+                                        get_or<bool>(p, "overlap", true));
+    dp->broadcast_parameters();
+    dp->barrier();
+  }
+
   // --- training steps ------------------------------------------------------------------------
-  std::vector<double> step_ms, fwd_ms, bwd_ms, upd_ms, losses;
-  step_ms.reserve(iterations);
-  fwd_ms.reserve(iterations);
-  bwd_ms.reserve(iterations);
-  upd_ms.reserve(iterations);
-  losses.reserve(iterations);
+  std::vector<double> step_ms, fwd_ms, bwd_ms, comm_ms, upd_ms, allreduce_ms, losses;
+  for (auto* v : {&step_ms, &fwd_ms, &bwd_ms, &comm_ms, &upd_ms, &allreduce_ms, &losses})
+    v->reserve(static_cast<size_t>(iterations));
   dlhost_model* m = model.get();
+  const dlhost_grad_ready* ready = dp ? dp->grad_ready() : nullptr;
+  DataParallelStats dp_stats;
   bool timed_out = false;
-  auto over_time = [&] { return ms_since(case_start) > timeout_s * 1000.0; };
+  // Every rank must stop at the same step, or the others would wait in an all-reduce forever.
+  auto over_time = [&] {
+    std::vector<double> late{ms_since(case_start) > timeout_s * 1000.0 ? 1.0 : 0.0};
+    if (dp) dp->all_reduce_max(late);
+    return late[0] > 0;
+  };
   std::vector<double> warmup_losses;
-  for (int64_t i = 0; i < warmup && !timed_out; ++i) {
+  int64_t step_index = 0;
+  auto progress = [&](int phase) {
+    if (ctx.on_progress) ctx.on_progress(step_index, phase);
+  };
+  for (int64_t i = 0; i < warmup && !timed_out; ++i, ++step_index) {
+    progress(0);
     check_status(api->forward(m), "forward");
-    check_status(api->backward(m, nullptr), "backward");
+    progress(1);
+    check_status(api->backward(m, ready), "backward");
+    progress(2);
+    if (dp) dp->finish(nullptr);
+    progress(3);
     check_status(api->update(m), "update");
     float loss = 0;
     check_status(api->read_loss(m, &loss), "read_loss");
     warmup_losses.push_back(loss);
     timed_out = over_time();
   }
-  for (int64_t i = 0; i < iterations && !timed_out; ++i) {
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  for (int64_t i = 0; i < iterations && !timed_out; ++i, ++step_index) {
+    progress(0);
     auto t0 = Clock::now();
     check_status(api->forward(m), "forward");
     check_status(api->synchronize(m), "synchronize");
     auto t1 = Clock::now();
-    check_status(api->backward(m, nullptr), "backward");
+    progress(1);
+    check_status(api->backward(m, ready), "backward");
     check_status(api->synchronize(m), "synchronize");
     auto t2 = Clock::now();
+    progress(2);
+    if (dp) dp->finish(&dp_stats);
+    auto t3 = Clock::now();
+    progress(3);
     check_status(api->update(m), "update");
     check_status(api->synchronize(m), "synchronize");
-    auto t3 = Clock::now();
-    auto ms = [](Clock::time_point a, Clock::time_point b) {
-      return std::chrono::duration<double, std::milli>(b - a).count();
-    };
+    auto t4 = Clock::now();
     fwd_ms.push_back(ms(t0, t1));
     bwd_ms.push_back(ms(t1, t2));
-    upd_ms.push_back(ms(t2, t3));
-    step_ms.push_back(ms(t0, t3));
+    comm_ms.push_back(ms(t2, t3));
+    upd_ms.push_back(ms(t3, t4));
+    step_ms.push_back(ms(t0, t4));
+    allreduce_ms.push_back(dp ? dp_stats.allreduce_ms : 0.0);
     float loss = 0;
     check_status(api->read_loss(m, &loss), "read_loss");  // outside the timers
     losses.push_back(loss);
@@ -259,6 +319,29 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
   }
   uint64_t backend_bytes = 0;
   check_status(api->memory_in_use(m, &backend_bytes), "memory_in_use");
+  // For tests of training itself (data-parallel equivalence): rank 0's final weights, canonical
+  // layout, all parameters one after the other as float32.
+  if (const char* dir = std::getenv("DLHOST_DUMP_PARAMS_DIR"); dir != nullptr && world.rank == 0) {
+    std::ofstream out(std::string(dir) + "/" + in.id + ".params", std::ios::binary);
+    for (int32_t i = 0; i < graph->num_params(); ++i) {
+      std::vector<float> values(static_cast<size_t>(graph->param(i).count));
+      check_status(api->read_param(m, i, DLHOST_PARAM_VALUE, values.data(), values.size() * 4),
+                   "read_param");
+      out.write(reinterpret_cast<const char*>(values.data()),
+                static_cast<std::streamsize>(values.size() * 4));
+    }
+  }
+
+  // Across ranks: a step lasts as long as its slowest rank; the loss is the mean of the ranks'
+  // (each over its own shard, so the mean is the loss of the global mini-batch).
+  std::vector<double> compute_ms(step_ms.size());
+  for (size_t i = 0; i < step_ms.size(); ++i) compute_ms[i] = fwd_ms[i] + bwd_ms[i] + upd_ms[i];
+  if (dp) {
+    for (auto* v : {&step_ms, &fwd_ms, &bwd_ms, &comm_ms, &upd_ms, &allreduce_ms, &compute_ms})
+      dp->all_reduce_max(*v);
+    dp->all_reduce_sum(losses);
+    for (auto& l : losses) l /= world.size;
+  }
 
   Summary step = summarize(step_ms);
   json timing;
@@ -272,14 +355,33 @@ void run_body(const CaseInput& in, const RunContext& ctx, json& rec) {
   timing["forward"] = summary_json(summarize(fwd_ms));
   timing["backward"] = summary_json(summarize(bwd_ms));
   timing["update"] = summary_json(summarize(upd_ms));
-  timing["samples_per_second"] = step.median > 0 ? 1000.0 * batch / step.median : 0.0;
-  timing["samples_per_second_mean"] = step.mean > 0 ? 1000.0 * batch / step.mean : 0.0;
+  timing["samples_per_second"] = step.median > 0 ? 1000.0 * global_batch / step.median : 0.0;
+  timing["samples_per_second_mean"] = step.mean > 0 ? 1000.0 * global_batch / step.mean : 0.0;
   // Training costs about 3x the forward FLOPs (forward, backward data, backward weights).
   timing["train_gflops_per_second_est"] =
-      step.median > 0 ? 3.0 * graph->forward_flops() / (step.median * 1e6) : 0.0;
+      step.median > 0 ? 3.0 * graph->forward_flops() * world.size / (step.median * 1e6) : 0.0;
   timing["samples"] =
       json{{"step", step_ms}, {"forward", fwd_ms}, {"backward", bwd_ms}, {"update", upd_ms}};
   rec["timing"] = timing;
+  if (dp) {
+    rec["distributed"] =
+        json{{"ranks", world.size},
+             {"launcher", world.launcher},
+             {"comm", comm->name()},
+             {"comm_library", comm->library()},
+             {"scaling", weak ? "weak" : "strong"},
+             {"global_batch", global_batch},
+             {"per_rank_batch", batch},
+             {"overlap", get_or<bool>(p, "overlap", true)},
+             {"bucket_mb", get_or<double>(p, "bucket_mb", 25.0)},
+             {"buckets", dp_stats.buckets},
+             {"allreduce_bytes_per_step", dp_stats.bytes},
+             {"compute", summary_json(summarize(compute_ms))},
+             {"allreduce", summary_json(summarize(allreduce_ms))},
+             {"exposed_comm", summary_json(summarize(comm_ms))},
+             {"samples",
+              {{"compute", compute_ms}, {"allreduce", allreduce_ms}, {"exposed_comm", comm_ms}}}};
+  }
   rec["loss"] =
       json{{"warmup_first", warmup_losses.empty() ? json(nullptr) : json(warmup_losses.front())},
            {"first", losses.empty() ? json(nullptr) : json(losses.front())},

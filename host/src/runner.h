@@ -5,11 +5,13 @@
 // Not thread-safe (backends bound threads per process).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "networks.h"
+#include "rank_env.h"
 
 namespace dlhost {
 
@@ -20,6 +22,10 @@ struct RunContext {
   const std::vector<NetworkRef>* networks = nullptr;
   nlohmann::ordered_json environment;  // from capture_environment
   std::string suite_name, suite_path;
+  RankEnv rank;  // this process's place in the case's world (a world of 1 without a launcher)
+  // Called as every training step (warm-up included) enters each phase: 0 forward, 1 backward,
+  // 2 gradient all-reduce, 3 update; for progress reports that name a rank that hangs.
+  std::function<void(int64_t step, int phase)> on_progress;
 };
 
 struct CaseInput {

@@ -105,6 +105,8 @@ const std::vector<KeySpec>& key_specs() {
     boolean("oversubscribe", false);
     s.push_back({"options", Kind::kOptions, false, 0, false, {}, nullptr});
     s.push_back({"tags", Kind::kTags, false, 0, false, {}, nullptr});
+    // Extra launcher arguments for multi-rank cases (a hostfile, MCA settings): a list.
+    s.push_back({"launcher_args", Kind::kTags, false, 0, false, {}, nullptr});
     return s;
   }();
   return specs;

@@ -56,38 +56,41 @@ std::vector<std::vector<float>> initial_params(const Graph& graph, uint64_t seed
   return out;
 }
 
-std::vector<InputData> synthetic_inputs(const Graph& graph, uint64_t seed) {
+std::vector<InputData> synthetic_inputs(const Graph& graph, uint64_t seed, int64_t sample_offset) {
   const dlhost_graph* g = graph.view();
   std::vector<InputData> out;
   for (int32_t k = 0; k < g->num_inputs; ++k) {
     const auto& t = graph.tensor(g->inputs[k]);
-    int64_t count = 1;
-    for (int32_t d = 0; d < t.rank; ++d) count *= t.dims[d];
+    int64_t batch = t.dims[0], per_sample = 1;
+    for (int32_t d = 1; d < t.rank; ++d) per_sample *= t.dims[d];
     InputData in;
     in.tensor = t.id;
-    in.bytes.resize(static_cast<size_t>(count) * 4);
-    std::mt19937_64 rng(seed * 7919ULL + 17ULL * static_cast<uint64_t>(k + 1));
-    if (t.dtype == DLHOST_DTYPE_I32) {
-      // Ids range over what reads them: the classes of a loss (the logits' last dimension) or
-      // the vocabulary of an embedding.
-      int64_t classes = 1;
-      for (int32_t n = 0; n < g->num_nodes; ++n) {
-        const auto& node = *g->nodes[n];
-        if (node.op == DLHOST_OP_SOFTMAX_CROSS_ENTROPY && node.inputs[1] == t.id) {
-          const auto& logits = graph.tensor(node.inputs[0]);
-          classes = logits.dims[logits.rank - 1];
+    in.bytes.resize(static_cast<size_t>(batch * per_sample) * 4);
+    // Ids range over what reads them: the classes of a loss (the logits' last dimension) or
+    // the vocabulary of an embedding.
+    int64_t classes = 1;
+    for (int32_t n = 0; n < g->num_nodes; ++n) {
+      const auto& node = *g->nodes[n];
+      if (node.op == DLHOST_OP_SOFTMAX_CROSS_ENTROPY && node.inputs[1] == t.id) {
+        const auto& logits = graph.tensor(node.inputs[0]);
+        classes = logits.dims[logits.rank - 1];
+      }
+      if (node.op == DLHOST_OP_EMBEDDING && node.inputs[0] == t.id)
+        classes = static_cast<const dlhost_embedding_attrs*>(node.attrs)->vocab;
+    }
+    for (int64_t i = 0; i < batch; ++i) {
+      uint64_t sample = static_cast<uint64_t>(sample_offset + i);
+      std::mt19937_64 rng(
+          dlhost_mix64(dlhost_mix64(seed * 7919ULL + static_cast<uint64_t>(k)) ^ sample));
+      unsigned char* dst = in.bytes.data() + static_cast<size_t>(i * per_sample) * 4;
+      for (int64_t j = 0; j < per_sample; ++j) {
+        if (t.dtype == DLHOST_DTYPE_I32) {
+          int32_t label = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
+          std::memcpy(dst + j * 4, &label, 4);
+        } else {
+          float v = static_cast<float>(uniform01(rng));
+          std::memcpy(dst + j * 4, &v, 4);
         }
-        if (node.op == DLHOST_OP_EMBEDDING && node.inputs[0] == t.id)
-          classes = static_cast<const dlhost_embedding_attrs*>(node.attrs)->vocab;
-      }
-      for (int64_t i = 0; i < count; ++i) {
-        int32_t label = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
-        std::memcpy(in.bytes.data() + i * 4, &label, 4);
-      }
-    } else {
-      for (int64_t i = 0; i < count; ++i) {
-        float v = static_cast<float>(uniform01(rng));
-        std::memcpy(in.bytes.data() + i * 4, &v, 4);
       }
     }
     out.push_back(std::move(in));

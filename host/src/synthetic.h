@@ -21,6 +21,10 @@ struct InputData {
   int32_t tensor = -1;
   std::vector<unsigned char> bytes;
 };
-std::vector<InputData> synthetic_inputs(const Graph& graph, uint64_t seed);
+//
+// Sample i of the data is a function of (seed, input, sample_offset + i) alone, so the ranks of
+// a data-parallel case, each given its offset, hold exactly the slices of one large mini-batch.
+std::vector<InputData> synthetic_inputs(const Graph& graph, uint64_t seed,
+                                        int64_t sample_offset = 0);
 
 }  // namespace dlhost

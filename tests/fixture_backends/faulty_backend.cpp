@@ -1,5 +1,7 @@
 // faulty_backend.cpp — a test fixture: a backend that misbehaves on demand, to check that one
-// case's fault never loses the others' results. Option "fault" picks what forward does:
+// case's fault never loses the others' results. Option "fault_rank" limits the fault to one
+// rank of a multi-rank case (read from Open MPI's environment). Option "fault" picks what
+// forward does:
 // none, error (returns INTERNAL), throw (lets a C++ exception escape through the C ABI), segv,
 // abort, exit (calls exit(3)), hang (sleeps forever), oom (allocates until refused; run it under
 // memory_limit_mb). Its "training" only makes a loss that falls (1 / step), which is all the
@@ -73,6 +75,9 @@ const dlhost_backend_api kApi = [] {
     return sdk::guard([&] {
       auto* m = new Model;
       m->fault = sdk::option(options, "fault").value_or("none");
+      const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+      auto only = sdk::option(options, "fault_rank");
+      if (only && *only != (rank != nullptr ? rank : "0")) m->fault = "none";
       for (int32_t i = 0; i < g->num_params; ++i) {
         m->params.emplace_back(static_cast<size_t>(g->params[i]->count));
         m->grads.emplace_back(static_cast<size_t>(g->params[i]->count));
@@ -98,8 +103,19 @@ const dlhost_backend_api kApi = [] {
     return sdk::guard(
         [&] { *loss = 1.0f / static_cast<float>(reinterpret_cast<Model*>(m)->steps); });
   };
-  t.param_buffers = [](dlhost_model*, int32_t, dlhost_buffer*, dlhost_buffer*) {
-    return sdk::make_status(DLHOST_CODE_UNIMPLEMENTED, "fixture");
+  t.param_buffers = [](dlhost_model* m, int32_t p, dlhost_buffer* value, dlhost_buffer* grad) {
+    return sdk::guard([&] {
+      auto* model = reinterpret_cast<Model*>(m);
+      auto fill = [](dlhost_buffer* b, std::vector<float>& v) {
+        b->data = v.data();
+        b->bytes = v.size() * 4;
+        b->dtype = DLHOST_DTYPE_F32;
+        b->memory_space = DLHOST_MEMORY_HOST;
+        b->device = -1;
+      };
+      fill(value, model->params.at(static_cast<size_t>(p)));
+      fill(grad, model->grads.at(static_cast<size_t>(p)));
+    });
   };
   t.read_param = [](dlhost_model* m, int32_t p, int32_t, void* data, size_t bytes) {
     return sdk::guard([&] {
