@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <regex>
 #include <sstream>
 
@@ -24,6 +25,7 @@
 #include "networks.h"
 #include "plugin_registry.h"
 #include "rank_env.h"
+#include "rendezvous_store.h"
 
 namespace dlhost {
 
@@ -196,6 +198,8 @@ std::vector<std::string> case_command(const std::string& exe, const CaseJob& job
     for (const char* var :
          {"DLHOST_LOG_LEVEL", "DLHOST_PLUGIN_PATH", "DLHOST_DUMP_PARAMS_DIR", "OMP_WAIT_POLICY"})
       if (std::getenv(var) != nullptr) cmd.insert(cmd.end(), {"-x", var});
+    // Rendezvous store: run_case_in_child sets it in the launcher's environment, for every rank.
+    cmd.insert(cmd.end(), {"-x", "DLHOST_STORE"});
   } else if (launcher == "srun") {
     cmd = {"srun",
            "-n",
@@ -230,6 +234,39 @@ json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json&
                          e.what(), 0.0, started_at);
   }
 
+  // Rendezvous store: the ranks are separate processes, maybe on other nodes, so the store they
+  // share is served by this process for the case's life (one server per case: no key outlives
+  // it). Ranks find it through DLHOST_STORE, which the child's environment carries (built here:
+  // between fork and exec only async-signal-safe calls are allowed, and setenv is not one).
+  std::unique_ptr<RendezvousServer> store;
+  std::string store_var;
+  std::vector<char*> child_env;
+  if (ranks > 1) {
+    const json& p = job.input.params;
+    bool other_nodes = (p.contains("launcher_args") && !p["launcher_args"].empty()) ||
+                       !limits.launcher_args.empty() || std::getenv("SLURM_JOB_ID") != nullptr ||
+                       p.value("launcher", std::string("mpirun")) == "srun";
+    try {
+      std::string host = "127.0.0.1";
+      if (other_nodes) {
+        char name[256] = {};
+        if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
+          throw std::runtime_error(std::string("gethostname: ") + std::strerror(errno));
+        host = name;
+      }
+      store = std::make_unique<RendezvousServer>(other_nodes ? "0.0.0.0" : "127.0.0.1");
+      store_var = "DLHOST_STORE=" + host + ":" + std::to_string(store->port());
+    } catch (const std::exception& e) {
+      return parent_record(job, environment, kStatusFailed,
+                           std::string("cannot start the rendezvous store: ") + e.what(), 0.0,
+                           started_at);
+    }
+    for (char** e = environ; *e != nullptr; ++e)
+      if (std::strncmp(*e, "DLHOST_STORE=", 13) != 0) child_env.push_back(*e);
+    child_env.push_back(store_var.data());
+    child_env.push_back(nullptr);
+  }
+
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
@@ -253,7 +290,7 @@ json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json&
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    execvp(argv[0], argv.data());
+    execvpe(argv[0], argv.data(), store ? child_env.data() : environ);  // rendezvous store
     std::fprintf(stderr, "cannot start %s: %s\n", argv[0], std::strerror(errno));
     _exit(127);
   }

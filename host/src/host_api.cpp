@@ -1,16 +1,20 @@
 // host_api.cpp — the dlhost_host_api table: statuses, logging into spdlog, option lookup and the
-// in-process rendezvous store. Multi-rank cases will back the store with a network service; the
-// table entry stays the same.
+// rendezvous store: in-process, or, in a rank of a multi-rank case (DLHOST_STORE=host:port set
+// by the parent), the parent's network store (rendezvous_store.h); the table entry is the same.
 #include "host_api.h"
 
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "rendezvous_store.h"
 
 namespace dlhost {
 namespace {
@@ -61,9 +65,26 @@ Store& store() {
   return s;
 }
 
+// The parent's store when this process is a rank of a multi-rank case, else NULL. Read once: the
+// variable is the parent's choice for the whole life of the process.
+RendezvousClient* network_store() {
+  static const std::unique_ptr<RendezvousClient> client =
+      []() -> std::unique_ptr<RendezvousClient> {
+    const char* address = std::getenv("DLHOST_STORE");
+    if (address == nullptr || *address == '\0') return nullptr;
+    return std::make_unique<RendezvousClient>(address);
+  }();
+  return client.get();
+}
+
+dlhost_status* to_status(const StoreStatus& s) {
+  return s.ok() ? nullptr : status_create(s.code, s.message.c_str());
+}
+
 dlhost_status* store_set(const char* key, const void* value, size_t size) {
   if (key == nullptr || (value == nullptr && size > 0))
     return status_create(DLHOST_CODE_INVALID_ARGUMENT, "store_set: NULL key or value");
+  if (RendezvousClient* net = network_store()) return to_status(net->set(key, value, size));
   auto& s = store();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -80,6 +101,8 @@ dlhost_status* store_get(const char* key, int64_t timeout_ms, void* value, size_
                          size_t* size) {
   if (key == nullptr || size == nullptr)
     return status_create(DLHOST_CODE_INVALID_ARGUMENT, "store_get: NULL key or size");
+  if (RendezvousClient* net = network_store())
+    return to_status(net->get(key, timeout_ms, value, capacity, size));
   auto& s = store();
   std::unique_lock<std::mutex> lock(s.mutex);
   bool found = s.changed.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)),

@@ -62,7 +62,8 @@ dlhost_status* guard_status(Body&& body) noexcept {
   }
 }
 
-// Clears the in-process rendezvous store (between cases).
+// Clears the in-process rendezvous store (between cases). A process given DLHOST_STORE=host:port
+// (the ranks of a multi-rank case) uses the case's network store instead (rendezvous_store.h).
 void reset_store();
 
 }  // namespace dlhost

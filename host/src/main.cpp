@@ -83,6 +83,15 @@ int cmd_plugins(const PluginRegistry& registry, bool as_json) {
       j["devices"] = devices;
     }
     if (p.kind == DLHOST_PLUGIN_NETWORK) j["networks"] = p.table->network->count();
+    if (p.kind == DLHOST_PLUGIN_COMM && p.usable) {
+      dlhost_comm_caps caps{};
+      caps.struct_size = DLHOST_COMM_CAPS_STRUCT_SIZE;
+      StatusPtr failed(p.table->comm->capabilities(&caps));
+      if (!failed)
+        j["comm"] = json{{"library", caps.library ? caps.library : ""},
+                         {"host_memory", caps.host_memory != 0},
+                         {"device_memory", caps.device_memory != 0}};
+    }
     out.push_back(j);
   }
   json refused = json::array();
@@ -107,6 +116,10 @@ int cmd_plugins(const PluginRegistry& registry, bool as_json) {
                     d["cores"].get<int>(), d["isa"].get<std::string>().c_str(),
                     human_bytes(d["memory_bytes"].get<double>()).c_str(),
                     d["library"].get<std::string>().c_str());
+    if (j.contains("comm"))
+      std::printf("    %s; memory: %s%s\n", j["comm"]["library"].get<std::string>().c_str(),
+                  j["comm"]["host_memory"].get<bool>() ? "host" : "",
+                  j["comm"]["device_memory"].get<bool>() ? " device" : "");
     if (j.contains("networks"))
       std::printf("    %d networks (see `dlhost networks`)\n", j["networks"].get<int>());
   }

@@ -1,0 +1,46 @@
+#!/bin/sh
+# store_e2e.sh — the rendezvous store crosses process boundaries: a 2-rank case (mpirun) whose
+# comm is the store_check fixture, which fails its init unless each rank reads the other's key
+# through the store that `dlhost run` serves for the case, must end OK with a valid record.
+# Usage: store_e2e.sh DLHOST SOURCE_DIR FIXTURE_COMM_DIR WORK_DIR
+# Exit 77 (skipped) when mpirun cannot start 2 ranks here.
+set -eu
+DLHOST="$1"; SRC="$2"; FIXTURES="$3"; WORK="$4"
+rm -rf "$WORK"; mkdir -p "$WORK"
+fail() { echo "store_e2e: FAILED: $*"; exit 1; }
+
+if ! command -v mpirun > /dev/null; then echo "SKIPPED: mpirun not installed"; exit 77; fi
+# mpirun refuses root and exits 0 when it does: check that two ranks really ran.
+n=$(mpirun --allow-run-as-root -np 2 sh -c 'echo x' 2>&1 | grep -cx x || true)
+if [ "$n" -ne 2 ]; then echo "SKIPPED: mpirun could not start 2 ranks here"; exit 77; fi
+
+cat > "$WORK/store.yaml" <<'YAML'
+name: store
+cases:
+  - {network: lenet, batch: 4, comm: store_check, ranks: 2, warmup: 0, iterations: 2, threads: 1,
+     backend: cpu_onednn, timeout: 120}
+YAML
+set +e
+"$DLHOST" --log-level info --plugin-path "$FIXTURES" run "$WORK/store.yaml" \
+  -o "$WORK/store.jsonl" > "$WORK/store.txt" 2> "$WORK/store.err"
+rc=$?
+set -e
+cat "$WORK/store.txt"
+if [ $rc -ne 0 ]; then tail -n 40 "$WORK/store.err"; fail "dlhost run exited with $rc"; fi
+/usr/bin/python3 - "$WORK/store.jsonl" "$WORK/case_id" <<'PY' || fail "record"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(recs) == 1, f"{len(recs)} records"
+r = recs[0]
+assert r["status"] == "OK", (r["status"], r["reason"])
+d = r["distributed"]
+assert d["ranks"] == 2 and d["comm"] == "store_check", d
+open(sys.argv[2], "w").write(r["case_id"])
+PY
+id=$(cat "$WORK/case_id")
+"$SRC/tests/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/store.jsonl" --cases 1 \
+  --status "$id=OK" || fail "schema"
+# Both ranks got through init, so each read the other's key.
+n=$(grep -c "read every rank's key through the store" "$WORK/store.err" || true)
+[ "$n" -eq 2 ] || fail "$n ranks logged that they read every key, expected 2"
+echo "store_e2e: OK"
