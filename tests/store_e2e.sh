@@ -1,7 +1,8 @@
 #!/bin/sh
-# store_e2e.sh — the rendezvous store crosses process boundaries: a 2-rank case (mpirun) whose
-# comm is the store_check fixture, which fails its init unless each rank reads the other's key
-# through the store that `dlhost run` serves for the case, must end OK with a valid record.
+# store_e2e.sh — the rendezvous store crosses process boundaries: 2-rank cases whose comm is the
+# store_check fixture, which fails its init unless each rank reads the other's key through the
+# store that `dlhost run` serves for the case, must end OK with valid records: one started by
+# mpirun, one by dlhost itself (`launcher: local`).
 # Usage: store_e2e.sh DLHOST SOURCE_DIR FIXTURE_COMM_DIR WORK_DIR
 # Exit 77 (skipped) when mpirun cannot start 2 ranks here.
 set -eu
@@ -16,9 +17,11 @@ if [ "$n" -ne 2 ]; then echo "SKIPPED: mpirun could not start 2 ranks here"; exi
 
 cat > "$WORK/store.yaml" <<'YAML'
 name: store
+defaults: {network: lenet, batch: 4, comm: store_check, ranks: 2, warmup: 0, iterations: 2,
+           threads: 1, backend: cpu_onednn, timeout: 120}
 cases:
-  - {network: lenet, batch: 4, comm: store_check, ranks: 2, warmup: 0, iterations: 2, threads: 1,
-     backend: cpu_onednn, timeout: 120}
+  - {launcher: mpirun}
+  - {launcher: local}
 YAML
 set +e
 "$DLHOST" --log-level info --plugin-path "$FIXTURES" run "$WORK/store.yaml" \
@@ -30,17 +33,17 @@ if [ $rc -ne 0 ]; then tail -n 40 "$WORK/store.err"; fail "dlhost run exited wit
 /usr/bin/python3 - "$WORK/store.jsonl" "$WORK/case_id" <<'PY' || fail "record"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
-assert len(recs) == 1, f"{len(recs)} records"
-r = recs[0]
-assert r["status"] == "OK", (r["status"], r["reason"])
-d = r["distributed"]
-assert d["ranks"] == 2 and d["comm"] == "store_check", d
-open(sys.argv[2], "w").write(r["case_id"])
+assert len(recs) == 2, f"{len(recs)} records"
+for r, launcher in zip(recs, ["openmpi", "local"]):
+    assert r["status"] == "OK", (r["status"], r["reason"])
+    d = r["distributed"]
+    assert d["ranks"] == 2 and d["comm"] == "store_check" and d["launcher"] == launcher, d
+open(sys.argv[2], "w").write(recs[0]["case_id"])
 PY
 id=$(cat "$WORK/case_id")
-"$SRC/tests/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/store.jsonl" --cases 1 \
+"$SRC/tests/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/store.jsonl" --cases 2 \
   --status "$id=OK" || fail "schema"
-# Both ranks got through init, so each read the other's key.
+# Both ranks of both cases got through init, so each read the other's key.
 n=$(grep -c "read every rank's key through the store" "$WORK/store.err" || true)
-[ "$n" -eq 2 ] || fail "$n ranks logged that they read every key, expected 2"
+[ "$n" -eq 4 ] || fail "$n ranks logged that they read every key, expected 4"
 echo "store_e2e: OK"

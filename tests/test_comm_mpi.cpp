@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "comm_bench_data.h"
-#include "comm_bench_env.h"
 #include "host_api.h"
 #include "plugin_registry.h"
+#include "rank_env.h"
 
 namespace {
 
@@ -287,6 +287,16 @@ TEST(RankEnv, NoLauncherIsAWorldOfOne) {
   EXPECT_EQ(e.size, 1);
   EXPECT_EQ(e.local_rank, 0);
   EXPECT_EQ(e.local_size, 1);
+}
+
+TEST(RankEnv, DlhostLocalLauncher) {
+  auto e = detect({{"DLHOST_RANK", "1"}, {"DLHOST_WORLD_SIZE", "2"}});
+  EXPECT_EQ(e.launcher, "local");
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.size, 2);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_size, 2);
+  EXPECT_THROW(detect({{"DLHOST_RANK", "2"}, {"DLHOST_WORLD_SIZE", "2"}}), std::invalid_argument);
 }
 
 TEST(RankEnv, OpenMpi) {

@@ -43,7 +43,7 @@ def main() -> int:
         print(f"expected {args.cases} records, found {len(records)}")
         errors += 1
     for expect in args.status:
-        case_id, status = expect.split("=", 1)
+        case_id, status = expect.rsplit("=", 1)  # ids may contain "=" themselves
         got = records.get(case_id, {}).get("status", "<missing>")
         if got != status:
             print(f"case {case_id}: expected {status}, got {got}")

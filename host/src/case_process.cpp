@@ -209,11 +209,12 @@ std::vector<std::string> case_command(const std::string& exe, const CaseJob& job
            "--cpus-per-task=" + std::to_string(threads)};
     if (auto it = p.find("ranks_per_node"); it != p.end() && it->is_number_integer())
       cmd.push_back("--ntasks-per-node=" + std::to_string(it->get<int64_t>()));
+  } else if (launcher == "local") {
+    // dlhost starts the ranks itself on this node: for comms that bootstrap through the
+    // rendezvous store alone (MPI needs mpirun or srun to wire its ranks).
+    return {exe, "case-local", std::to_string(ranks), job_to_json(job).dump()};
   } else {
-    throw Error(DLHOST_CODE_UNIMPLEMENTED,
-                "launcher '" + launcher + "' for " + std::to_string(ranks) +
-                    " ranks: only mpirun and srun can start MPI ranks; 'local' waits for a comm "
-                    "that bootstraps through the store alone");
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT, "unknown launcher '" + launcher + "'");
   }
   cmd.insert(cmd.end(), extra.begin(), extra.end());
   cmd.insert(cmd.end(), worker.begin(), worker.end());
@@ -418,6 +419,51 @@ json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json&
     rec["stderr_tail"] =
         tail.size() > kStderrTailBytes ? tail.substr(tail.size() - kStderrTailBytes) : tail;
   return rec;
+}
+
+int case_local_main(int ranks, const std::string& job_json) {
+  // One process per rank, all in this process group (so the case's kill reaches them), each told
+  // its place by DLHOST_RANK / DLHOST_WORLD_SIZE. The first rank to fail ends the others, as
+  // mpirun does, so none waits forever in a collective.
+  std::string exe = self_exe();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::fprintf(stderr, "case-local: fork: %s\n", std::strerror(errno));
+      for (pid_t p : pids) kill(p, SIGKILL);
+      return 2;
+    }
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      setenv("DLHOST_RANK", std::to_string(r).c_str(), 1);
+      setenv("DLHOST_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
+      execl(exe.c_str(), exe.c_str(), "case-worker", job_json.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  int result = 0;
+  for (size_t left = pids.size(); left > 0; --left) {
+    int status = 0;
+    pid_t done = wait(&status);
+    if (done < 0) break;
+    bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (failed && result == 0) {
+      int rank = static_cast<int>(std::find(pids.begin(), pids.end(), done) - pids.begin());
+      if (WIFSIGNALED(status)) {
+        std::fprintf(stderr, "case-local: rank %d exited on signal %d (%s)\n", rank,
+                     WTERMSIG(status), strsignal(WTERMSIG(status)));
+        // The parent names the rank from this line, as it does from mpirun's.
+        std::fprintf(stderr, "process rank %d with PID %d on node local exited on signal %d\n",
+                     rank, static_cast<int>(done), WTERMSIG(status));
+      }
+      result = 1;
+      for (pid_t p : pids)
+        if (p != done) kill(p, SIGTERM);
+    }
+  }
+  return result;
 }
 
 int case_worker_main(const std::string& job_json) {

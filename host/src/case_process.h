@@ -53,4 +53,8 @@ nlohmann::ordered_json run_case_in_child(const CaseJob& job, const CaseLimits& l
 // The worker side: runs the job's case as this process's rank and reports on stdout.
 int case_worker_main(const std::string& job_json);
 
+// `launcher: local`: starts `ranks` case workers of the job with DLHOST_RANK and
+// DLHOST_WORLD_SIZE set, waits for all, ends the others when one fails.
+int case_local_main(int ranks, const std::string& job_json);
+
 }  // namespace dlhost

@@ -514,6 +514,12 @@ int main(int argc, char** argv) {
   auto* worker = app.add_subcommand("case-worker", "")->group("");
   worker->add_option("job", worker_job)->required();
 
+  int local_ranks = 0;
+  std::string local_job;
+  auto* local = app.add_subcommand("case-local", "")->group("");
+  local->add_option("ranks", local_ranks)->required();
+  local->add_option("job", local_job)->required();
+
   CLI11_PARSE(app, argc, argv);
   if (quick) run_opts.overrides.insert(run_opts.overrides.begin(), {"warmup=1", "iterations=3"});
 
@@ -531,6 +537,7 @@ int main(int argc, char** argv) {
 
   // A case worker loads the plugins its job names, nothing else.
   if (*worker) return case_worker_main(worker_job);
+  if (*local) return case_local_main(local_ranks, local_job);
 
   PluginRegistry registry;
   std::vector<std::string> folders = plugin_dirs;

@@ -75,7 +75,14 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node) {
 
 RankEnv detect_rank_env(const EnvLookup& lookup) {
   RankEnv e;
-  if (lookup("OMPI_COMM_WORLD_SIZE") != nullptr) {
+  if (lookup("DLHOST_WORLD_SIZE") != nullptr) {
+    // dlhost's own `launcher: local`: ranks started by dlhost on this node.
+    e.launcher = "local";
+    e.size = get_int(lookup, "DLHOST_WORLD_SIZE", 1);
+    e.rank = get_int(lookup, "DLHOST_RANK", 0);
+    e.local_rank = e.rank;
+    e.local_size = e.size;
+  } else if (lookup("OMPI_COMM_WORLD_SIZE") != nullptr) {
     e.launcher = "openmpi";
     e.size = get_int(lookup, "OMPI_COMM_WORLD_SIZE", 1);
     e.rank = get_int(lookup, "OMPI_COMM_WORLD_RANK", 0);

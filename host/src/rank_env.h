@@ -16,15 +16,17 @@ struct RankEnv {
   int size = 1;
   int local_rank = 0;  // rank among the processes of this node
   int local_size = 1;
-  // "none" (no launcher: a world of 1), "openmpi" (mpirun/mpiexec/prterun of Open MPI, also
-  // when started inside a Slurm allocation), "slurm" (srun), "pmi" (MPICH hydra, Intel MPI).
+  // "none" (no launcher: a world of 1), "local" (dlhost started the ranks itself), "openmpi"
+  // (mpirun/mpiexec/prterun of Open MPI, also when started inside a Slurm allocation), "slurm"
+  // (srun), "pmi" (MPICH hydra, Intel MPI).
   std::string launcher = "none";
 };
 
 // Looks a variable up; returns NULL when it is not set.
 using EnvLookup = std::function<const char*(const char*)>;
 
-// Precedence: Open MPI's OMPI_COMM_WORLD_* (they describe the MPI world even under salloc),
+// Precedence: dlhost's own DLHOST_RANK/DLHOST_WORLD_SIZE (launcher: local), then Open MPI's
+// OMPI_COMM_WORLD_* (they describe the MPI world even under salloc),
 // then Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun; the local size from
 // SLURM_STEP_TASKS_PER_NODE at SLURM_NODEID), then PMI_RANK/PMI_SIZE. PMIX_RANK alone (a PMIx
 // launcher that publishes no world size) is an error, as is a rank outside its world or a

@@ -452,6 +452,14 @@ class Loader {
         fail(Where{line, col, {}},
              std::string("invalid UTF-8 byte ") + hex + ": a suite must be UTF-8 text");
       }
+      // YAML allows no control characters but tab and line breaks; yaml-cpp lets a NUL through
+      // and then mangles the text around it (found by fuzzing).
+      if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "0x%02X", c);
+        fail(Where{line, col, {}},
+             std::string("control character ") + hex + ": YAML allows only tab and line breaks");
+      }
       if (c == '\n') {
         ++line;
         col = 1;
