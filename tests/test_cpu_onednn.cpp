@@ -21,6 +21,7 @@
 
 #include "../plugins/cpu_onednn/model.h"
 #include "graph.h"
+#include "graph_attrs.h"
 #include "host_api.h"
 #include "plugin_registry.h"
 
@@ -55,47 +56,7 @@ Outcome take(dlhost_status* s) {
 
 // --- attribute helpers -------------------------------------------------------------------------
 
-dlhost_fc_attrs fc(int64_t out, bool bias = true) {
-  dlhost_fc_attrs a{};
-  a.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE;
-  a.out_features = out;
-  a.has_bias = bias ? 1 : 0;
-  return a;
-}
-
-dlhost_conv2d_attrs conv(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = 0,
-                         int64_t dilation = 1, bool bias = true, int64_t groups = 1) {
-  dlhost_conv2d_attrs a{};
-  a.struct_size = DLHOST_CONV2D_ATTRS_STRUCT_SIZE;
-  a.out_channels = out;
-  a.kernel_h = a.kernel_w = k;
-  a.stride_h = a.stride_w = stride;
-  a.pad_h = a.pad_w = pad;
-  a.dilation_h = a.dilation_w = dilation;
-  a.groups = groups;
-  a.has_bias = bias ? 1 : 0;
-  return a;
-}
-
-dlhost_pool2d_attrs pool(dlhost_pool_kind kind, int64_t k, int64_t stride, int64_t pad, bool ceil,
-                         bool include_pad) {
-  dlhost_pool2d_attrs a{};
-  a.struct_size = DLHOST_POOL2D_ATTRS_STRUCT_SIZE;
-  a.kind = kind;
-  a.kernel_h = a.kernel_w = k;
-  a.stride_h = a.stride_w = stride;
-  a.pad_h = a.pad_w = pad;
-  a.ceil_mode = ceil ? 1 : 0;
-  a.count_include_pad = include_pad ? 1 : 0;
-  return a;
-}
-
-dlhost_activation_attrs act(dlhost_activation_kind kind) {
-  dlhost_activation_attrs a{};
-  a.struct_size = DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE;
-  a.kind = kind;
-  return a;
-}
+using namespace dlhost::test_attrs;
 
 std::vector<float> uniform(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -784,52 +745,7 @@ TEST(cpu_onednn, MlpLearnsTeacherTaskDeterministically) {
 
 // --- ABI 1.1 ops -------------------------------------------------------------------------------
 
-dlhost_fc_attrs fc_steps(int64_t out, bool bias = true) {
-  dlhost_fc_attrs a = fc(out, bias);
-  a.batch_dims = 2;
-  return a;
-}
-
-dlhost_batch_norm_attrs bn(float momentum = 0.1f) {
-  dlhost_batch_norm_attrs a{};
-  a.struct_size = DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE;
-  a.epsilon = 1e-5f;
-  a.momentum = momentum;
-  return a;
-}
-
-dlhost_dropout_attrs dropout(float p) {
-  dlhost_dropout_attrs a{};
-  a.struct_size = DLHOST_DROPOUT_ATTRS_STRUCT_SIZE;
-  a.probability = p;
-  return a;
-}
-
-dlhost_lrn_attrs lrn(int64_t size, float alpha, float beta, float k) {
-  dlhost_lrn_attrs a{};
-  a.struct_size = DLHOST_LRN_ATTRS_STRUCT_SIZE;
-  a.size = size;
-  a.alpha = alpha;
-  a.beta = beta;
-  a.k = k;
-  return a;
-}
-
-dlhost_embedding_attrs embedding(int64_t vocab, int64_t dim) {
-  dlhost_embedding_attrs a{};
-  a.struct_size = DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE;
-  a.vocab = vocab;
-  a.dim = dim;
-  return a;
-}
-
-dlhost_lstm_attrs lstm(int64_t hidden, int64_t layers) {
-  dlhost_lstm_attrs a{};
-  a.struct_size = DLHOST_LSTM_ATTRS_STRUCT_SIZE;
-  a.hidden = hidden;
-  a.layers = layers;
-  return a;
-}
+dlhost_fc_attrs fc_steps(int64_t out, bool bias = true) { return fc(out, bias, 2); }
 
 // Per-channel statistics of an [N, C, S] tensor (S = H*W, 1 for rank 2): mean and biased
 // variance.

@@ -24,6 +24,7 @@
 
 #include "dlhost/dlhost.h"
 #include "graph.h"
+#include "graph_attrs.h"
 #include "host_api.h"
 #include "plugin_registry.h"
 #include "synthetic.h"
@@ -79,14 +80,7 @@ dlhost_optimizer_desc sgd(float lr, float momentum = 0, float weight_decay = 0, 
 
 // --- attribute helpers -----------------------------------------------------------------------
 
-dlhost_fc_attrs fc_attrs(int64_t out, bool bias = true, int32_t batch_dims = 1) {
-  dlhost_fc_attrs a{};
-  a.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE;
-  a.out_features = out;
-  a.has_bias = bias;
-  a.batch_dims = batch_dims;
-  return a;
-}
+using namespace dlhost::test_attrs;
 
 struct ConvCase {
   int64_t n, c, h, w, out, kh, kw, sh, sw, ph, pw, dh, dw, groups;
@@ -107,52 +101,6 @@ dlhost_conv2d_attrs conv_attrs(const ConvCase& k) {
   a.dilation_w = k.dw;
   a.groups = k.groups;
   a.has_bias = k.bias;
-  return a;
-}
-
-dlhost_pool2d_attrs pool_attrs(dlhost_pool_kind kind, int64_t k, int64_t s, int64_t p, bool ceil,
-                               bool include_pad) {
-  dlhost_pool2d_attrs a{};
-  a.struct_size = DLHOST_POOL2D_ATTRS_STRUCT_SIZE;
-  a.kind = kind;
-  a.kernel_h = a.kernel_w = k;
-  a.stride_h = a.stride_w = s;
-  a.pad_h = a.pad_w = p;
-  a.ceil_mode = ceil;
-  a.count_include_pad = include_pad;
-  return a;
-}
-
-dlhost_activation_attrs act_attrs(dlhost_activation_kind kind) {
-  dlhost_activation_attrs a{};
-  a.struct_size = DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE;
-  a.kind = kind;
-  return a;
-}
-
-dlhost_lrn_attrs lrn_attrs(int64_t size, float alpha, float beta, float k) {
-  dlhost_lrn_attrs a{};
-  a.struct_size = DLHOST_LRN_ATTRS_STRUCT_SIZE;
-  a.size = size;
-  a.alpha = alpha;
-  a.beta = beta;
-  a.k = k;
-  return a;
-}
-
-dlhost_lstm_attrs lstm_attrs(int64_t hidden, int64_t layers) {
-  dlhost_lstm_attrs a{};
-  a.struct_size = DLHOST_LSTM_ATTRS_STRUCT_SIZE;
-  a.hidden = hidden;
-  a.layers = layers;
-  return a;
-}
-
-dlhost_embedding_attrs embedding_attrs(int64_t vocab, int64_t dim) {
-  dlhost_embedding_attrs a{};
-  a.struct_size = DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE;
-  a.vocab = vocab;
-  a.dim = dim;
   return a;
 }
 
@@ -180,10 +128,10 @@ Source source(GraphBuilder& b, const std::string& name, std::vector<int64_t> dim
     s.tensor = b.conv2d(name, s.feed, conv_attrs(k));
   } else if (dims.size() == 3) {
     s.feed = b.input(name + "_ids", DLHOST_DTYPE_I32, {dims[1]});
-    s.tensor = b.embedding(name, s.feed, embedding_attrs(n * dims[1], dims[2]));
+    s.tensor = b.embedding(name, s.feed, embedding(n * dims[1], dims[2]));
   } else {
     s.feed = b.input(name + "_onehot", DLHOST_DTYPE_F32, {n});
-    s.tensor = b.fc(name, s.feed, fc_attrs(dims[1], false));
+    s.tensor = b.fc(name, s.feed, fc(dims[1], false));
   }
   return s;
 }
@@ -413,7 +361,7 @@ TEST(CpuReferenceGradients, FullyConnectedFlattensNchw) {
         {n, 2, 3, 2},
         [](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
           *out = {5};
-          return b.fc("fc", x, fc_attrs(5));
+          return b.fc("fc", x, fc(5));
         },
         1e-2f, 10 + n);
   }
@@ -424,7 +372,7 @@ TEST(CpuReferenceGradients, FullyConnectedPerTimeStep) {
       {3, 4, 5},
       [](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
         *out = {4, 3};
-        return b.fc("fc", x, fc_attrs(3, true, 2));
+        return b.fc("fc", x, fc(3, true, 2));
       },
       1e-2f, 20);
 }
@@ -483,7 +431,7 @@ TEST_P(PoolGradients, MatchFiniteDifferences) {
       dims,
       [&](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
         *out = {k.c, pool_out(k.h, k.k, k.s, k.p, k.ceil), pool_out(k.w, k.k, k.s, k.p, k.ceil)};
-        return b.pool2d("pool", x, pool_attrs(k.kind, k.k, k.s, k.p, k.ceil, k.include_pad));
+        return b.pool2d("pool", x, pool(k.kind, k.k, k.s, k.p, k.ceil, k.include_pad));
       },
       1e-2f, 40, spaced(static_cast<size_t>(count_of(dims)), 41, 0.05f));
 }
@@ -509,7 +457,7 @@ TEST(CpuReferenceGradients, Activations) {
         dims,
         [&](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
           *out = {4, 5};
-          return b.activation("act", x, act_attrs(kind));
+          return b.activation("act", x, act(kind));
         },
         1e-2f, 50, values);
   }
@@ -551,7 +499,7 @@ TEST(CpuReferenceGradients, LocalResponseNormalization) {
       {2, 5, 3, 2},
       [](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
         *out = {5, 3, 2};
-        return b.lrn("lrn", x, lrn_attrs(3, 0.5f, 0.75f, 2.0f));
+        return b.lrn("lrn", x, lrn(3, 0.5f, 0.75f, 2.0f));
       },
       1e-2f, 80, uniform(60, 80, -2.0f, 2.0f));
   // A window wider than the channels: every channel sees all of them.
@@ -559,7 +507,7 @@ TEST(CpuReferenceGradients, LocalResponseNormalization) {
       {1, 4, 2, 3},
       [](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
         *out = {4, 2, 3};
-        return b.lrn("lrn", x, lrn_attrs(5, 1.0f, 0.6f, 1.5f));
+        return b.lrn("lrn", x, lrn(5, 1.0f, 0.6f, 1.5f));
       },
       1e-2f, 81, uniform(24, 81, -2.0f, 2.0f));
 }
@@ -569,14 +517,14 @@ TEST(CpuReferenceGradients, LstmTwoLayersAndOne) {
       {3, 4, 3},
       [](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
         *out = {4, 3};
-        return b.lstm("lstm", x, lstm_attrs(3, 2));
+        return b.lstm("lstm", x, lstm(3, 2));
       },
       5e-3f, 90, {}, 4e-3);
   check_op(
       {1, 3, 2},
       [](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
         *out = {3, 4};
-        return b.lstm("lstm", x, lstm_attrs(4, 1));
+        return b.lstm("lstm", x, lstm(4, 1));
       },
       5e-3f, 91, {}, 4e-3);
 }
@@ -632,7 +580,7 @@ TEST(CpuReferenceGradients, MseWithAComputedTarget) {
 TEST(CpuReferenceGradients, EmbeddingWithRepeatedIds) {
   GraphBuilder b("t", 3);
   int32_t ids = b.input("ids", DLHOST_DTYPE_I32, {4});
-  int32_t e = b.embedding("emb", ids, embedding_attrs(5, 3));
+  int32_t e = b.embedding("emb", ids, embedding(5, 3));
   int32_t target = -1;
   mse_to_random(b, e, {4, 3}, &target);
   Session s(b.finish());
@@ -711,12 +659,12 @@ TEST(CpuReferenceForward, PoolingByHand) {
     std::vector<double> want;
   };
   const std::vector<Case> cases{
-      {pool_attrs(DLHOST_POOL_MAX, 3, 2, 1, true, true), 3, {15, 15, 12, 15, 15, 12, 14, 14, 10}},
-      {pool_attrs(DLHOST_POOL_MAX, 2, 2, 0, false, true), 2, {15, 12, 14, 10}},
-      {pool_attrs(DLHOST_POOL_AVG, 3, 2, 1, true, true),
+      {pool(DLHOST_POOL_MAX, 3, 2, 1, true, true), 3, {15, 15, 12, 15, 15, 12, 14, 14, 10}},
+      {pool(DLHOST_POOL_MAX, 2, 2, 0, false, true), 2, {15, 12, 14, 10}},
+      {pool(DLHOST_POOL_AVG, 3, 2, 1, true, true),
        3,
        {25 / 9.0, 50 / 9.0, 16 / 6.0, 51 / 9.0, 77 / 9.0, 22 / 6.0, 19 / 6.0, 32 / 6.0, 10 / 4.0}},
-      {pool_attrs(DLHOST_POOL_AVG, 3, 2, 1, true, false),
+      {pool(DLHOST_POOL_AVG, 3, 2, 1, true, false),
        3,
        {25 / 4.0, 50 / 6.0, 16 / 2.0, 51 / 6.0, 77 / 9.0, 22 / 3.0, 19 / 2.0, 32 / 3.0, 10 / 1.0}},
   };
@@ -735,7 +683,7 @@ TEST(CpuReferenceForward, PoolingByHand) {
 TEST(CpuReferenceForward, LrnByHand) {
   GraphBuilder b("t", 1);
   int32_t x = b.input("x", DLHOST_DTYPE_F32, {3, 1, 2});
-  int32_t y = b.lrn("lrn", x, lrn_attrs(3, 0.3f, 0.75f, 2.0f));
+  int32_t y = b.lrn("lrn", x, lrn(3, 0.3f, 0.75f, 2.0f));
   Probe p = probe(b, y, {1, 3, 1, 2});
   Session s(b.finish());
   s.set(x, {1, -1, 2, 0.5f, 3, 2});  // channel-major: c0 = (1, -1), c1 = (2, 0.5), c2 = (3, 2)
@@ -770,7 +718,7 @@ TEST(CpuReferenceForward, LstmTwoStepsByTheHeadersEquations) {
   const int64_t T = 2, C = 2, H = 2;
   GraphBuilder b("t", 1);
   int32_t x = b.input("x", DLHOST_DTYPE_F32, {T, C});
-  int32_t y = b.lstm("lstm", x, lstm_attrs(H, 1));
+  int32_t y = b.lstm("lstm", x, lstm(H, 1));
   Probe p = probe(b, y, {1, T, H});
   Session s(b.finish());
   const std::vector<float> xs{0.5f, -1.0f, 1.5f, 0.25f};
@@ -844,7 +792,7 @@ TEST(CpuReference, SgdWithMomentumWeightDecayAndClipping) {
     const float clip = variant ? 0.05f : 0.0f;
     GraphBuilder b("t", 2);
     int32_t x = b.input("x", DLHOST_DTYPE_F32, {3});
-    int32_t y = b.fc("fc", x, fc_attrs(2));
+    int32_t y = b.fc("fc", x, fc(2));
     int32_t target = b.input("target", DLHOST_DTYPE_F32, {2});
     b.mse_loss("loss", y, target);
     Session s(b.finish(), sgd(lr, momentum, wd, clip));
@@ -883,9 +831,9 @@ TEST(CpuReference, SgdWithMomentumWeightDecayAndClipping) {
 TEST(CpuReference, BackwardOverwritesAndReportsGradientsInReverseNodeOrder) {
   GraphBuilder b("t", 3);
   int32_t x = b.input("x", DLHOST_DTYPE_F32, {4});
-  int32_t h = b.fc("fc1", x, fc_attrs(5));
-  h = b.activation("act", h, act_attrs(DLHOST_ACTIVATION_TANH));
-  h = b.fc("fc2", h, fc_attrs(3, false));
+  int32_t h = b.fc("fc1", x, fc(5));
+  h = b.activation("act", h, act(DLHOST_ACTIVATION_TANH));
+  h = b.fc("fc2", h, fc(3, false));
   int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
   b.softmax_cross_entropy("loss", h, labels);
   Session s(b.finish());
@@ -914,9 +862,9 @@ TEST(CpuReference, MlpLearnsATeacher) {
   const int64_t N = 64, D = 6, K = 2;
   GraphBuilder b("t", N);
   int32_t x = b.input("x", DLHOST_DTYPE_F32, {D});
-  int32_t h = b.fc("fc1", x, fc_attrs(16));
-  h = b.activation("tanh", h, act_attrs(DLHOST_ACTIVATION_TANH));
-  int32_t y = b.fc("fc2", h, fc_attrs(K));
+  int32_t h = b.fc("fc1", x, fc(16));
+  h = b.activation("tanh", h, act(DLHOST_ACTIVATION_TANH));
+  int32_t y = b.fc("fc2", h, fc(K));
   int32_t target = b.input("target", DLHOST_DTYPE_F32, {K});
   b.mse_loss("loss", y, target);
   Session s(b.finish(), sgd(0.1f, 0.9f));
@@ -944,10 +892,10 @@ TEST(CpuReference, MlpLearnsATeacher) {
 std::vector<float> losses_with(std::map<std::string, std::string> context_options, int steps) {
   GraphBuilder b("t", 4);
   int32_t x = b.input("x", DLHOST_DTYPE_F32, {8});
-  int32_t h = b.fc("fc1", x, fc_attrs(16));
-  h = b.activation("relu", h, act_attrs(DLHOST_ACTIVATION_RELU));
+  int32_t h = b.fc("fc1", x, fc(16));
+  h = b.activation("relu", h, act(DLHOST_ACTIVATION_RELU));
   h = b.dropout("drop", h, {DLHOST_DROPOUT_ATTRS_STRUCT_SIZE, 0.5f});
-  h = b.fc("fc2", h, fc_attrs(3));
+  h = b.fc("fc2", h, fc(3));
   int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
   b.softmax_cross_entropy("loss", h, labels);
   Session s(b.finish(), sgd(0.05f, 0.9f), {}, std::move(context_options));
@@ -974,7 +922,7 @@ TEST(CpuReference, SameSeedSameLossesOtherSeedOthers) {
 TEST(CpuReference, ParametersAreHostBuffersInTheCanonicalLayout) {
   GraphBuilder b("t", 2);
   int32_t x = b.input("x", DLHOST_DTYPE_F32, {3});
-  int32_t y = b.fc("fc", x, fc_attrs(2));
+  int32_t y = b.fc("fc", x, fc(2));
   int32_t target = b.input("target", DLHOST_DTYPE_F32, {2});
   b.mse_loss("loss", y, target);
   Session s(b.finish(), sgd(0.1f, 0.9f));
@@ -1017,7 +965,7 @@ TEST(CpuReference, BadLabelsAndUnknownOpsAreRefused) {
   {
     GraphBuilder b("t", 2);
     int32_t x = b.input("x", DLHOST_DTYPE_F32, {3});
-    int32_t y = b.fc("fc", x, fc_attrs(4));
+    int32_t y = b.fc("fc", x, fc(4));
     int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
     b.softmax_cross_entropy("loss", y, labels);
     Session s(b.finish());
@@ -1029,7 +977,7 @@ TEST(CpuReference, BadLabelsAndUnknownOpsAreRefused) {
   // A graph whose fc node claims an op from the future.
   GraphBuilder b("t", 2);
   int32_t x = b.input("x", DLHOST_DTYPE_F32, {3});
-  int32_t y = b.fc("future", x, fc_attrs(3));
+  int32_t y = b.fc("future", x, fc(3));
   int32_t target = b.input("target", DLHOST_DTYPE_F32, {3});
   b.mse_loss("loss", y, target);
   auto graph = b.finish();

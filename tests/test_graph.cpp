@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graph.h"
+#include "graph_attrs.h"
 #include "host_api.h"
 #include "networks.h"
 #include "plugin_registry.h"
@@ -138,28 +139,11 @@ TEST_F(SeedNetworks, ParamsHaveCanonicalLayouts) {
   EXPECT_EQ(fc3.dims[1], 800);
 }
 
-dlhost_conv2d_attrs conv(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = 0) {
-  dlhost_conv2d_attrs a{};
-  a.struct_size = DLHOST_CONV2D_ATTRS_STRUCT_SIZE;
-  a.out_channels = out;
-  a.kernel_h = a.kernel_w = k;
-  a.stride_h = a.stride_w = stride;
-  a.pad_h = a.pad_w = pad;
-  a.dilation_h = a.dilation_w = 1;
-  a.groups = 1;
-  a.has_bias = 1;
-  return a;
-}
+using dlhost::test_attrs::conv;
 
+// Max pooling without count_include_pad, the form these shape tests use.
 dlhost_pool2d_attrs pool(int64_t k, int64_t s, bool ceil_mode, int64_t pad = 0) {
-  dlhost_pool2d_attrs a{};
-  a.struct_size = DLHOST_POOL2D_ATTRS_STRUCT_SIZE;
-  a.kind = DLHOST_POOL_MAX;
-  a.kernel_h = a.kernel_w = k;
-  a.stride_h = a.stride_w = s;
-  a.pad_h = a.pad_w = pad;
-  a.ceil_mode = ceil_mode;
-  return a;
+  return dlhost::test_attrs::pool(DLHOST_POOL_MAX, k, s, pad, ceil_mode, false);
 }
 
 std::string error_of(const std::function<void()>& f) {
