@@ -25,6 +25,11 @@ for tool in munged mungekey slurmctld slurmd srun salloc sinfo; do
 done
 [ "$(id -u)" = 0 ] || skip "a private slurmd must run as root"
 id munge > /dev/null 2>&1 || skip "no munge user (is the munge package installed?)"
+# slurmctld and every client look this machine's name up; where it does not resolve (a minimal
+# container without /etc/hosts) each sinfo call waits out its own timeout, so say so and skip now.
+HOST=$(hostname -s)
+getent hosts "$HOST" > /dev/null 2>&1 ||
+  skip "this machine's name '$HOST' does not resolve (add it to /etc/hosts); Slurm needs it"
 
 rm -rf "$DIR"
 mkdir -p "$DIR/munge" "$DIR/state" "$DIR/spool" || skip "cannot create $DIR"
@@ -50,7 +55,6 @@ for try in 0 1 2 3 4 5 6 7 8 9; do
   if port_free "$p" && port_free "$((p + 1))"; then CTLD_PORT=$p; break; fi
 done
 [ -n "$CTLD_PORT" ] || skip "no free TCP port pair found for slurmctld/slurmd"
-HOST=$(hostname -s)
 sed -e "s|@HOST@|$HOST|g" -e "s|@DIR@|$DIR|g" -e "s|@CTLD_PORT@|$CTLD_PORT|g" \
   -e "s|@SLURMD_PORT@|$((CTLD_PORT + 1))|g" -e "s|@MUNGE_SOCKET@|$SOCKET|g" -e "s|@CPUS@|2|g" \
   "$HERE/slurm.conf.in" > "$DIR/slurm.conf"
@@ -59,11 +63,12 @@ echo "SLURM_CONF=$SLURM_CONF" > "$DIR/env"
 
 slurmctld -f "$SLURM_CONF" > "$DIR/slurmctld.out" 2>&1 || skip "slurmctld did not start"
 slurmd -f "$SLURM_CONF" > "$DIR/slurmd.out" 2>&1 || skip "slurmd did not start"
-i=0
-while [ $i -lt 60 ]; do
-  state=$(sinfo -h -o %T 2> /dev/null | head -n 1)
+# Bounded by the clock, not by a count of tries: one sinfo that cannot reach slurmctld can block
+# for many seconds, so each call has its own short timeout too.
+deadline=$(($(date +%s) + 30))
+while [ "$(date +%s)" -lt "$deadline" ]; do
+  state=$(timeout 3 sinfo -h -o %T 2> /dev/null | head -n 1)
   [ "$state" = idle ] && { echo "slurm: node $HOST idle (slurmctld port $CTLD_PORT, conf $SLURM_CONF)"; exit 0; }
   sleep 0.5
-  i=$((i + 1))
 done
 skip "the Slurm node did not become idle within 30 s (state '${state:-none}')"
