@@ -1,4 +1,4 @@
-// test_suite.cpp — tests of the suite loader (host/src/suite.cpp): matrix expansion, defaults,
+// test_suite.cpp — tests of the suite loader (host/suite/): matrix expansion, defaults,
 // overrides, skips, case ids, and the exact text and position of every error.
 //
 // The error fixtures live in tests/data/suites/bad: each starts with "# expect: LINE:COL: ..."
