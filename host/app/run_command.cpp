@@ -173,7 +173,7 @@ int run_cases(const std::vector<const CaseSpec*>& selected, const Suite& suite, 
     baselines.add(c->params, rec);
     writer.append(rec);
     ++counts[rec["status"].get<std::string>()];
-    std::printf("%s\n", case_line(++index, selected.size(), rec).c_str());
+    std::printf("%s\n", case_line(++index, selected.size(), RecordSummary::of(rec)).c_str());
     std::fflush(stdout);
   }
   return finish(counts, index, selected.size(), o, out_path);

@@ -12,27 +12,48 @@ namespace dlhost {
 
 using json = nlohmann::ordered_json;
 
-std::string case_line(size_t index, size_t total, const json& rec) {
+RecordSummary RecordSummary::of(const json& rec) {
+  RecordSummary r;
+  r.case_id = rec.value("case_id", std::string());
+  r.status = rec.value("status", std::string());
+  r.reason = rec.value("reason", std::string());
+  r.params_hash = rec.value("params_hash", std::string());
+  if (auto t = rec.find("timing"); t != rec.end() && t->is_object()) {
+    const json& step = (*t)["step"];
+    r.timed = true;
+    r.median_ms = step["median"].get<double>();
+    r.p5_ms = step["p5"].get<double>();
+    r.p95_ms = step["p95"].get<double>();
+    r.iterations = (*t)["iterations"].get<int64_t>();
+    r.samples_per_second = (*t)["samples_per_second"].get<double>();
+  }
+  if (auto d = rec.find("distributed"); d != rec.end() && d->is_object()) {
+    r.ranks = (*d)["ranks"].get<int>();
+    r.weak = (*d)["scaling"] == "weak";
+  }
+  if (auto b = rec.find("backend"); b != rec.end() && b->is_object()) {
+    r.backend = b->value("name", std::string());
+    r.backend_by_priority = b->value("chosen_by", std::string()) == "priority";
+  }
+  return r;
+}
+
+std::string case_line(size_t index, size_t total, const RecordSummary& rec) {
   char head[256];
   std::snprintf(head, sizeof(head), "[%*zu/%zu] %-40s %-8s",
-                static_cast<int>(std::to_string(total).size()), index, total,
-                rec["case_id"].get<std::string>().c_str(),
-                rec["status"].get<std::string>().c_str());
+                static_cast<int>(std::to_string(total).size()), index, total, rec.case_id.c_str(),
+                rec.status.c_str());
   std::string line = head;
-  if (rec.contains("timing")) {
-    const auto& t = rec["timing"];
-    const auto& s = t["step"];
+  if (rec.timed) {
     char body[256];
     std::snprintf(body, sizeof(body),
                   " median %9.2f ms/mini-batch (p5 %.2f, p95 %.2f, n=%lld)  %10.1f samples/s",
-                  s["median"].get<double>(), s["p5"].get<double>(), s["p95"].get<double>(),
-                  static_cast<long long>(t["iterations"].get<int64_t>()),
-                  t["samples_per_second"].get<double>());
+                  rec.median_ms, rec.p5_ms, rec.p95_ms, static_cast<long long>(rec.iterations),
+                  rec.samples_per_second);
     line += body;
   }
-  if (!rec["reason"].get<std::string>().empty()) line += "  " + rec["reason"].get<std::string>();
-  if (rec.contains("backend") && rec["backend"].value("chosen_by", "") == "priority")
-    line += "  (backend " + rec["backend"]["name"].get<std::string>() + ", by priority)";
+  if (!rec.reason.empty()) line += "  " + rec.reason;
+  if (rec.backend_by_priority) line += "  (backend " + rec.backend + ", by priority)";
   return line;
 }
 
@@ -50,9 +71,11 @@ std::string params_hash(const json& params) {
 std::set<std::pair<std::string, std::string>> recorded_cases(const std::string& path, int* torn) {
   std::set<std::pair<std::string, std::string>> done;
   ResultsFile previous = read_results(path);
-  for (const auto& r : previous.records)
-    if (r.contains("case_id") && r.contains("params_hash"))
-      done.insert({r["case_id"].get<std::string>(), r["params_hash"].get<std::string>()});
+  for (const auto& r : previous.records) {
+    RecordSummary seen = RecordSummary::of(r);
+    if (!seen.case_id.empty() && !seen.params_hash.empty())
+      done.insert({seen.case_id, seen.params_hash});
+  }
   if (torn != nullptr) *torn = previous.torn_lines;
   return done;
 }
@@ -71,25 +94,24 @@ std::string scaling_key(const json& params) {
 
 // Strong scaling compares time per global mini-batch (speedup T1/TN); weak scaling compares
 // throughput (N x T1/TN). Efficiency is speedup / N.
-void add_scaling(json& rec, const json& baseline) {
-  double t1 = baseline["timing"]["step"]["median"].get<double>();
-  double tn = rec["timing"]["step"]["median"].get<double>();
-  int n = rec["distributed"]["ranks"].get<int>();
-  bool weak = rec["distributed"]["scaling"] == "weak";
-  double speedup = tn > 0 ? (weak ? n * t1 / tn : t1 / tn) : 0.0;
-  rec["distributed"]["vs_1_rank"] = json{
-      {"baseline_case", baseline["case_id"]}, {"speedup", speedup}, {"efficiency", speedup / n}};
+void add_scaling(json& rec, const RecordSummary& n_ranks, const RecordSummary& baseline) {
+  const double t1 = baseline.median_ms, tn = n_ranks.median_ms;
+  const int n = n_ranks.ranks;
+  double speedup = tn > 0 ? (n_ranks.weak ? n * t1 / tn : t1 / tn) : 0.0;
+  rec["distributed"]["vs_1_rank"] =
+      json{{"baseline_case", baseline.case_id}, {"speedup", speedup}, {"efficiency", speedup / n}};
 }
 
 }  // namespace
 
 void ScalingBaselines::add(const json& params, json& rec) {
-  if (rec["status"] != kStatusOk) return;
+  const RecordSummary r = RecordSummary::of(rec);
+  if (r.status != kStatusOk) return;
   std::string key = scaling_key(params);
   if (case_value<int64_t>(params, "ranks") == 1) {
-    one_rank_.emplace(key, rec);
+    one_rank_.emplace(key, r);
   } else if (rec.contains("distributed") && one_rank_.count(key)) {
-    add_scaling(rec, one_rank_[key]);
+    add_scaling(rec, r, one_rank_[key]);
   }
 }
 
