@@ -10,9 +10,9 @@
 #include <fstream>
 #include <string>
 
+#include "core/host_api.h"
+#include "core/plugin_registry.h"
 #include "dlhost/dlhost.h"
-#include "host_api.h"
-#include "plugin_registry.h"
 
 namespace {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "conform_check.h"
-#include "conform_problems.h"
-#include "graph.h"
+#include "conform/conform_check.h"
+#include "conform/conform_problems.h"
+#include "core/graph.h"
 
 namespace {
 

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "../plugins/cpu_onednn/model.h"
-#include "graph.h"
+#include "core/graph.h"
+#include "core/host_api.h"
+#include "core/plugin_registry.h"
 #include "graph_attrs.h"
-#include "host_api.h"
-#include "plugin_registry.h"
 
 namespace dlhost {
 namespace {

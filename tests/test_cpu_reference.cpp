@@ -22,12 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "core/graph.h"
+#include "core/host_api.h"
+#include "core/plugin_registry.h"
+#include "core/synthetic.h"
 #include "dlhost/dlhost.h"
-#include "graph.h"
 #include "graph_attrs.h"
-#include "host_api.h"
-#include "plugin_registry.h"
-#include "synthetic.h"
 
 namespace {
 

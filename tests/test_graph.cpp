@@ -5,11 +5,11 @@
 #include <map>
 #include <string>
 
-#include "graph.h"
+#include "core/graph.h"
+#include "core/host_api.h"
+#include "core/networks.h"
+#include "core/plugin_registry.h"
 #include "graph_attrs.h"
-#include "host_api.h"
-#include "networks.h"
-#include "plugin_registry.h"
 
 namespace {
 

@@ -6,11 +6,11 @@
 #include <fstream>
 #include <thread>
 
-#include "graph.h"
-#include "host_api.h"
-#include "results.h"
-#include "stats.h"
-#include "synthetic.h"
+#include "core/graph.h"
+#include "core/host_api.h"
+#include "core/stats.h"
+#include "core/synthetic.h"
+#include "run/results.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "networks.h"
-#include "plugin_registry.h"
+#include "core/networks.h"
+#include "core/plugin_registry.h"
 
 namespace {
 
@@ -29,6 +29,16 @@ TEST_F(PluginLoading, GoodPluginsLoadDespiteBadNeighbours) {
   ASSERT_NE(registry.find(DLHOST_PLUGIN_BACKEND, "cpu_onednn"), nullptr);
   auto nets = dlhost::list_networks(registry);
   EXPECT_NE(dlhost::find_network(nets, "lenet"), nullptr);
+}
+
+// A suite that leaves `backend` unset runs on this one: cpu_reference (priority -100) and the
+// unusable fixture lose to cpu_onednn (priority 0).
+TEST_F(PluginLoading, HighestPriorityUsableBackendIsPreferred) {
+  ASSERT_NE(registry.find(DLHOST_PLUGIN_BACKEND, "cpu_reference"), nullptr);
+  EXPECT_EQ(registry.find(DLHOST_PLUGIN_BACKEND, "cpu_reference")->priority, -100);
+  const dlhost::LoadedPlugin* best = registry.highest_priority(DLHOST_PLUGIN_BACKEND);
+  ASSERT_NE(best, nullptr);
+  EXPECT_EQ(best->name, "cpu_onednn");
 }
 
 TEST_F(PluginLoading, WrongMajorIsRefusedNamingBothVersions) {

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "host_api.h"
-#include "rendezvous_store.h"
+#include "core/host_api.h"
+#include "distributed/rendezvous_store.h"
 
 namespace {
 

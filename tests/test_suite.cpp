@@ -1,10 +1,10 @@
-// test_suite.cpp — tests of the suite loader (host/src/suite.cpp): matrix expansion, defaults,
+// test_suite.cpp — tests of the suite loader (host/suite/): matrix expansion, defaults,
 // overrides, skips, case ids, and the exact text and position of every error.
 //
 // The error fixtures live in tests/data/suites/bad: each starts with "# expect: LINE:COL: ..."
 // so that the expected position sits next to the YAML it points into. Test suite names are
 // lower case so that `ctest -R suite` (case-sensitive) selects all of them.
-#include "suite.h"
+#include "suite/suite.h"
 
 #include <gtest/gtest.h>
 
@@ -30,7 +30,7 @@ const char* const kCaseKeys =
     "clip_norm, oversubscribe, options, tags, launcher_args";
 
 SuiteCatalog test_catalog() {
-  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}};
+  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, ""};
 }
 
 constexpr int kCores = 4;
@@ -356,16 +356,23 @@ TEST_F(suite_loader, ThreadsBeyondTheCoresAreSkipped) {
   EXPECT_EQ(load(yaml, {}, 0).cases[1].skip_reason, "");  // unknown core count
 }
 
-TEST_F(suite_loader, TheDefaultBackendMustBeInstalledToo) {
-  SuiteCatalog gpu_only = test_catalog();
-  gpu_only.backends = {"gpu_cudnn"};
-  EXPECT_EQ(error("cases:\n  - {network: fcn5}\n", {}, gpu_only),
-            "2:5: unknown backend 'cpu_onednn' (the default); available: gpu_cudnn (to skip its "
-            "cases where it is not installed, list it under optional.backend)");
-  const Suite s =
-      load("optional: {backend: cpu_onednn}\ncases:\n  - {network: fcn5}\n", {}, kCores, gpu_only);
-  EXPECT_EQ(s.cases[0].skip_reason,
-            "backend 'cpu_onednn' is not installed here (available: gpu_cudnn)");
+TEST_F(suite_loader, AnUnsetBackendIsTheHighestPriorityOneAndSaysSo) {
+  SuiteCatalog gpu_first = test_catalog();
+  gpu_first.backends = {"cpu_onednn", "gpu_cudnn"};
+  gpu_first.preferred_backend = "gpu_cudnn";  // what the registry's priorities chose
+  const Suite s = load("cases:\n  - {network: fcn5}\n  - {network: fcn8, backend: cpu_onednn}\n",
+                       {}, kCores, gpu_first);
+  EXPECT_EQ(s.cases[0].params["backend"], "gpu_cudnn");
+  EXPECT_TRUE(s.cases[0].backend_by_priority);
+  EXPECT_EQ(s.cases[0].id, "fcn5.gpu_cudnn.t0");
+  EXPECT_EQ(s.cases[1].params["backend"], "cpu_onednn");
+  EXPECT_FALSE(s.cases[1].backend_by_priority);
+  // Without a preference, the first backend listed; with none installed, a clear error.
+  EXPECT_EQ(load("cases:\n  - {network: fcn5}\n").cases[0].params["backend"], "cpu_onednn");
+  SuiteCatalog none = test_catalog();
+  none.backends.clear();
+  EXPECT_EQ(error("cases:\n  - {network: fcn5}\n", {}, none),
+            "2:5: this case sets no backend and no backend is installed here to choose");
 }
 
 TEST_F(suite_loader, IdsShowEveryKeyThatVaries) {

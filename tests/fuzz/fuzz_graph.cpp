@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "graph.h"
-#include "host_api.h"
+#include "core/graph.h"
+#include "core/host_api.h"
 
 namespace {
 

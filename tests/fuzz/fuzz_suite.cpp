@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "suite.h"
+#include "suite/suite.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const dlhost::SuiteCatalog catalog{

@@ -1,0 +1,34 @@
+// commands.h — the subcommands main.cpp wires to the command line: `plugins` and `networks`
+// (list_commands.cpp), `validate` and `run` (run_command.cpp). Each returns the process's exit
+// code. Not thread-safe (they print, and `run` installs signal handlers).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/networks.h"
+#include "core/plugin_registry.h"
+
+namespace dlhost {
+
+int cmd_plugins(const PluginRegistry& registry, bool as_json);
+int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool describe);
+
+struct RunOptions {
+  std::string suite;
+  std::vector<std::string> cases, overrides;
+  std::string output, resume;
+  bool dry_run = false;
+  bool in_process = false;                  // --no-isolate: debugging only
+  std::vector<std::string> plugin_folders;  // what the case workers search
+  std::vector<std::string> launcher_args;   // added to every multi-rank case's launcher
+};
+
+// Loads the suite and says whether it is valid and how many of its cases are skipped here.
+int cmd_validate(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,
+                 const RunOptions& options);
+// Runs the suite's (selected) cases, appending each record to the results file as it ends.
+int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,
+            const RunOptions& options);
+
+}  // namespace dlhost

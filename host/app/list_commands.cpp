@@ -1,0 +1,190 @@
+// list_commands.cpp — `dlhost plugins` and `dlhost networks`: what this machine has, as a table
+// or as JSON. Both are views: the JSON is built first and the table printed from it.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "core/graph.h"
+#include "core/host_api.h"
+#include "core/plugin_registry.h"
+
+namespace dlhost {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+// --- dlhost plugins --------------------------------------------------------------------------
+
+// One plugin as `dlhost plugins --json` shows it: with its devices (a backend), its library (a
+// comm) or its number of networks.
+json plugin_json(const LoadedPlugin& p) {
+  json j{{"name", p.name},
+         {"kind", kind_name(p.kind)},
+         {"version", p.version},
+         {"abi", std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor)},
+         {"path", p.path},
+         {"usable", p.usable}};
+  if (!p.usable) j["unusable_reason"] = p.unusable_reason;
+  if (p.kind == DLHOST_PLUGIN_BACKEND && p.usable) {
+    json devices = json::array();
+    const auto* api = p.table->backend;
+    for (int32_t d = 0; d < api->device_count(); ++d) {
+      const dlhost_device_info* info = nullptr;
+      StatusPtr failed(api->device_info(d, &info));
+      if (failed || info == nullptr) continue;
+      devices.push_back(json{{"name", info->name ? info->name : ""},
+                             {"model", info->model ? info->model : ""},
+                             {"cores", info->cores},
+                             {"isa", info->isa ? info->isa : ""},
+                             {"memory_bytes", info->memory_bytes},
+                             {"library", info->library ? info->library : ""}});
+    }
+    j["devices"] = devices;
+  }
+  if (p.kind == DLHOST_PLUGIN_NETWORK) j["networks"] = p.table->network->count();
+  if (p.kind == DLHOST_PLUGIN_COMM && p.usable) {
+    dlhost_comm_caps caps{};
+    caps.struct_size = DLHOST_COMM_CAPS_STRUCT_SIZE;
+    StatusPtr failed(p.table->comm->capabilities(&caps));
+    if (!failed)
+      j["comm"] = json{{"library", caps.library ? caps.library : ""},
+                       {"host_memory", caps.host_memory != 0},
+                       {"device_memory", caps.device_memory != 0}};
+  }
+  return j;
+}
+
+void print_plugins(const json& out, const json& refused) {
+  std::printf("%-16s %-8s %-8s %-4s %s\n", "NAME", "KIND", "VERSION", "ABI", "PATH");
+  for (const auto& j : out) {
+    std::printf("%-16s %-8s %-8s %-4s %s\n", j["name"].get<std::string>().c_str(),
+                j["kind"].get<std::string>().c_str(), j["version"].get<std::string>().c_str(),
+                j["abi"].get<std::string>().c_str(), j["path"].get<std::string>().c_str());
+    if (!j["usable"].get<bool>())
+      std::printf("    not usable here: %s\n", j["unusable_reason"].get<std::string>().c_str());
+    if (j.contains("devices"))
+      for (const auto& d : j["devices"])
+        std::printf("    device %s: %s, %d cores, ISA %s, %s memory, %s\n",
+                    d["name"].get<std::string>().c_str(), d["model"].get<std::string>().c_str(),
+                    d["cores"].get<int>(), d["isa"].get<std::string>().c_str(),
+                    human_bytes(d["memory_bytes"].get<double>()).c_str(),
+                    d["library"].get<std::string>().c_str());
+    if (j.contains("comm"))
+      std::printf("    %s; memory: %s%s\n", j["comm"]["library"].get<std::string>().c_str(),
+                  j["comm"]["host_memory"].get<bool>() ? "host" : "",
+                  j["comm"]["device_memory"].get<bool>() ? " device" : "");
+    if (j.contains("networks"))
+      std::printf("    %d networks (see `dlhost networks`)\n", j["networks"].get<int>());
+  }
+  if (out.empty()) std::printf("(no plugins found)\n");
+  for (const auto& r : refused)
+    std::printf("refused %s\n    %s\n", r["path"].get<std::string>().c_str(),
+                r["reason"].get<std::string>().c_str());
+  std::printf("searched: ");
+  auto folders = PluginRegistry::default_search_path();
+  for (size_t i = 0; i < folders.size(); ++i) std::printf("%s%s", i ? ":" : "", folders[i].c_str());
+  std::printf("\n");
+}
+
+}  // namespace
+
+int cmd_plugins(const PluginRegistry& registry, bool as_json) {
+  json out = json::array();
+  for (const auto& p : registry.plugins()) out.push_back(plugin_json(p));
+  json refused = json::array();
+  for (const auto& r : registry.refused())
+    refused.push_back(json{{"path", r.path}, {"reason", r.reason}});
+  if (as_json) {
+    std::cout << json{{"plugins", out}, {"refused", refused}}.dump(2) << "\n";
+  } else {
+    print_plugins(out, refused);
+  }
+  return 0;
+}
+
+// --- dlhost networks -------------------------------------------------------------------------
+
+int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool describe) {
+  json out = json::array();
+  for (const auto& n : networks) {
+    json j{{"name", n.name},
+           {"plugin", n.plugin->name},
+           {"dataset", n.info->dataset ? n.info->dataset : ""}};
+    try {
+      // Shapes and counts come from the graph itself, built at mini-batch 1.
+      dlhost_options none;
+      auto graph = build_network(*n.plugin, n.index, 1, &none);
+      j["input_shape"] = graph->input_shape();
+      j["params"] = graph->param_count();
+      j["forward_flops_per_sample"] = graph->forward_flops_per_sample();
+      j["layers"] = graph->view()->num_nodes;
+    } catch (const std::exception& e) {
+      j["error"] = e.what();
+    }
+    j["cpu_batch"] = n.info->cpu_batch;
+    j["gpu_batch"] = n.info->gpu_batch;
+    const auto* o = n.info->optimizer;
+    j["optimizer"] = json{{"lr", o->learning_rate},
+                          {"momentum", o->momentum},
+                          {"weight_decay", o->weight_decay},
+                          {"clip_norm", o->clip_norm}};
+    j["description"] = n.info->description ? n.info->description : "";
+    out.push_back(j);
+  }
+  if (as_json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-12s %-12s %14s %14s %9s %9s  %s\n", "NETWORK", "INPUT", "PARAMS", "FWD GFLOP/SMP",
+              "CPU BATCH", "GPU BATCH", "OPTIMIZER");
+  int errors = 0;
+  for (const auto& j : out) {
+    if (j.contains("error")) {
+      std::printf("%-12s cannot be built: %s\n", j["name"].get<std::string>().c_str(),
+                  j["error"].get<std::string>().c_str());
+      ++errors;
+      continue;
+    }
+    const auto& o = j["optimizer"];
+    char opt[96];
+    std::snprintf(opt, sizeof(opt), "SGD lr %g momentum %g wd %g%s", o["lr"].get<double>(),
+                  o["momentum"].get<double>(), o["weight_decay"].get<double>(),
+                  o["clip_norm"].get<double>() > 0 ? " clip" : "");
+    if (o["clip_norm"].get<double>() > 0)
+      std::snprintf(opt + std::strlen(opt), sizeof(opt) - std::strlen(opt), " %g",
+                    o["clip_norm"].get<double>());
+    std::printf("%-12s %-12s %14s %14.4f %9lld %9lld  %s\n", j["name"].get<std::string>().c_str(),
+                j["input_shape"].get<std::string>().c_str(),
+                with_commas(j["params"].get<int64_t>()).c_str(),
+                j["forward_flops_per_sample"].get<double>() / 1e9,
+                static_cast<long long>(j["cpu_batch"].get<int64_t>()),
+                static_cast<long long>(j["gpu_batch"].get<int64_t>()), opt);
+    if (describe) std::printf("    %s\n", j["description"].get<std::string>().c_str());
+  }
+  return errors ? 1 : 0;
+}
+
+}  // namespace dlhost

@@ -1,0 +1,133 @@
+// main.cpp — the dlhost command line: global flags and logging, plugin discovery, and the wiring
+// of every subcommand (plugins, networks, validate, run, conform, comm-bench, and the internal
+// case-worker / case-local) to the function that runs it. Nothing here measures or decides:
+// the subcommands live in commands.h, conform/ and commbench/.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "core/command.h"
+#include "core/networks.h"
+#include "core/plugin_registry.h"
+#include "isolate/case_process.h"
+
+namespace {
+
+using namespace dlhost;
+
+CLI::App* add_run(CLI::App& app, RunOptions& o, bool& quick) {
+  auto* run = app.add_subcommand("run",
+                                 "Run a suite: one line per case as it ends, one JSON record per "
+                                 "case appended to the results file");
+  run->add_option("suite", o.suite, "Suite file (YAML)")->required()->check(CLI::ExistingFile);
+  run->add_option("--case", o.cases, "Run only this case id (repeatable)");
+  run->add_flag("--dry-run", o.dry_run, "Print the expanded matrix and exit");
+  run->add_flag("--quick", quick,
+                "A fast look: 1 warm-up and 3 timed mini-batches per case (same as --set warmup=1 "
+                "--set iterations=3)");
+  run->add_option("-o,--output", o.output,
+                  "Results file (JSON lines, appended); default results/<suite>-<time>.jsonl");
+  run->add_option("--resume", o.resume,
+                  "Append to this results file, running only the cases it has no record of (a "
+                  "case whose parameters changed runs again)")
+      ->excludes(run->get_option("--output"));
+  run->add_option("--launcher-arg", o.launcher_args,
+                  "Extra argument for mpirun/srun of multi-rank cases, after the suite's "
+                  "launcher_args (repeatable; e.g. --launcher-arg=--hostfile --launcher-arg=hosts)")
+      ->allow_extra_args(false);
+  run->add_flag("--no-isolate", o.in_process,
+                "Run cases inside this process (for debuggers); a crash then ends the suite");
+  run->add_option("--set", o.overrides,
+                  "Override a suite key for every case, e.g. --set iterations=5 (repeatable)");
+  return run;
+}
+
+CLI::App* add_validate(CLI::App& app, RunOptions& o) {
+  auto* validate =
+      app.add_subcommand("validate", "Check a suite (keys, types, names) without running it");
+  validate->add_option("suite", o.suite, "Suite file (YAML)")->required()->check(CLI::ExistingFile);
+  validate->add_option("--set", o.overrides, "Override a suite key, as for run");
+  return validate;
+}
+
+// The level travels to case workers (and ranks) through the environment.
+void set_up_logging(bool verbose, bool level_given, std::string log_level) {
+  if (verbose) log_level = "debug";
+  if (level_given || verbose) {
+    setenv("DLHOST_LOG_LEVEL", log_level.c_str(), 1);
+  } else if (const char* inherited = std::getenv("DLHOST_LOG_LEVEL")) {
+    log_level = inherited;
+  }
+  auto logger = spdlog::stderr_color_mt("dlhost");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  spdlog::set_level(spdlog::level::from_str(log_level));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "dlhost — benchmarks deep-learning training across compute libraries, hardware and "
+      "communication layers, through plugins"};
+  app.require_subcommand(1);
+  bool verbose = false;
+  std::string log_level = "warn";
+  std::vector<std::string> plugin_dirs;
+  app.add_flag("-v,--verbose", verbose, "Log at debug level");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--plugin-path", plugin_dirs,
+                 "Extra plugin folder, searched before the build folder, DLHOST_PLUGIN_PATH and "
+                 "the install folder");
+
+  bool as_json = false, describe = false;
+  auto* plugins = app.add_subcommand(
+      "plugins", "List the plugins found, their devices, and the files refused (with why)");
+  plugins->add_flag("--json", as_json, "Print JSON");
+  auto* nets = app.add_subcommand(
+      "networks", "List the networks: input shape, parameters, forward FLOPs per sample");
+  nets->add_flag("--json", as_json, "Print JSON");
+  nets->add_flag("-d,--describe", describe, "Print each network's description");
+  RunOptions run_opts, validate_opts;
+  bool quick = false;
+  add_run(app, run_opts, quick);
+  auto* validate = add_validate(app, validate_opts);
+  std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app)};
+
+  // Internal: one case in this process, for `run` (see case_process.h).
+  std::string worker_job, local_job;
+  int local_ranks = 0;
+  auto* worker = app.add_subcommand("case-worker", "")->group("");
+  worker->add_option("job", worker_job)->required();
+  auto* local = app.add_subcommand("case-local", "")->group("");
+  local->add_option("ranks", local_ranks)->required();
+  local->add_option("job", local_job)->required();
+
+  CLI11_PARSE(app, argc, argv);
+  if (quick) run_opts.overrides.insert(run_opts.overrides.begin(), {"warmup=1", "iterations=3"});
+  set_up_logging(verbose, app.get_option("--log-level")->count() > 0, log_level);
+
+  // A case worker loads the plugins its job names, nothing else.
+  if (*worker) return case_worker_main(worker_job);
+  if (*local) return case_local_main(local_ranks, local_job);
+
+  PluginRegistry registry;
+  std::vector<std::string> folders = plugin_dirs;
+  for (const auto& f : PluginRegistry::default_search_path()) folders.push_back(f);
+  registry.discover(folders);
+  run_opts.plugin_folders = folders;
+  std::vector<NetworkRef> networks = list_networks(registry);
+
+  for (const auto& c : commands)
+    if (*c.sub) return c.run(registry, networks);
+  if (*plugins) return cmd_plugins(registry, as_json);
+  if (*nets) return cmd_networks(networks, as_json, describe);
+  if (*validate) return cmd_validate(registry, networks, validate_opts);
+  return cmd_run(registry, networks, run_opts);
+}

@@ -1,0 +1,580 @@
+// comm_bench.cpp — `dlhost comm-bench`: the collective bandwidth of a comm plugin, in the manner
+// of nccl-tests. Every rank runs this command under a launcher (mpirun, srun); it learns its rank
+// from the launcher's environment (rank_env.h), never by linking MPI itself.
+//
+// For each collective and size: warm-up, a barrier, then `iters` timed collectives (issue + wait
+// each), optionally checked element by element against exactly known results on every iteration
+// (comm_bench_data.h). Time is the mean over iterations, the slowest rank's (an all-reduce MAX
+// through the plugin itself); algbw = bytes / time, busbw = algbw x nccl-tests' factor. The same
+// sweep through a baseline plugin (`mpi_raw` for `mpi`: plain blocking MPI calls) runs size by
+// size alongside, so the plugin's overhead reads as a ratio. Buffers are allocated and touched
+// once for the largest size: a fresh page costs ~12 us here, which would swamp the collective.
+//
+// Rank 0 prints the header, one table per collective and the footer, and writes the JSON.
+// Exit code: 0 all values right, 1 a wrong value or a failed collective, 2 a usage error.
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "commbench/comm_bench_data.h"
+#include "core/command.h"
+#include "core/environment.h"
+#include "core/handles.h"
+#include "core/host_api.h"
+#include "distributed/rank_env.h"
+
+namespace dlhost {
+namespace {
+
+using json = nlohmann::ordered_json;
+using comm_bench::Collective;
+
+struct Options {
+  std::string comm;
+  std::string baseline;  // empty: the plugin's default baseline (mpi -> mpi_raw); "none": off
+  std::string min_bytes = "8", max_bytes = "64M";
+  uint64_t factor = 2;
+  int iters = 20, warmup = 5;
+  std::vector<std::string> ops{"all_reduce", "broadcast", "all_gather"};
+  std::string dtype = "f32", redop = "sum";
+  int root = 0;
+  int check = 1;
+  std::string json_path;
+};
+
+// The baseline each plugin is compared with when --baseline is not given.
+std::string default_baseline(const std::string& comm) { return comm == "mpi" ? "mpi_raw" : ""; }
+
+// Page-aligned host memory, zeroed on allocation so every page is faulted in before any timing.
+class HostBuffer {
+ public:
+  explicit HostBuffer(size_t bytes) {
+    bytes_ = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
+    data_ = std::aligned_alloc(4096, bytes_);
+    if (data_ == nullptr) throw std::bad_alloc();
+    std::memset(data_, 0, bytes_);
+  }
+  ~HostBuffer() { std::free(data_); }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+struct Buffers {
+  HostBuffer send, recv, expected;
+  explicit Buffers(size_t bytes) : send(bytes), recv(bytes), expected(bytes) {}
+};
+
+// What one row moves: elements per rank, their type, and the op's parameters.
+struct Shape {
+  Collective op;
+  uint64_t count;  // per rank (all_gather: each rank's block)
+  int32_t dtype;
+  int32_t redop;
+  int root;
+};
+
+// Issues the collective of shape `s` on `comm` and returns its request; the caller waits on it
+// and frees it. Errors become dlhost::Error naming the plugin.
+dlhost_request* issue(const CommSession& comm, const Shape& s, const void* send, void* recv) {
+  const dlhost_comm_api* api = comm.api();
+  dlhost_request* r = nullptr;
+  switch (s.op) {
+    case Collective::kAllReduce:
+      check_status(api->all_reduce(comm.get(), send, recv, s.count, s.dtype, s.redop,
+                                   DLHOST_MEMORY_HOST, &r),
+                   comm.name() + ": all_reduce");
+      break;
+    case Collective::kBroadcast:
+      check_status(
+          api->broadcast(comm.get(), recv, s.count, s.dtype, s.root, DLHOST_MEMORY_HOST, &r),
+          comm.name() + ": broadcast");
+      break;
+    case Collective::kAllGather:
+      check_status(
+          api->all_gather(comm.get(), send, recv, s.count, s.dtype, DLHOST_MEMORY_HOST, &r),
+          comm.name() + ": all_gather");
+      break;
+  }
+  return r;
+}
+
+// One rank's timings of one row, and the wrong elements it saw.
+struct Sample {
+  std::vector<double> iter_us;
+  uint64_t wrong = 0;
+};
+
+// Times `o.iters` collectives of shape `s` through `comm`; with --check, every result is compared
+// with `b.expected` (filled by the caller), after re-poisoning the receive buffer so a collective
+// that writes nothing cannot pass on the previous iteration's values.
+Sample measure(const CommSession& comm, const Shape& s, Buffers& b, const Options& o, int rank,
+               int world) {
+  const size_t esize = comm_bench::dtype_size(s.dtype);
+  const uint64_t recv_elems = s.op == Collective::kAllGather ? s.count * world : s.count;
+  const bool keeps_input = s.op == Collective::kBroadcast && rank == s.root;
+  // Broadcast works in place on `recv`: the root's copy is its input.
+  if (keeps_input) std::memcpy(b.recv.data(), b.send.data(), s.count * esize);
+  auto poison = [&] {
+    if (!keeps_input) std::memset(b.recv.data(), 0x7f, recv_elems * esize);  // never expected
+  };
+
+  for (int i = 0; i < o.warmup; ++i)
+    comm.complete(issue(comm, s, b.send.data(), b.recv.data()), "wait");
+  comm.barrier();
+  Sample out;
+  out.iter_us.reserve(static_cast<size_t>(o.iters));
+  for (int i = 0; i < o.iters; ++i) {
+    if (o.check) {
+      poison();
+      // Checking takes longer on some ranks; start every timed collective together.
+      comm.barrier();
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    dlhost_request* r = issue(comm, s, b.send.data(), b.recv.data());
+    comm.wait(r, "wait");
+    auto t1 = std::chrono::steady_clock::now();
+    comm.release(r);
+    out.iter_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    if (o.check)
+      out.wrong += comm_bench::count_wrong(b.recv.data(), b.expected.data(), recv_elems, s.dtype);
+  }
+  return out;
+}
+
+// A row's numbers as every rank agrees on them.
+struct Timing {
+  double time_us = 0;           // mean over iterations, slowest rank
+  double median_us = 0;         // median over iterations of the slowest rank's time
+  double algbw = 0, busbw = 0;  // GB/s
+  int64_t wrong = 0;            // summed over ranks
+};
+
+// Reduces a rank's sample over all ranks through `via` (the plugin under test).
+Timing agree(const CommSession& via, const Sample& s, Collective op, uint64_t bytes, int world) {
+  std::vector<double> v(1 + s.iter_us.size());
+  double sum = 0;
+  for (double t : s.iter_us) sum += t;
+  v[0] = s.iter_us.empty() ? 0 : sum / static_cast<double>(s.iter_us.size());
+  std::copy(s.iter_us.begin(), s.iter_us.end(), v.begin() + 1);
+  via.all_reduce(v.data(), v.size(), DLHOST_DTYPE_F64, DLHOST_REDUCE_MAX);
+  int64_t wrong = static_cast<int64_t>(s.wrong);
+  via.all_reduce(&wrong, 1, DLHOST_DTYPE_I64, DLHOST_REDUCE_SUM);
+
+  Timing t;
+  t.time_us = v[0];
+  std::vector<double> per_iter(v.begin() + 1, v.end());
+  std::sort(per_iter.begin(), per_iter.end());
+  if (!per_iter.empty()) {
+    size_t n = per_iter.size();
+    t.median_us = n % 2 ? per_iter[n / 2] : (per_iter[n / 2 - 1] + per_iter[n / 2]) / 2;
+  }
+  t.algbw = t.time_us > 0 ? static_cast<double>(bytes) / (t.time_us * 1e-6) / 1e9 : 0;
+  t.busbw = t.algbw * comm_bench::busbw_factor(op, world);
+  t.wrong = wrong;
+  return t;
+}
+
+json timing_json(const Timing& t) {
+  return json{{"time_us", t.time_us},
+              {"median_us", t.median_us},
+              {"algbw_gbs", t.algbw},
+              {"busbw_gbs", t.busbw},
+              {"wrong", t.wrong}};
+}
+
+std::string plugin_label(const CommSession& c) {
+  return c.plugin().name + " " + c.plugin().version + " (" +
+         (c.caps().library != nullptr ? c.caps().library : "?") + ")";
+}
+
+const LoadedPlugin* find_comm(const PluginRegistry& registry, const std::string& name,
+                              const char* what) {
+  const LoadedPlugin* p = registry.find(DLHOST_PLUGIN_COMM, name);
+  if (p == nullptr) {
+    std::string known;
+    for (const auto& n : registry.names(DLHOST_PLUGIN_COMM))
+      known += (known.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "dlhost: comm-bench: no comm plugin '%s' (%s); comm plugins here: %s\n",
+                 name.c_str(), what, known.empty() ? "none" : known.c_str());
+    return nullptr;
+  }
+  if (!p->usable) {
+    std::fprintf(stderr, "dlhost: comm-bench: comm plugin '%s' is not usable here: %s\n",
+                 name.c_str(), p->unusable_reason.c_str());
+    return nullptr;
+  }
+  return p;
+}
+
+// What the command line asks for, checked the same way on every rank before any collective.
+struct Sweep {
+  RankEnv env;
+  std::vector<uint64_t> sizes;
+  std::vector<Collective> ops;
+  int32_t dtype = 0, redop = 0;
+};
+
+std::vector<Collective> parse_ops(const std::vector<std::string>& names) {
+  std::vector<Collective> ops;
+  for (const auto& name : names) {
+    std::vector<Collective> named;
+    Collective c;
+    if (name == "all")
+      named = {Collective::kAllReduce, Collective::kBroadcast, Collective::kAllGather};
+    else if (comm_bench::parse_collective(name, &c))
+      named = {c};
+    else
+      throw std::invalid_argument("unknown collective '" + name +
+                                  "' (all_reduce, broadcast, all_gather, all)");
+    for (Collective n : named)
+      if (std::find(ops.begin(), ops.end(), n) == ops.end()) ops.push_back(n);
+  }
+  return ops;
+}
+
+// Throws std::invalid_argument (or the rank parser's error) naming the bad option.
+Sweep parse_sweep(const Options& o) {
+  Sweep w;
+  w.dtype = comm_bench::parse_dtype(o.dtype);
+  w.redop = comm_bench::parse_redop(o.redop);
+  w.env = detect_rank_env();
+  w.sizes = comm_bench::size_sweep(comm_bench::parse_size(o.min_bytes),
+                                   comm_bench::parse_size(o.max_bytes), o.factor);
+  w.ops = parse_ops(o.ops);
+  if (w.dtype == 0)
+    throw std::invalid_argument("unknown --dtype '" + o.dtype + "' (f32, f64, i32, i64)");
+  if (w.redop == 0)
+    throw std::invalid_argument("unknown --redop '" + o.redop + "' (sum, avg, max, min)");
+  if (o.root < 0 || o.root >= w.env.size)
+    throw std::invalid_argument("--root " + std::to_string(o.root) + " is not a rank of " +
+                                std::to_string(w.env.size));
+  return w;
+}
+
+// Why `c` cannot run this sweep ("" when it can).
+std::string unfit(const CommSession& c, int32_t dtype, const Options& o) {
+  std::string why;
+  if (!c.caps().host_memory) why = "accepts no host memory (comm-bench uses host buffers)";
+  if (!c.supports(dtype)) why = std::string("does not support dtype ") + o.dtype;
+  if (!c.supports(DLHOST_DTYPE_F64) || !c.supports(DLHOST_DTYPE_I64))
+    why = "lacks f64/i64, which comm-bench reduces its timings and error counts in";
+  return why;
+}
+
+// Who ran where: pid and host name of every rank, gathered through the plugin.
+struct Placement {
+  json ranks = json::array();
+  std::set<std::string> hosts;
+};
+
+Placement gather_placement(const CommSession& comm, int world) {
+  std::array<int64_t, 8> me{};
+  me[0] = static_cast<int64_t>(getpid());
+  gethostname(reinterpret_cast<char*>(&me[1]), sizeof(int64_t) * 7 - 1);
+  std::vector<int64_t> everyone(me.size() * static_cast<size_t>(world));
+  comm.all_gather(me.data(), everyone.data(), me.size(), DLHOST_DTYPE_I64);
+  Placement where;
+  for (int r = 0; r < world; ++r) {
+    const int64_t* rec = &everyone[static_cast<size_t>(r) * me.size()];
+    std::string host(reinterpret_cast<const char*>(rec + 1));
+    where.hosts.insert(host);
+    where.ranks.push_back(json{{"rank", r}, {"pid", rec[0]}, {"host", host}});
+  }
+  return where;
+}
+
+// One run of the sweep: the plugin under test, its baseline, and what the rows add up to.
+struct Bench {
+  const Options& o;
+  const Sweep& w;
+  const CommSession& comm;
+  const CommSession* base;  // NULL: no baseline
+  std::string baseline_name;
+  Buffers& buffers;
+  bool root_prints;
+  json rows = json::array();
+  int64_t total_wrong = 0;
+  double busbw_sum = 0, base_busbw_sum = 0, log_ratio_sum = 0, log_median_ratio_sum = 0;
+  int n_rows = 0;
+};
+
+void print_header(const Bench& b, const Placement& where) {
+  const Options& o = b.o;
+  const int world = b.w.env.size;
+  std::printf("# dlhost comm-bench %s: comm %s\n", dlhost_version().c_str(),
+              plugin_label(b.comm).c_str());
+  if (b.base)
+    std::printf("# baseline %s: ratio = time %s / time %s\n", plugin_label(*b.base).c_str(),
+                o.comm.c_str(), b.baseline_name.c_str());
+  std::printf("# %d rank%s on %zu host%s (launcher %s); dtype %s, redop %s, root %d\n", world,
+              world == 1 ? "" : "s", where.hosts.size(), where.hosts.size() == 1 ? "" : "s",
+              b.w.env.launcher.c_str(), o.dtype.c_str(), o.redop.c_str(), o.root);
+  std::printf("# sizes %llu..%llu B x%llu, iters %d, warm-up %d, check %s\n",
+              static_cast<unsigned long long>(b.w.sizes.front()),
+              static_cast<unsigned long long>(b.w.sizes.back()),
+              static_cast<unsigned long long>(o.factor), o.iters, o.warmup,
+              o.check ? "every iteration" : "off");
+  for (const auto& r : where.ranks)
+    std::printf("#  Rank %2d Pid %7lld on %s\n", r["rank"].get<int>(),
+                static_cast<long long>(r["pid"].get<int64_t>()),
+                r["host"].get<std::string>().c_str());
+  std::fflush(stdout);
+}
+
+void print_op_header(Collective op, bool with_base) {
+  std::printf("#\n# %s\n", comm_bench::collective_name(op));
+  std::printf("# %12s %12s %5s %6s %5s | %10s %8s %8s %7s", "size", "count", "type", "redop",
+              "root", "time", "algbw", "busbw", "#wrong");
+  if (with_base) std::printf(" | %10s %7s %6s", "base time", "#wrong", "ratio");
+  std::printf("\n# %12s %12s %5s %6s %5s | %10s %8s %8s %7s", "(B)", "(elements)", "", "", "",
+              "(us)", "(GB/s)", "(GB/s)", "");
+  if (with_base) std::printf(" | %10s %7s %6s", "(us)", "", "");
+  std::printf("\n");
+}
+
+// Measures one (collective, size) row on the plugin and its baseline; adds it to `b`.
+void run_row(Bench& b, Collective op, uint64_t size) {
+  const Options& o = b.o;
+  const int world = b.w.env.size;
+  const size_t esize = comm_bench::dtype_size(b.w.dtype);
+  // nccl-tests' convention: an all-gather's size is the gathered (total) buffer.
+  uint64_t count = op == Collective::kAllGather ? size / (esize * world) : size / esize;
+  if (count == 0) return;
+  uint64_t bytes = op == Collective::kAllGather ? count * esize * world : count * esize;
+  Shape s{op, count, b.w.dtype, op == Collective::kAllReduce ? b.w.redop : 0,
+          op == Collective::kBroadcast ? o.root : -1};
+  if (o.check)
+    comm_bench::fill_expected(op, b.buffers.expected.data(), count, b.w.dtype, b.w.redop, world,
+                              o.root);
+  const int rank = b.w.env.rank;
+  Timing t = agree(b.comm, measure(b.comm, s, b.buffers, o, rank, world), op, bytes, world);
+  Timing bt;
+  if (b.base) bt = agree(b.comm, measure(*b.base, s, b.buffers, o, rank, world), op, bytes, world);
+  double ratio = b.base && bt.time_us > 0 ? t.time_us / bt.time_us : 0;
+  // Means are what nccl-tests reports; on a busy machine one descheduled iteration moves them a
+  // lot, so the ratio of medians is kept too.
+  double median_ratio = b.base && bt.median_us > 0 ? t.median_us / bt.median_us : 0;
+  b.total_wrong += t.wrong + bt.wrong;
+  b.busbw_sum += t.busbw;
+  b.base_busbw_sum += bt.busbw;
+  if (ratio > 0) b.log_ratio_sum += std::log(ratio);
+  if (median_ratio > 0) b.log_median_ratio_sum += std::log(median_ratio);
+  ++b.n_rows;
+  json row{{"op", comm_bench::collective_name(op)},
+           {"size", bytes},
+           {"count", count},
+           {"type", o.dtype},
+           {"redop", comm_bench::redop_name(s.redop)},
+           {"root", s.root}};
+  row.update(timing_json(t));
+  if (b.base) {
+    row["baseline"] = timing_json(bt);
+    row["ratio"] = ratio;
+    row["ratio_median"] = median_ratio;
+  }
+  b.rows.push_back(row);
+  if (!b.root_prints) return;
+  std::printf("  %12llu %12llu %5s %6s %5d | %10.2f %8.3f %8.3f %7lld",
+              static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(count),
+              o.dtype.c_str(), comm_bench::redop_name(s.redop), s.root, t.time_us, t.algbw, t.busbw,
+              static_cast<long long>(t.wrong));
+  if (b.base)
+    std::printf(" | %10.2f %7lld %6.2f", bt.time_us, static_cast<long long>(bt.wrong), ratio);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// The sweep's summary figures.
+struct Footer {
+  bool ok;
+  double avg_busbw, avg_base_busbw, ratio_geomean, median_ratio_geomean;
+};
+
+Footer footer(const Bench& b) {
+  const int n = b.n_rows;
+  return Footer{b.total_wrong == 0, n ? b.busbw_sum / n : 0, n ? b.base_busbw_sum / n : 0,
+                n && b.base ? std::exp(b.log_ratio_sum / n) : 0,
+                n && b.base ? std::exp(b.log_median_ratio_sum / n) : 0};
+}
+
+void print_footer(const Bench& b, const Footer& f) {
+  std::printf("#\n# Out of bounds values : %lld %s\n", static_cast<long long>(b.total_wrong),
+              f.ok ? "OK" : "FAILED");
+  std::printf("# Avg bus bandwidth    : %.4f GB/s", f.avg_busbw);
+  if (b.base) std::printf("  (baseline %s: %.4f GB/s)", b.baseline_name.c_str(), f.avg_base_busbw);
+  std::printf("\n");
+  if (b.base)
+    std::printf("# Time ratio %s/%s : %.3f of means, %.3f of medians (geometric means over rows)\n",
+                b.o.comm.c_str(), b.baseline_name.c_str(), f.ratio_geomean, f.median_ratio_geomean);
+  if (!b.o.check) std::printf("# (values not checked: --check 0)\n");
+  std::fflush(stdout);
+}
+
+json describe(const CommSession& c) {
+  return json{{"name", c.plugin().name},
+              {"version", c.plugin().version},
+              {"library", c.caps().library != nullptr ? c.caps().library : ""},
+              {"path", c.plugin().path}};
+}
+
+// The --json document (dlhost.comm-bench/1); false when it cannot be written.
+bool write_json(const Bench& b, const Footer& f, const Placement& where) {
+  const Options& o = b.o;
+  json doc{{"schema", "dlhost.comm-bench/1"},
+           {"dlhost_version", dlhost_version()},
+           {"plugin", describe(b.comm)},
+           {"baseline", b.base ? describe(*b.base) : json()},
+           {"world_size", b.w.env.size},
+           {"launcher", b.w.env.launcher},
+           {"hosts", std::vector<std::string>(where.hosts.begin(), where.hosts.end())},
+           {"ranks", where.ranks},
+           {"config",
+            {{"minbytes", b.w.sizes.front()},
+             {"maxbytes", b.w.sizes.back()},
+             {"stepfactor", o.factor},
+             {"iters", o.iters},
+             {"warmup", o.warmup},
+             {"check", o.check != 0},
+             {"dtype", o.dtype},
+             {"redop", o.redop},
+             {"root", o.root}}},
+           {"results", b.rows},
+           {"out_of_bounds", {{"count", b.total_wrong}, {"okay", f.ok}}},
+           {"average_bus_bandwidth", {{"plugin", f.avg_busbw}}},
+           {"status", f.ok ? "OK" : "FAILED"}};
+  if (b.base) {
+    doc["average_bus_bandwidth"]["baseline"] = f.avg_base_busbw;
+    doc["time_ratio_geomean"] = f.ratio_geomean;
+    doc["time_ratio_median_geomean"] = f.median_ratio_geomean;
+  }
+  std::ofstream out(o.json_path);
+  out << doc.dump(2) << "\n";
+  if (!out) {
+    std::fprintf(stderr, "dlhost: comm-bench: cannot write %s\n", o.json_path.c_str());
+    return false;
+  }
+  return true;
+}
+
+// The sweep on initialized communicators; the exit code.
+int sweep(const Options& o, const Sweep& w, const CommSession& comm, const CommSession* base,
+          const std::string& baseline_name) {
+  const bool root_prints = w.env.rank == 0;
+  for (const CommSession* c : {&comm, base}) {
+    std::string why = c != nullptr ? unfit(*c, w.dtype, o) : "";
+    if (why.empty()) continue;
+    if (root_prints)
+      std::fprintf(stderr, "dlhost: comm-bench: %s %s\n", c->name().c_str(), why.c_str());
+    return 2;
+  }
+  Placement where = gather_placement(comm, w.env.size);
+  Buffers buffers(w.sizes.back());
+  comm_bench::fill_input(buffers.send.data(), w.sizes.back() / comm_bench::dtype_size(w.dtype),
+                         w.dtype, w.env.rank);
+  Bench b{o, w, comm, base, baseline_name, buffers, root_prints};
+  if (root_prints) print_header(b, where);
+  for (Collective op : w.ops) {
+    if (root_prints) print_op_header(op, base != nullptr);
+    for (uint64_t size : w.sizes) run_row(b, op, size);
+  }
+  Footer f = footer(b);
+  if (root_prints) print_footer(b, f);
+  if (root_prints && !o.json_path.empty() && !write_json(b, f, where)) return 1;
+  return f.ok ? 0 : 1;
+}
+
+int run_comm_bench(const PluginRegistry& registry, const Options& o) {
+  Sweep w;
+  try {
+    w = parse_sweep(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlhost: comm-bench: %s\n", e.what());
+    return 2;
+  }
+  const LoadedPlugin* plugin = find_comm(registry, o.comm, "--comm");
+  if (plugin == nullptr) return 2;
+  std::string baseline_name = o.baseline.empty() ? default_baseline(o.comm) : o.baseline;
+  if (baseline_name == "none" || baseline_name == o.comm) baseline_name.clear();
+  const LoadedPlugin* baseline_plugin = nullptr;
+  if (!baseline_name.empty()) {
+    baseline_plugin = find_comm(registry, baseline_name, "--baseline");
+    if (baseline_plugin == nullptr) return 2;
+  }
+  try {
+    CommSession comm(*plugin, w.env);
+    std::unique_ptr<CommSession> base;
+    if (baseline_plugin != nullptr) base = std::make_unique<CommSession>(*baseline_plugin, w.env);
+    return sweep(o, w, comm, base.get(), baseline_name);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlhost: comm-bench: rank %d: %s\n", w.env.rank, e.what());
+    if (w.env.size > 1) {
+      // The other ranks may be waiting in a collective this rank will never join, and a normal
+      // exit would finalize MPI, which waits for them: leave at once, so the launcher sees a
+      // rank die without finalizing and tears the job down instead of hanging.
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+    return 1;
+  }
+}
+
+}  // namespace
+
+Command add_comm_bench_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  Command c;
+  c.sub = app.add_subcommand(
+      "comm-bench",
+      "Collective bandwidth of a comm plugin (nccl-tests style): time, algbw, busbw and #wrong "
+      "per size; run one per rank under mpirun/srun");
+  auto* s = c.sub;
+  s->add_option("--comm", o->comm, "Comm plugin to measure (see `dlhost plugins`)")->required();
+  s->add_option("--baseline", o->baseline,
+                "Comm plugin run through the same sweep for a time ratio; 'none' to skip "
+                "(default: mpi_raw for --comm mpi)");
+  s->add_option("-b,--minbytes", o->min_bytes, "Smallest size, e.g. 8, 1K, 4M")
+      ->capture_default_str();
+  s->add_option("-e,--maxbytes", o->max_bytes, "Largest size")->capture_default_str();
+  s->add_option("-f,--stepfactor", o->factor, "Size multiplier between rows")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  s->add_option("-n,--iters", o->iters, "Timed collectives per size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  s->add_option("-w,--warmup", o->warmup, "Untimed collectives before each size")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  s->add_option("--ops", o->ops, "Collectives: all_reduce, broadcast, all_gather, all")
+      ->capture_default_str()
+      ->delimiter(',');
+  s->add_option("-d,--dtype", o->dtype, "Element type: f32, f64, i32, i64")->capture_default_str();
+  s->add_option("-o,--redop", o->redop, "All-reduce op: sum, avg, max, min")->capture_default_str();
+  s->add_option("-r,--root", o->root, "Broadcast root")->capture_default_str();
+  s->add_option("-c,--check", o->check,
+                "1: check every result element against its exact value; 0: time only")
+      ->capture_default_str();
+  s->add_option("--json", o->json_path, "Write every row as JSON here (rank 0)");
+  c.run = [o](const PluginRegistry& registry, const std::vector<NetworkRef>&) {
+    return run_comm_bench(registry, *o);
+  };
+  return c;
+}
+
+}  // namespace dlhost

@@ -1,0 +1,107 @@
+// environment.cpp — see environment.h. Reads /proc and uname; nothing here is cached between
+// calls except by the caller.
+#include "core/environment.h"
+
+#include <sched.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "core/host_api.h"
+#include "core/plugin_registry.h"
+#include "git_revision.h"
+
+namespace dlhost {
+
+std::string dlhost_version() { return DLHOST_VERSION; }
+std::string dlhost_git_revision() { return DLHOST_GIT_REVISION; }
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+int host_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+uint64_t host_memory_bytes() {
+  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+         static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+namespace {
+
+std::string os_pretty_name() {
+  std::ifstream in("/etc/os-release");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("PRETTY_NAME=", 0) == 0) {
+      std::string v = line.substr(12);
+      if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
+      return v;
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+nlohmann::ordered_json capture_environment(const PluginRegistry& registry) {
+  nlohmann::ordered_json env;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  struct utsname u {};
+  uname(&u);
+  env["host"] = host;
+  env["cpu_model"] = cpu_model();
+  env["cores"] = host_cores();
+  env["memory_bytes"] = host_memory_bytes();
+  env["os"] = os_pretty_name();
+  env["kernel"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  env["compiler"] = DLHOST_COMPILER;
+  env["build_type"] = DLHOST_BUILD_TYPE;
+  env["dlhost_version"] = dlhost_version();
+  env["git_revision"] = dlhost_git_revision();
+
+  nlohmann::ordered_json libraries = nlohmann::ordered_json::object();
+  for (const auto& p : registry.plugins()) {
+    if (p.kind != DLHOST_PLUGIN_BACKEND || !p.usable) continue;
+    const auto* api = p.table->backend;
+    if (api->device_count() <= 0) continue;
+    const dlhost_device_info* info = nullptr;
+    StatusPtr failed(api->device_info(0, &info));
+    if (!failed && info != nullptr) {
+      libraries[p.name] = info->library != nullptr ? info->library : "";
+      if (info->isa != nullptr && info->kind == DLHOST_DEVICE_CPU) env["isa"] = info->isa;
+    }
+  }
+  env["libraries"] = libraries;
+
+  // Variables that change the numbers; recorded whether set or not.
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  for (const char* name :
+       {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OPENBLAS_NUM_THREADS",
+        "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS", "DNNL_MAX_CPU_ISA",
+        "DNNL_VERBOSE", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES"}) {
+    const char* v = std::getenv(name);
+    vars[name] = v != nullptr ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+  }
+  env["variables"] = vars;
+  return env;
+}
+
+}  // namespace dlhost

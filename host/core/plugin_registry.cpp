@@ -1,0 +1,221 @@
+// plugin_registry.cpp — discovery and loading of plugins with Boost.DLL, and the checks that
+// decide whether a file is refused (each refusal keeps the path and a reason a user can act on).
+#define BOOST_DLL_USE_STD_FS
+#include "core/plugin_registry.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/dll/shared_library.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "core/host_api.h"
+
+namespace dlhost {
+
+namespace fs = std::filesystem;
+
+struct PluginRegistry::Impl {
+  // Never unloaded before the process ends (see the header).
+  std::vector<boost::dll::shared_library> libraries;
+};
+
+PluginRegistry::PluginRegistry() : impl_(std::make_unique<Impl>()) {}
+PluginRegistry::~PluginRegistry() {
+  // Deliberately leak the libraries: plugin threads and TLS destructors may still refer to code
+  // in them at exit, and unloading them first is how such processes crash on the way out.
+  new std::vector<boost::dll::shared_library>(std::move(impl_->libraries));
+}
+
+const char* kind_name(int32_t kind) {
+  switch (kind) {
+    case DLHOST_PLUGIN_BACKEND:
+      return "backend";
+    case DLHOST_PLUGIN_COMM:
+      return "comm";
+    case DLHOST_PLUGIN_NETWORK:
+      return "network";
+    default:
+      return "unknown";
+  }
+}
+
+std::vector<std::string> PluginRegistry::default_search_path() {
+  std::vector<std::string> folders;
+  auto add = [&](const std::string& f) {
+    if (f.empty()) return;
+    std::error_code ec;
+    if (!fs::is_directory(f, ec)) return;
+    auto canonical = fs::weakly_canonical(f, ec).string();
+    if (std::find(folders.begin(), folders.end(), canonical) == folders.end())
+      folders.push_back(canonical);
+  };
+  add(DLHOST_BUILD_PLUGIN_DIR);
+  if (const char* env = std::getenv("DLHOST_PLUGIN_PATH")) {
+    std::stringstream list(env);
+    std::string item;
+    while (std::getline(list, item, ':')) add(item);
+  }
+  add(DLHOST_INSTALL_PLUGIN_DIR);
+  return folders;
+}
+
+void PluginRegistry::discover(const std::vector<std::string>& folders) {
+  for (const auto& folder : folders) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(folder, ec)) {
+      if (entry.path().extension() == ".so" && entry.is_regular_file(ec))
+        files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) load_file(f);
+  }
+}
+
+namespace {
+
+bool valid_name(const char* name) {
+  static const std::regex pattern("[a-z0-9_]{1,64}");
+  return name != nullptr && std::regex_match(name, pattern);
+}
+
+// Minimum size of each kind's table in ABI 1.0: a plugin reporting less is refused rather than
+// read past its end.
+size_t min_table_size(int32_t kind) {
+  switch (kind) {
+    case DLHOST_PLUGIN_BACKEND:
+      return DLHOST_BACKEND_API_STRUCT_SIZE;
+    case DLHOST_PLUGIN_COMM:
+      return DLHOST_COMM_API_STRUCT_SIZE;
+    case DLHOST_PLUGIN_NETWORK:
+      return DLHOST_NETWORK_API_STRUCT_SIZE;
+    default:
+      return 0;
+  }
+}
+
+size_t table_size(const dlhost_plugin* p) {
+  switch (p->kind) {
+    case DLHOST_PLUGIN_BACKEND:
+      return p->backend ? p->backend->struct_size : 0;
+    case DLHOST_PLUGIN_COMM:
+      return p->comm ? p->comm->struct_size : 0;
+    case DLHOST_PLUGIN_NETWORK:
+      return p->network ? p->network->struct_size : 0;
+    default:
+      return 0;
+  }
+}
+
+// Boost.DLL wraps dlerror()'s text in its own words and an unrelated errno string; the user
+// needs only dlerror's part ("libcudnn.so.9: cannot open shared object file").
+std::string dlerror_text(const std::string& boost_message) {
+  const std::string marker = "dlerror system message: ";
+  auto begin = boost_message.find(marker);
+  if (begin == std::string::npos) return boost_message;
+  begin += marker.size();
+  auto end = boost_message.rfind("):");
+  if (end == std::string::npos || end < begin) end = boost_message.size();
+  return boost_message.substr(begin, end - begin);
+}
+
+}  // namespace
+
+bool PluginRegistry::load_file(const std::string& path) {
+  auto refuse = [&](const std::string& reason) {
+    spdlog::warn("plugin {} refused: {}", path, reason);
+    refused_.push_back({path, reason});
+    return false;
+  };
+
+  boost::dll::shared_library lib;
+  try {
+    // The throwing constructor: its message carries dlerror()'s text.
+    lib = boost::dll::shared_library(
+        path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    return refuse("cannot load: " + dlerror_text(e.what()));
+  }
+  if (!lib.has(DLHOST_PLUGIN_ENTRY_SYMBOL))
+    return refuse("no entry symbol '" DLHOST_PLUGIN_ENTRY_SYMBOL "': not a dlhost plugin");
+
+  auto entry = lib.get<const dlhost_plugin*(const dlhost_host_api*)>(DLHOST_PLUGIN_ENTRY_SYMBOL);
+  const dlhost_plugin* p = entry(host_api());
+  if (p == nullptr)
+    return refuse("entry returned NULL: the plugin could not initialize (see its log)");
+  // The first three fields never move in any major version, so they can be read before
+  // anything else is trusted.
+  if (p->struct_size < offsetof(dlhost_plugin, kind) + sizeof(p->kind))
+    return refuse("plugin table too small (struct_size " + std::to_string(p->struct_size) + ")");
+  if (p->abi_major != DLHOST_ABI_MAJOR)
+    return refuse("built against dlhost ABI " + std::to_string(p->abi_major) + "." +
+                  std::to_string(p->abi_minor) + "; this host speaks ABI " +
+                  std::to_string(DLHOST_ABI_MAJOR) + "." + std::to_string(DLHOST_ABI_MINOR) +
+                  " (the major version must match): rebuild the plugin against this SDK");
+  if (p->struct_size < DLHOST_STRUCT_SIZE(dlhost_plugin, network))
+    return refuse("plugin table smaller than ABI 1.0's (struct_size " +
+                  std::to_string(p->struct_size) + " < " +
+                  std::to_string(DLHOST_STRUCT_SIZE(dlhost_plugin, network)) + ")");
+  if (p->kind < DLHOST_PLUGIN_BACKEND || p->kind > DLHOST_PLUGIN_NETWORK)
+    return refuse("unknown plugin kind " + std::to_string(p->kind));
+  if (!valid_name(p->name)) return refuse("invalid plugin name (must match [a-z0-9_]{1,64})");
+  if (table_size(p) < min_table_size(p->kind))
+    return refuse(std::string("the ") + kind_name(p->kind) +
+                  " table is missing or smaller than ABI 1.0's (struct_size " +
+                  std::to_string(table_size(p)) + " < " + std::to_string(min_table_size(p->kind)) +
+                  ")");
+  if (const LoadedPlugin* other = find(static_cast<dlhost_plugin_kind>(p->kind), p->name))
+    return refuse(std::string("duplicate ") + kind_name(p->kind) + " plugin '" + p->name +
+                  "', already loaded from " + other->path);
+
+  LoadedPlugin loaded;
+  loaded.path = path;
+  loaded.table = p;
+  loaded.name = p->name;
+  loaded.version = p->version != nullptr ? p->version : "";
+  loaded.description = p->description != nullptr ? p->description : "";
+  loaded.kind = static_cast<dlhost_plugin_kind>(p->kind);
+  loaded.abi_major = p->abi_major;
+  loaded.abi_minor = p->abi_minor;
+  if (p->query != nullptr) {
+    int32_t priority = 0;
+    StatusPtr why(p->query(&priority));
+    if (why) {
+      loaded.usable = false;
+      loaded.unusable_reason = why->message;
+    } else {
+      loaded.priority = priority;
+    }
+  }
+  spdlog::debug("loaded {} plugin '{}' {} (ABI {}.{}) from {}", kind_name(p->kind), loaded.name,
+                loaded.version, loaded.abi_major, loaded.abi_minor, path);
+  impl_->libraries.push_back(std::move(lib));
+  plugins_.push_back(std::move(loaded));
+  return true;
+}
+
+const LoadedPlugin* PluginRegistry::find(dlhost_plugin_kind kind, const std::string& name) const {
+  for (const auto& p : plugins_)
+    if (p.kind == kind && p.name == name) return &p;
+  return nullptr;
+}
+
+std::vector<std::string> PluginRegistry::names(dlhost_plugin_kind kind) const {
+  std::vector<std::string> out;
+  for (const auto& p : plugins_)
+    if (p.kind == kind) out.push_back(p.name);
+  return out;
+}
+
+const LoadedPlugin* PluginRegistry::highest_priority(dlhost_plugin_kind kind) const {
+  const LoadedPlugin* best = nullptr;
+  for (const auto& p : plugins_)
+    if (p.kind == kind && p.usable && (best == nullptr || p.priority > best->priority)) best = &p;
+  return best;
+}
+
+}  // namespace dlhost

@@ -1,0 +1,122 @@
+// rank_env.cpp — rank, world size and local rank from launcher environment variables (see
+// rank_env.h for the precedence and why).
+#include "distributed/rank_env.h"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <vector>
+
+namespace dlhost {
+namespace {
+
+int parse_int(const char* name, const char* text) {
+  std::string s(text);
+  size_t used = 0;
+  long value = 0;
+  try {
+    value = std::stol(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (s.empty() || used != s.size() || value < 0 || value > 1 << 30)
+    throw std::invalid_argument(std::string(name) + "='" + s + "' is not a rank or count");
+  return static_cast<int>(value);
+}
+
+// The value of `name` as an int, or `fallback` when unset.
+int get_int(const EnvLookup& lookup, const char* name, int fallback) {
+  const char* value = lookup(name);
+  return value == nullptr ? fallback : parse_int(name, value);
+}
+
+void check_consistent(const RankEnv& e) {
+  std::string who = "the " + e.launcher + " launcher's environment";
+  if (e.size < 1 || e.rank >= e.size)
+    throw std::invalid_argument(who + " gives rank " + std::to_string(e.rank) + " of world size " +
+                                std::to_string(e.size));
+  if (e.local_size < 1 || e.local_rank >= e.local_size || e.local_size > e.size)
+    throw std::invalid_argument(who + " gives local rank " + std::to_string(e.local_rank) +
+                                " of local size " + std::to_string(e.local_size) +
+                                " in a world of " + std::to_string(e.size));
+}
+
+}  // namespace
+
+int slurm_tasks_on_node(const std::string& tasks_per_node, int node) {
+  // Entries are "N" or "N(xR)", comma-separated.
+  std::vector<int> counts;
+  size_t pos = 0;
+  auto bad = [&] {
+    return std::invalid_argument("SLURM_STEP_TASKS_PER_NODE='" + tasks_per_node +
+                                 "' is not Slurm's N or N(xR) list");
+  };
+  while (pos < tasks_per_node.size()) {
+    size_t end = tasks_per_node.find(',', pos);
+    if (end == std::string::npos) end = tasks_per_node.size();
+    std::string item = tasks_per_node.substr(pos, end - pos);
+    int repeat = 1;
+    auto paren = item.find("(x");
+    if (paren != std::string::npos) {
+      if (item.back() != ')') throw bad();
+      repeat = parse_int("SLURM_STEP_TASKS_PER_NODE",
+                         item.substr(paren + 2, item.size() - paren - 3).c_str());
+      item = item.substr(0, paren);
+    }
+    if (item.empty()) throw bad();
+    int n = parse_int("SLURM_STEP_TASKS_PER_NODE", item.c_str());
+    for (int i = 0; i < repeat; ++i) counts.push_back(n);
+    pos = end + 1;
+  }
+  if (node < 0 || node >= static_cast<int>(counts.size()))
+    throw std::invalid_argument("SLURM_STEP_TASKS_PER_NODE='" + tasks_per_node +
+                                "' has no entry for node " + std::to_string(node));
+  return counts[static_cast<size_t>(node)];
+}
+
+RankEnv detect_rank_env(const EnvLookup& lookup) {
+  RankEnv e;
+  if (lookup("DLHOST_WORLD_SIZE") != nullptr) {
+    // dlhost's own `launcher: local`: ranks started by dlhost on this node.
+    e.launcher = "local";
+    e.size = get_int(lookup, "DLHOST_WORLD_SIZE", 1);
+    e.rank = get_int(lookup, "DLHOST_RANK", 0);
+    e.local_rank = e.rank;
+    e.local_size = e.size;
+  } else if (lookup("OMPI_COMM_WORLD_SIZE") != nullptr) {
+    e.launcher = "openmpi";
+    e.size = get_int(lookup, "OMPI_COMM_WORLD_SIZE", 1);
+    e.rank = get_int(lookup, "OMPI_COMM_WORLD_RANK", 0);
+    e.local_rank = get_int(lookup, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    e.local_size = get_int(lookup, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+  } else if (lookup("SLURM_PROCID") != nullptr) {
+    // Only srun sets SLURM_PROCID: inside a bare salloc/sbatch shell SLURM_NTASKS describes the
+    // allocation, not this process, and must not make it believe it has peers.
+    e.launcher = "slurm";
+    e.rank = get_int(lookup, "SLURM_PROCID", 0);
+    e.size = get_int(lookup, "SLURM_NTASKS", get_int(lookup, "SLURM_NPROCS", 1));
+    e.local_rank = get_int(lookup, "SLURM_LOCALID", 0);
+    const char* per_node = lookup("SLURM_STEP_TASKS_PER_NODE");
+    if (per_node == nullptr) per_node = lookup("SLURM_TASKS_PER_NODE");
+    e.local_size = per_node != nullptr
+                       ? slurm_tasks_on_node(per_node, get_int(lookup, "SLURM_NODEID", 0))
+                       : e.size;
+  } else if (lookup("PMI_SIZE") != nullptr) {
+    e.launcher = "pmi";
+    e.size = get_int(lookup, "PMI_SIZE", 1);
+    e.rank = get_int(lookup, "PMI_RANK", 0);
+    e.local_rank = get_int(lookup, "MPI_LOCALRANKID", 0);
+    e.local_size = get_int(lookup, "MPI_LOCALNRANKS", e.size);
+  } else if (const char* pmix = lookup("PMIX_RANK")) {
+    throw std::invalid_argument(std::string("PMIX_RANK=") + pmix +
+                                " is set but no launcher variable gives the world size "
+                                "(OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, PMI_SIZE)");
+  }
+  check_consistent(e);
+  return e;
+}
+
+RankEnv detect_rank_env() {
+  return detect_rank_env([](const char* name) { return std::getenv(name); });
+}
+
+}  // namespace dlhost

@@ -1,0 +1,558 @@
+// case_process.cpp — see case_process.h. POSIX process control: fork/exec, stdout and stderr
+// pipes read with poll(), a deadline enforced with SIGTERM then SIGKILL to the child's process
+// group.
+#include "isolate/case_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <regex>
+#include <sstream>
+
+#include "core/environment.h"
+#include "core/host_api.h"
+#include "core/networks.h"
+#include "core/plugin_registry.h"
+#include "distributed/rank_env.h"
+#include "distributed/rendezvous_store.h"
+#include "suite/schema.h"
+#include "suite/skip.h"
+
+namespace dlhost {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kStderrTailBytes = 4096;
+// Marker lines on a worker's stdout.
+constexpr const char* kRecordMarker = "@@DLHOST_RECORD@@ ";
+constexpr const char* kProgressMarker = "@@DLHOST_PROGRESS@@ ";
+constexpr const char* kRankFailedMarker = "@@DLHOST_RANK_FAILED@@ ";
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    throw std::runtime_error(std::string("cannot find the dlhost binary: ") + std::strerror(errno));
+  buf[n] = '\0';
+  return buf;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// A record for a case whose workers did not write one.
+json parent_record(const CaseJob& job, const json& environment, const std::string& status,
+                   const std::string& reason, double duration_s, const std::string& started_at) {
+  json rec;
+  rec["schema_version"] = kResultsSchemaVersion;
+  rec["case_id"] = job.input.id;
+  rec["status"] = status;
+  rec["reason"] = reason;
+  rec["suite"] =
+      json{{"name", job.suite_name}, {"path", job.suite_path}, {"source", job.input.source}};
+  rec["started_at"] = started_at;
+  rec["params"] = job.input.params;
+  rec["duration_s"] = duration_s;
+  rec["environment"] = environment;
+  return rec;
+}
+
+void kill_group(pid_t pid, int sig) {
+  if (kill(-pid, sig) != 0) kill(pid, sig);
+}
+
+// One whole line to stdout in one write(), so a launcher forwarding several ranks never
+// interleaves two of them.
+void emit_line(const std::string& line) {
+  std::string text = line + "\n";
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = write(STDOUT_FILENO, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+// What the workers said on stdout.
+struct WorkerReports {
+  json record;
+  std::map<int, std::pair<int64_t, int>> progress;  // rank -> (step, phase) last entered
+  std::vector<json> rank_failures;                  // {rank, status, reason}
+  void line(const std::string& l) {
+    auto starts = [&](const char* m) { return l.rfind(m, 0) == 0; };
+    try {
+      if (starts(kRecordMarker)) {
+        record = json::parse(l.substr(std::strlen(kRecordMarker)));
+      } else if (starts(kProgressMarker)) {
+        std::istringstream in(l.substr(std::strlen(kProgressMarker)));
+        int rank = 0, phase = 0;
+        int64_t step = 0;
+        if (in >> rank >> step >> phase) progress[rank] = {step, phase};
+      } else if (starts(kRankFailedMarker)) {
+        rank_failures.push_back(json::parse(l.substr(std::strlen(kRankFailedMarker))));
+      }
+    } catch (const std::exception&) {
+      // A torn marker line (a rank killed mid-write) carries nothing usable.
+    }
+  }
+};
+
+// "rank 1 stopped in forward of step 3 (others reached the all-reduce of step 3)": the ranks
+// that fell behind when a case hung. A rank blocked in a collective waits for the laggard, so
+// the laggard is the one in the earliest phase.
+std::string laggard(const std::map<int, std::pair<int64_t, int>>& progress, int ranks) {
+  static const char* const kPhases[] = {"forward", "backward", "the all-reduce", "update"};
+  auto where = [](std::pair<int64_t, int> at) {
+    return std::string(kPhases[std::clamp(at.second, 0, 3)]) + " of step " +
+           std::to_string(at.first);
+  };
+  if (ranks <= 1 || progress.empty()) return "";
+  std::pair<int64_t, int> most{-1, 0};
+  for (const auto& [r, at] : progress) most = std::max(most, at);
+  std::string out;
+  for (int r = 0; r < ranks; ++r) {
+    auto it = progress.find(r);
+    std::string item;
+    if (it == progress.end()) {
+      item = "rank " + std::to_string(r) + " never started a step";
+    } else if (it->second < most) {
+      item = "rank " + std::to_string(r) + " stopped in " + where(it->second) +
+             " (others reached " + where(most) + ")";
+    }
+    if (!item.empty()) out += (out.empty() ? "" : "; ") + item;
+  }
+  return out;
+}
+
+}  // namespace
+
+json job_to_json(const CaseJob& job) {
+  return json{{"id", job.input.id},
+              {"params", job.input.params},
+              {"source", job.input.source},
+              {"skip_reason", job.input.skip_reason},
+              {"backend_by_priority", job.input.backend_by_priority},
+              {"suite_name", job.suite_name},
+              {"suite_path", job.suite_path},
+              {"plugin_folders", job.plugin_folders}};
+}
+
+CaseJob job_from_json(const nlohmann::json& j) {
+  CaseJob job;
+  job.input.id = j.at("id").get<std::string>();
+  job.input.params = nlohmann::ordered_json::parse(j.at("params").dump());
+  job.input.source = j.at("source").get<std::string>();
+  job.input.skip_reason = j.at("skip_reason").get<std::string>();
+  job.input.backend_by_priority = j.value("backend_by_priority", false);
+  job.suite_name = j.at("suite_name").get<std::string>();
+  job.suite_path = j.at("suite_path").get<std::string>();
+  job.plugin_folders = j.at("plugin_folders").get<std::vector<std::string>>();
+  return job;
+}
+
+std::vector<std::string> case_command(const std::string& exe, const CaseJob& job,
+                                      const CaseLimits& limits, int host_cores) {
+  const json& p = job.input.params;
+  int64_t ranks = case_value<int64_t>(p, "ranks");
+  std::vector<std::string> worker{exe, "case-worker", job_to_json(job).dump()};
+  if (ranks <= 1) return worker;
+  std::string launcher = case_value<std::string>(p, "launcher");
+  int64_t threads = std::max<int64_t>(case_value<int64_t>(p, "threads"), 1);
+  std::vector<std::string> extra;
+  if (auto it = p.find("launcher_args"); it != p.end() && it->is_array())
+    for (const auto& a : *it) extra.push_back(a.get<std::string>());
+  extra.insert(extra.end(), limits.launcher_args.begin(), limits.launcher_args.end());
+  std::vector<std::string> cmd;
+  if (launcher == "mpirun") {
+    cmd = {"mpirun", "-np", std::to_string(ranks)};
+    // mpirun refuses root and exits 0; CI and containers run as root.
+    if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
+    // Ranks set their own threads; Open MPI's default core binding would pin each to one core.
+    cmd.insert(cmd.end(), {"--bind-to", "none"});
+    if (case_value<bool>(p, "oversubscribe") || ranks * threads > host_cores)
+      cmd.push_back("--oversubscribe");
+    if (auto it = p.find("ranks_per_node"); it != p.end() && it->is_number_integer())
+      cmd.insert(cmd.end(), {"--map-by", "ppr:" + std::to_string(it->get<int64_t>()) + ":node"});
+    for (const char* var :
+         {"DLHOST_LOG_LEVEL", "DLHOST_PLUGIN_PATH", "DLHOST_DUMP_PARAMS_DIR", "OMP_WAIT_POLICY"})
+      if (std::getenv(var) != nullptr) cmd.insert(cmd.end(), {"-x", var});
+    // Rendezvous store: run_case_in_child sets it in the launcher's environment, for every rank.
+    cmd.insert(cmd.end(), {"-x", "DLHOST_STORE"});
+  } else if (launcher == "srun") {
+    cmd = {"srun",
+           "-n",
+           std::to_string(ranks),
+           "--mpi=pmix",
+           "--kill-on-bad-exit=1",
+           "--cpus-per-task=" + std::to_string(threads)};
+    if (auto it = p.find("ranks_per_node"); it != p.end() && it->is_number_integer())
+      cmd.push_back("--ntasks-per-node=" + std::to_string(it->get<int64_t>()));
+  } else if (launcher == "local") {
+    // dlhost starts the ranks itself on this node: for comms that bootstrap through the
+    // rendezvous store alone (MPI needs mpirun or srun to wire its ranks).
+    return {exe, "case-local", std::to_string(ranks), job_to_json(job).dump()};
+  } else {
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT, "unknown launcher '" + launcher + "'");
+  }
+  cmd.insert(cmd.end(), extra.begin(), extra.end());
+  cmd.insert(cmd.end(), worker.begin(), worker.end());
+  return cmd;
+}
+
+namespace {
+
+// The rendezvous store of a multi-rank case. The ranks are separate processes, maybe on other
+// nodes, so the store they share is served by this process for the case's life (one server per
+// case: no key outlives it). Ranks find it through DLHOST_STORE, which the child's environment
+// carries (built here: between fork and exec only async-signal-safe calls are allowed, and
+// setenv is not one).
+struct CaseStore {
+  std::unique_ptr<RendezvousServer> server;
+  std::string variable;          // DLHOST_STORE=host:port
+  std::vector<char*> child_env;  // this process's environment with `variable`, NULL-ended
+};
+
+void start_store(const CaseJob& job, const CaseLimits& limits, CaseStore& store) {
+  const bool other_nodes = spans_other_hosts(job.input.params, limits.launcher_args);
+  std::string host = "127.0.0.1";
+  if (other_nodes) {
+    char name[256] = {};
+    if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
+      throw std::runtime_error(std::string("gethostname: ") + std::strerror(errno));
+    host = name;
+  }
+  store.server = std::make_unique<RendezvousServer>(other_nodes ? "0.0.0.0" : "127.0.0.1");
+  store.variable = "DLHOST_STORE=" + host + ":" + std::to_string(store.server->port());
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "DLHOST_STORE=", 13) != 0) store.child_env.push_back(*e);
+  store.child_env.push_back(store.variable.data());
+  store.child_env.push_back(nullptr);
+}
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1, err = -1;  // read ends of its stdout and stderr
+};
+
+// Starts `cmd` in its own process group, dying with dlhost, output into pipes, with the memory
+// limit; `env` NULL: this process's environment.
+Child spawn(std::vector<std::string> cmd, const CaseLimits& limits, char* const* env) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    if (limits.memory_limit_mb > 0) {
+      rlimit lim{};
+      lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(limits.memory_limit_mb) * 1024 * 1024;
+      setrlimit(RLIMIT_AS, &lim);
+    }
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    execvpe(argv[0], argv.data(), env != nullptr ? env : environ);
+    std::fprintf(stderr, "cannot start %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from the parent, so the group exists before any kill
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  return Child{pid, out_pipe[0], err_pipe[0]};
+}
+
+// What the child wrote: its stderr forwarded live and its tail kept, its marker lines parsed.
+struct ChildOutput {
+  std::string tail, out_partial;
+  WorkerReports reports;
+
+  void on_stderr(const char* data, size_t n) {
+    // Forwarded live so the user sees the case's log, and kept for the record.
+    (void)!write(STDERR_FILENO, data, n);
+    tail.append(data, n);
+    if (tail.size() > 2 * kStderrTailBytes) tail.erase(0, tail.size() - kStderrTailBytes);
+  }
+  void on_stdout(const char* data, size_t n) {
+    out_partial.append(data, n);
+    size_t nl;
+    while ((nl = out_partial.find('\n')) != std::string::npos) {
+      std::string l = out_partial.substr(0, nl);
+      out_partial.erase(0, nl + 1);
+      if (l.rfind("@@DLHOST_", 0) == 0) {
+        reports.line(l);
+      } else {
+        on_stderr((l + "\n").data(), l.size() + 1);  // a plugin's own prints: with the log
+      }
+    }
+  }
+  // Reads what is ready on the child's pipes (closing one at its end); the poll's result.
+  int drain(Child& c, bool& open_out, bool& open_err, int timeout_ms) {
+    pollfd pfd[2] = {{open_out ? c.out : -1, POLLIN, 0}, {open_err ? c.err : -1, POLLIN, 0}};
+    int ready = poll(pfd, 2, timeout_ms);
+    for (int k = 0; k < 2 && ready > 0; ++k) {
+      if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[8192];
+      ssize_t n = read(pfd[k].fd, buf, sizeof(buf));
+      if (n > 0) {
+        k == 0 ? on_stdout(buf, static_cast<size_t>(n)) : on_stderr(buf, static_cast<size_t>(n));
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        (k == 0 ? open_out : open_err) = false;
+      }
+    }
+    return ready;
+  }
+};
+
+struct Outcome {
+  int status = 0;  // waitpid's
+  bool timed_out = false;
+};
+
+// Waits for the child while forwarding its output; at the deadline or on interruption sends
+// SIGTERM to its group, then SIGKILL after the grace period.
+Outcome supervise(Child& c, ChildOutput& output, const CaseLimits& limits, Clock::time_point start,
+                  volatile const int* interrupted) {
+  Outcome o;
+  bool stopped = false, exited = false, open_out = true, open_err = true;
+  auto deadline =
+      limits.timeout_s > 0
+          ? start + std::chrono::milliseconds(static_cast<int64_t>(limits.timeout_s * 1000))
+          : Clock::time_point::max();
+  Clock::time_point kill_at = Clock::time_point::max();
+  while (!exited || open_out || open_err) {
+    int ready = output.drain(c, open_out, open_err, exited ? 0 : 100);
+    if (exited) {
+      // Once the child is gone, a grandchild holding a pipe open must not keep us waiting.
+      if (ready <= 0) open_out = open_err = false;
+      continue;
+    }
+    if (waitpid(c.pid, &o.status, WNOHANG) == c.pid) {
+      exited = true;
+      continue;
+    }
+    auto now = Clock::now();
+    if (!stopped && (now >= deadline || (interrupted != nullptr && *interrupted))) {
+      o.timed_out = now >= deadline;
+      stopped = true;
+      kill_group(c.pid, SIGTERM);
+      kill_at = now + std::chrono::milliseconds(static_cast<int64_t>(limits.kill_grace_s * 1000));
+    }
+    if (stopped && now >= kill_at) {
+      kill_group(c.pid, SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+  }
+  close(c.out);
+  close(c.err);
+  kill_group(c.pid, SIGKILL);  // whatever the case left in its group
+  return o;
+}
+
+// Why a case that sent no record ended: its status and reason.
+std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput& output,
+                                            const CaseLimits& limits, int ranks) {
+  const WorkerReports& reports = output.reports;
+  if (o.timed_out) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "did not stop at its timeout of %g s; killed at %g s",
+                  limits.case_timeout_s, limits.timeout_s);
+    std::string why = buf;
+    std::string behind = laggard(reports.progress, ranks);
+    if (!behind.empty()) why += ": " + behind;
+    return {kStatusTimeout, why};
+  }
+  if (!reports.rank_failures.empty()) {
+    const json& f = reports.rank_failures.front();
+    return {
+        f.value("status", std::string(kStatusFailed)),
+        "rank " + std::to_string(f.value("rank", -1)) + ": " + f.value("reason", std::string())};
+  }
+  // mpirun names a rank killed by a signal in its own words.
+  std::smatch m;
+  static const std::regex mpirun_signal(
+      "process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
+  if (std::regex_search(output.tail, m, mpirun_signal)) {
+    int sig = std::stoi(m[2]);
+    return {kStatusCrashed,
+            "rank " + m[1].str() + " killed by " + signal_name(sig) + " (" + strsignal(sig) + ")"};
+  }
+  if (WIFSIGNALED(o.status)) {
+    int sig = WTERMSIG(o.status);
+    std::string why = "killed by " + signal_name(sig) + " (" + strsignal(sig) + ")";
+    if (sig == SIGKILL)
+      why += "; not sent by dlhost: the kernel's out-of-memory killer is the usual sender";
+    return {kStatusCrashed, why};
+  }
+  if (WIFEXITED(o.status)) {
+    std::string why = (ranks > 1 ? "the launcher" : "the case worker") +
+                      std::string(" exited with code ") + std::to_string(WEXITSTATUS(o.status)) +
+                      " without a result";
+    if (WEXITSTATUS(o.status) == 127) why += " (could not start: see stderr_tail)";
+    return {kStatusFailed, why};
+  }
+  return {kStatusCrashed, ""};
+}
+
+}  // namespace
+
+json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json& environment,
+                       volatile const int* interrupted) {
+  std::string started_at = utc_now();
+  auto start = Clock::now();
+  int ranks = static_cast<int>(case_value<int64_t>(job.input.params, "ranks"));
+  std::vector<std::string> cmd;
+  try {
+    cmd = case_command(self_exe(), job, limits, host_cores());
+  } catch (const Error& e) {
+    return parent_record(job, environment,
+                         e.code() == DLHOST_CODE_UNIMPLEMENTED ? kStatusSkipped : kStatusFailed,
+                         e.what(), 0.0, started_at);
+  }
+  CaseStore store;
+  if (ranks > 1) {
+    try {
+      start_store(job, limits, store);
+    } catch (const std::exception& e) {
+      return parent_record(job, environment, kStatusFailed,
+                           std::string("cannot start the rendezvous store: ") + e.what(), 0.0,
+                           started_at);
+    }
+  }
+  Child child = spawn(cmd, limits, store.server ? store.child_env.data() : nullptr);
+  ChildOutput output;
+  Outcome outcome = supervise(child, output, limits, start, interrupted);
+  double duration = std::chrono::duration<double>(Clock::now() - start).count();
+  if (interrupted != nullptr && *interrupted && !outcome.timed_out) return json();
+
+  json rec = output.reports.record;
+  if (outcome.timed_out || rec.is_null()) {
+    auto [status, why] = failure(outcome, output, limits, ranks);
+    rec = parent_record(job, environment, status, why, duration, started_at);
+  }
+  const std::string& tail = output.tail;
+  if (!tail.empty() && rec["status"] != kStatusOk && rec["status"] != kStatusSkipped)
+    rec["stderr_tail"] =
+        tail.size() > kStderrTailBytes ? tail.substr(tail.size() - kStderrTailBytes) : tail;
+  return rec;
+}
+
+int case_local_main(int ranks, const std::string& job_json) {
+  // One process per rank, all in this process group (so the case's kill reaches them), each told
+  // its place by DLHOST_RANK / DLHOST_WORLD_SIZE. The first rank to fail ends the others, as
+  // mpirun does, so none waits forever in a collective.
+  std::string exe = self_exe();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::fprintf(stderr, "case-local: fork: %s\n", std::strerror(errno));
+      for (pid_t p : pids) kill(p, SIGKILL);
+      return 2;
+    }
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      setenv("DLHOST_RANK", std::to_string(r).c_str(), 1);
+      setenv("DLHOST_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
+      execl(exe.c_str(), exe.c_str(), "case-worker", job_json.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  int result = 0;
+  for (size_t left = pids.size(); left > 0; --left) {
+    int status = 0;
+    pid_t done = wait(&status);
+    if (done < 0) break;
+    bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (failed && result == 0) {
+      int rank = static_cast<int>(std::find(pids.begin(), pids.end(), done) - pids.begin());
+      if (WIFSIGNALED(status)) {
+        std::fprintf(stderr, "case-local: rank %d exited on signal %d (%s)\n", rank,
+                     WTERMSIG(status), strsignal(WTERMSIG(status)));
+        // The parent names the rank from this line, as it does from mpirun's.
+        std::fprintf(stderr, "process rank %d with PID %d on node local exited on signal %d\n",
+                     rank, static_cast<int>(done), WTERMSIG(status));
+      }
+      result = 1;
+      for (pid_t p : pids)
+        if (p != done) kill(p, SIGTERM);
+    }
+  }
+  return result;
+}
+
+int case_worker_main(const std::string& job_json) {
+  // A rank dies with whoever started it (dlhost, or mpirun/srun).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  CaseJob job = job_from_json(nlohmann::json::parse(job_json));
+  PluginRegistry registry;
+  registry.discover(job.plugin_folders);
+  std::vector<NetworkRef> networks = list_networks(registry);
+  RunContext ctx;
+  ctx.registry = &registry;
+  ctx.networks = &networks;
+  ctx.environment = capture_environment(registry);
+  ctx.suite_name = job.suite_name;
+  ctx.suite_path = job.suite_path;
+  try {
+    ctx.rank = detect_rank_env();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "case-worker: %s\n", e.what());
+    return 3;
+  }
+  if (ctx.rank.size > 1) {
+    int rank = ctx.rank.rank;
+    ctx.on_progress = [rank](int64_t step, int phase) {
+      emit_line(std::string(kProgressMarker) + std::to_string(rank) + " " + std::to_string(step) +
+                " " + std::to_string(phase));
+    };
+  }
+  json rec = run_case(job.input, ctx);
+  const std::string status = rec["status"].get<std::string>();
+  bool ok = status == kStatusOk || status == kStatusSkipped;
+  if (ctx.rank.rank == 0)
+    emit_line(kRecordMarker + rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  else if (!ok)
+    emit_line(kRankFailedMarker +
+              json{{"rank", ctx.rank.rank}, {"status", status}, {"reason", rec["reason"]}}.dump(
+                  -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  // A failed rank exits non-zero so the launcher ends the others instead of leaving them
+  // waiting in a collective.
+  return ctx.rank.size > 1 && !ok ? 1 : 0;
+}
+
+}  // namespace dlhost

@@ -1,0 +1,118 @@
+// record.cpp — see record.h.
+#include "run/record.h"
+
+#include <cstdint>
+#include <cstdio>
+
+#include "run/results.h"
+#include "run/runner.h"
+#include "suite/schema.h"
+
+namespace dlhost {
+
+using json = nlohmann::ordered_json;
+
+RecordSummary RecordSummary::of(const json& rec) {
+  RecordSummary r;
+  r.case_id = rec.value("case_id", std::string());
+  r.status = rec.value("status", std::string());
+  r.reason = rec.value("reason", std::string());
+  r.params_hash = rec.value("params_hash", std::string());
+  if (auto t = rec.find("timing"); t != rec.end() && t->is_object()) {
+    const json& step = (*t)["step"];
+    r.timed = true;
+    r.median_ms = step["median"].get<double>();
+    r.p5_ms = step["p5"].get<double>();
+    r.p95_ms = step["p95"].get<double>();
+    r.iterations = (*t)["iterations"].get<int64_t>();
+    r.samples_per_second = (*t)["samples_per_second"].get<double>();
+  }
+  if (auto d = rec.find("distributed"); d != rec.end() && d->is_object()) {
+    r.ranks = (*d)["ranks"].get<int>();
+    r.weak = (*d)["scaling"] == "weak";
+  }
+  if (auto b = rec.find("backend"); b != rec.end() && b->is_object()) {
+    r.backend = b->value("name", std::string());
+    r.backend_by_priority = b->value("chosen_by", std::string()) == "priority";
+  }
+  return r;
+}
+
+std::string case_line(size_t index, size_t total, const RecordSummary& rec) {
+  char head[256];
+  std::snprintf(head, sizeof(head), "[%*zu/%zu] %-40s %-8s",
+                static_cast<int>(std::to_string(total).size()), index, total, rec.case_id.c_str(),
+                rec.status.c_str());
+  std::string line = head;
+  if (rec.timed) {
+    char body[256];
+    std::snprintf(body, sizeof(body),
+                  " median %9.2f ms/mini-batch (p5 %.2f, p95 %.2f, n=%lld)  %10.1f samples/s",
+                  rec.median_ms, rec.p5_ms, rec.p95_ms, static_cast<long long>(rec.iterations),
+                  rec.samples_per_second);
+    line += body;
+  }
+  if (!rec.reason.empty()) line += "  " + rec.reason;
+  if (rec.backend_by_priority) line += "  (backend " + rec.backend + ", by priority)";
+  return line;
+}
+
+std::string params_hash(const json& params) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : params.dump()) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::set<std::pair<std::string, std::string>> recorded_cases(const std::string& path, int* torn) {
+  std::set<std::pair<std::string, std::string>> done;
+  ResultsFile previous = read_results(path);
+  for (const auto& r : previous.records) {
+    RecordSummary seen = RecordSummary::of(r);
+    if (!seen.case_id.empty() && !seen.params_hash.empty())
+      done.insert({seen.case_id, seen.params_hash});
+  }
+  if (torn != nullptr) *torn = previous.torn_lines;
+  return done;
+}
+
+namespace {
+
+// The 1-rank case a multi-rank case is compared with: the same parameters but for how the ranks
+// are launched and communicate.
+std::string scaling_key(const json& params) {
+  json p = params;
+  for (const char* k : {"ranks", "comm", "launcher", "launcher_args", "ranks_per_node", "overlap",
+                        "bucket_mb", "tags", "oversubscribe", "timeout"})
+    p.erase(k);
+  return p.dump();
+}
+
+// Strong scaling compares time per global mini-batch (speedup T1/TN); weak scaling compares
+// throughput (N x T1/TN). Efficiency is speedup / N.
+void add_scaling(json& rec, const RecordSummary& n_ranks, const RecordSummary& baseline) {
+  const double t1 = baseline.median_ms, tn = n_ranks.median_ms;
+  const int n = n_ranks.ranks;
+  double speedup = tn > 0 ? (n_ranks.weak ? n * t1 / tn : t1 / tn) : 0.0;
+  rec["distributed"]["vs_1_rank"] =
+      json{{"baseline_case", baseline.case_id}, {"speedup", speedup}, {"efficiency", speedup / n}};
+}
+
+}  // namespace
+
+void ScalingBaselines::add(const json& params, json& rec) {
+  const RecordSummary r = RecordSummary::of(rec);
+  if (r.status != kStatusOk) return;
+  std::string key = scaling_key(params);
+  if (case_value<int64_t>(params, "ranks") == 1) {
+    one_rank_.emplace(key, r);
+  } else if (rec.contains("distributed") && one_rank_.count(key)) {
+    add_scaling(rec, r, one_rank_[key]);
+  }
+}
+
+}  // namespace dlhost

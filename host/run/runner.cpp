@@ -1,0 +1,565 @@
+// runner.cpp — see runner.h. The timing loop is the paper's method: `warmup` untimed steps, then
+// `iterations` timed steps; each phase ends with the backend's synchronize so a GPU backend's
+// queued work is inside the timer that stops.
+//
+// A case runs as a few named steps: resolve (plugins, device, mini-batch), prepare (graph,
+// compile, weights and resident data), train (the timed loop, StepLoop), reduce over ranks,
+// and the record's parts. Missing case keys take their defaults from the suite schema.
+#include "run/runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <memory>
+
+#include "core/graph.h"
+#include "core/handles.h"
+#include "core/host_api.h"
+#include "core/plugin_registry.h"
+#include "core/stats.h"
+#include "core/synthetic.h"
+#include "run/data_parallel.h"
+#include "suite/schema.h"
+
+namespace dlhost {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// A case that cannot run here; not an error of the backend.
+struct Skip {
+  std::string reason;
+};
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// Peak resident set of this process: reset at case start (Linux clear_refs "5") so each case
+// reads its own peak while cases still share one process.
+void reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (f) f << "5";
+}
+uint64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// A float setting as the user wrote it (0.01, not 0.009999999776).
+double as_written(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.7g", static_cast<double>(v));
+  return std::strtod(buf, nullptr);
+}
+
+json summary_json(const Summary& s) {
+  return json{{"mean", s.mean}, {"median", s.median}, {"min", s.min},      {"max", s.max},
+              {"p5", s.p5},     {"p95", s.p95},       {"stddev", s.stddev}};
+}
+
+// The case's `options:` for one plugin, as strings.
+dlhost_options plugin_options(const json& params, const std::string& plugin) {
+  dlhost_options opts;
+  if (auto it = params.find("options"); it != params.end() && it->is_object()) {
+    if (auto b = it->find(plugin); b != it->end() && b->is_object())
+      for (const auto& [k, v] : b->items())
+        opts.values[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  }
+  return opts;
+}
+
+// A backend also gets the keys every backend must honour.
+dlhost_options backend_options(const json& params, const std::string& backend) {
+  dlhost_options opts = plugin_options(params, backend);
+  opts.values["threads"] = std::to_string(case_value<int64_t>(params, "threads"));
+  opts.values["seed"] = std::to_string(case_value<int64_t>(params, "seed"));
+  return opts;
+}
+
+// --- resolve: what the case runs on, before anything is built ----------------------------------
+
+struct Plan {
+  const NetworkRef* net = nullptr;
+  const LoadedPlugin* backend = nullptr;
+  int32_t device = 0;
+  const dlhost_device_info* dev = nullptr;
+  int64_t batch = 0, global_batch = 0;  // per rank, and over all ranks
+  bool weak = false;
+};
+
+const LoadedPlugin* usable_plugin(const RunContext& ctx, dlhost_plugin_kind kind, const char* role,
+                                  const std::string& name) {
+  const LoadedPlugin* plugin = ctx.registry->find(kind, name);
+  if (plugin == nullptr) throw Skip{std::string(role) + " '" + name + "' is not installed here"};
+  if (!plugin->usable)
+    throw Skip{std::string(role) + " '" + name + "' cannot run here: " + plugin->unusable_reason};
+  return plugin;
+}
+
+void check_world(const json& p, const RankEnv& world, const std::string& comm_name) {
+  const int64_t ranks = case_value<int64_t>(p, "ranks");
+  if (ranks != world.size)
+    throw Skip{"the case asks for " + std::to_string(ranks) + " ranks but runs in a world of " +
+               std::to_string(world.size) +
+               " (multi-rank cases need the case's own process: drop --no-isolate)"};
+  if (ranks > 1 && comm_name == "none")
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT,
+                "a case of " + std::to_string(ranks) + " ranks needs a comm (e.g. comm: mpi)");
+}
+
+// Strong scaling (the paper's choice) splits a fixed global mini-batch over the ranks; weak
+// scaling gives every rank the whole `batch`. Unset, the batch is the network's for the device.
+void resolve_batch(const json& p, const RankEnv& world, Plan& plan) {
+  plan.global_batch = case_value_if<int64_t>(p, "batch").value_or(0);
+  if (plan.global_batch <= 0)
+    plan.global_batch =
+        plan.dev->kind == DLHOST_DEVICE_GPU ? plan.net->info->gpu_batch : plan.net->info->cpu_batch;
+  plan.weak = case_value<std::string>(p, "scaling") == "weak";
+  plan.batch = plan.global_batch;
+  if (plan.weak) {
+    plan.global_batch = plan.batch * world.size;
+  } else if (plan.global_batch % world.size != 0) {
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT,
+                "strong scaling: the global mini-batch " + std::to_string(plan.global_batch) +
+                    " does not divide over " + std::to_string(world.size) + " ranks");
+  } else {
+    plan.batch = plan.global_batch / world.size;
+  }
+}
+
+Plan resolve(const json& p, const RunContext& ctx) {
+  Plan plan;
+  const std::string network_name = case_value_if<std::string>(p, "network").value_or("");
+  const std::string backend_name = case_value<std::string>(p, "backend");
+  const std::string comm_name = case_value<std::string>(p, "comm");
+  check_world(p, ctx.rank, comm_name);
+  plan.net = find_network(*ctx.networks, network_name);
+  if (plan.net == nullptr) throw Skip{"network '" + network_name + "' is not installed here"};
+  plan.backend = usable_plugin(ctx, DLHOST_PLUGIN_BACKEND, "backend", backend_name);
+  const dlhost_backend_api* api = plan.backend->table->backend;
+  plan.device = static_cast<int32_t>(case_value<int64_t>(p, "device"));
+  if (plan.device < 0 || plan.device >= api->device_count())
+    throw Skip{"backend '" + backend_name + "' has no device " + std::to_string(plan.device) +
+               " here (" + std::to_string(api->device_count()) + " devices)"};
+  check_status(api->device_info(plan.device, &plan.dev), "device_info");
+  return plan;
+}
+
+json backend_json(const Plan& plan) {
+  const dlhost_device_info* dev = plan.dev;
+  return json{{"name", plan.backend->name},
+              {"version", plan.backend->version},
+              {"path", plan.backend->path},
+              {"device",
+               {{"index", plan.device},
+                {"name", dev->name ? dev->name : ""},
+                {"model", dev->model ? dev->model : ""},
+                {"cores", dev->cores},
+                {"isa", dev->isa ? dev->isa : ""},
+                {"memory_bytes", dev->memory_bytes},
+                {"library", dev->library ? dev->library : ""}}}};
+}
+
+// The network's optimizer defaults, overridden per case.
+dlhost_optimizer_desc case_optimizer(const json& p, const NetworkRef& net) {
+  dlhost_optimizer_desc opt = *net.info->optimizer;
+  opt.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+  opt.learning_rate = case_value_if<float>(p, "lr").value_or(opt.learning_rate);
+  opt.momentum = case_value_if<float>(p, "momentum").value_or(opt.momentum);
+  opt.weight_decay = case_value_if<float>(p, "weight_decay").value_or(opt.weight_decay);
+  opt.clip_norm = case_value_if<float>(p, "clip_norm").value_or(opt.clip_norm);
+  return opt;
+}
+
+// --- prepare: graph, compiled model, weights and resident data ---------------------------------
+
+struct Prepared {
+  std::unique_ptr<Graph> graph;
+  dlhost_optimizer_desc optimizer{};
+  ContextHandle context{nullptr, ContextDeleter{nullptr}};  // declared before the model: the
+  ModelHandle model{nullptr, ModelDeleter{nullptr}};        // model goes first
+  double build_ms = 0, compile_ms = 0, init_ms = 0;
+};
+
+void load_weights_and_data(const Plan& plan, const json& p, int rank, Prepared& m) {
+  const dlhost_backend_api* api = plan.backend->table->backend;
+  const uint64_t seed = static_cast<uint64_t>(case_value<int64_t>(p, "seed"));
+  const Graph& graph = *m.graph;
+  auto weights = initial_params(graph, seed);
+  for (int32_t i = 0; i < graph.num_params(); ++i)
+    check_status(api->write_param(m.model.get(), i, DLHOST_PARAM_VALUE, weights[i].data(),
+                                  weights[i].size() * 4),
+                 "write_param " + std::string(graph.param(i).name));
+  weights.clear();
+  for (const auto& input : synthetic_inputs(graph, seed, plan.batch * rank))
+    check_status(
+        api->set_input(m.model.get(), input.tensor, input.bytes.data(), input.bytes.size()),
+        "set_input " + std::string(graph.tensor(input.tensor).name));
+  check_status(api->synchronize(m.model.get()), "synchronize");
+}
+
+Prepared prepare(const Plan& plan, const json& p, int rank) {
+  Prepared m;
+  auto t = Clock::now();
+  dlhost_options net_opts = plugin_options(p, plan.net->plugin->name);
+  m.graph = build_network(*plan.net->plugin, plan.net->index, plan.batch, &net_opts);
+  m.build_ms = ms_since(t);
+  m.optimizer = case_optimizer(p, *plan.net);
+  dlhost_options opts = backend_options(p, plan.backend->name);
+  m.context = create_context(*plan.backend, plan.device, opts);
+  t = Clock::now();
+  m.model = compile_model(*plan.backend, m.context.get(), m.graph->view(), m.optimizer, opts);
+  m.compile_ms = ms_since(t);
+  t = Clock::now();
+  load_weights_and_data(plan, p, rank, m);
+  m.init_ms = ms_since(t);
+  return m;
+}
+
+json network_json(const Plan& plan, const Graph& graph) {
+  return json{{"name", plan.net->name},
+              {"plugin", plan.net->plugin->name},
+              {"batch", plan.batch},
+              {"input_shape", graph.input_shape()},
+              {"params", graph.param_count()},
+              {"forward_flops_per_sample", graph.forward_flops_per_sample()}};
+}
+
+json resolved_json(const Plan& plan, const json& p, const Prepared& m) {
+  dlhost_model_info info{};
+  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
+  check_status(plan.backend->table->backend->model_info(m.model.get(), &info), "model_info");
+  const dlhost_optimizer_desc& opt = m.optimizer;
+  return json{{"batch", plan.batch},
+              {"global_batch", plan.global_batch},
+              {"threads_requested", case_value<int64_t>(p, "threads")},
+              {"threads_used", info.threads},
+              {"optimizer",
+               {{"kind", "sgd"},
+                {"lr", as_written(opt.learning_rate)},
+                {"momentum", as_written(opt.momentum)},
+                {"weight_decay", as_written(opt.weight_decay)},
+                {"clip_norm", as_written(opt.clip_norm)}}},
+              {"implementation", info.implementation ? info.implementation : ""}};
+}
+
+// --- train: warm-up, then the timed loop -------------------------------------------------------
+
+// Per timed step, in ms (allreduce: from the first bucket started to the last one done).
+struct Samples {
+  std::vector<double> step, forward, backward, exposed_comm, update, allreduce, compute, loss;
+  std::vector<double> warmup_loss;
+  DataParallelStats dp;
+  bool timed_out = false;
+};
+
+// One training step at a time: forward, backward (gradients all-reduced as they become ready),
+// the rest of the all-reduce, update; each phase synchronized when timed.
+class StepLoop {
+ public:
+  StepLoop(const dlhost_backend_api* api, dlhost_model* model, DataParallel* dp,
+           const RunContext& ctx)
+      : api_(api), m_(model), dp_(dp), ready_(dp ? dp->grad_ready() : nullptr), ctx_(ctx) {}
+
+  float warmup_step() {
+    progress(0);
+    check_status(api_->forward(m_), "forward");
+    progress(1);
+    check_status(api_->backward(m_, ready_), "backward");
+    progress(2);
+    if (dp_) dp_->finish(nullptr);
+    progress(3);
+    check_status(api_->update(m_), "update");
+    ++step_;
+    return loss();
+  }
+
+  void timed_step(Samples& s) {
+    progress(0);
+    auto t0 = Clock::now();
+    synchronized(api_->forward(m_), "forward");
+    auto t1 = Clock::now();
+    progress(1);
+    synchronized(api_->backward(m_, ready_), "backward");
+    auto t2 = Clock::now();
+    progress(2);
+    if (dp_) dp_->finish(&s.dp);
+    auto t3 = Clock::now();
+    progress(3);
+    synchronized(api_->update(m_), "update");
+    auto t4 = Clock::now();
+    s.forward.push_back(ms(t0, t1));
+    s.backward.push_back(ms(t1, t2));
+    s.exposed_comm.push_back(ms(t2, t3));
+    s.update.push_back(ms(t3, t4));
+    s.step.push_back(ms(t0, t4));
+    s.allreduce.push_back(dp_ ? s.dp.allreduce_ms : 0.0);
+    s.loss.push_back(loss());  // outside the timers
+    ++step_;
+  }
+
+ private:
+  static double ms(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  }
+  void synchronized(dlhost_status* status, const char* what) {
+    check_status(status, what);
+    check_status(api_->synchronize(m_), "synchronize");
+  }
+  float loss() {
+    float l = 0;
+    check_status(api_->read_loss(m_, &l), "read_loss");
+    return l;
+  }
+  void progress(int phase) {
+    if (ctx_.on_progress) ctx_.on_progress(step_, phase);
+  }
+
+  const dlhost_backend_api* api_;
+  dlhost_model* m_;
+  DataParallel* dp_;
+  const dlhost_grad_ready* ready_;
+  const RunContext& ctx_;
+  int64_t step_ = 0;
+};
+
+Samples train(StepLoop& loop, DataParallel* dp, const json& p, Clock::time_point case_start) {
+  const int64_t warmup = case_value<int64_t>(p, "warmup");
+  const int64_t iterations = case_value<int64_t>(p, "iterations");
+  const double timeout_s = case_value<double>(p, "timeout");
+  Samples s;
+  for (auto* v :
+       {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce, &s.loss})
+    v->reserve(static_cast<size_t>(iterations));
+  // Every rank must stop at the same step, or the others would wait in an all-reduce forever.
+  auto over_time = [&] {
+    std::vector<double> late{ms_since(case_start) > timeout_s * 1000.0 ? 1.0 : 0.0};
+    if (dp) dp->all_reduce_max(late);
+    return late[0] > 0;
+  };
+  for (int64_t i = 0; i < warmup && !s.timed_out; ++i) {
+    s.warmup_loss.push_back(loop.warmup_step());
+    s.timed_out = over_time();
+  }
+  for (int64_t i = 0; i < iterations && !s.timed_out; ++i) {
+    loop.timed_step(s);
+    if (!std::isfinite(s.loss.back()))
+      throw Error(DLHOST_CODE_INTERNAL, "loss is " + std::to_string(s.loss.back()) +
+                                            " at timed iteration " + std::to_string(i));
+    s.timed_out = over_time();
+  }
+  return s;
+}
+
+// Across ranks: a step lasts as long as its slowest rank; the loss is the mean of the ranks'
+// (each over its own shard, so the mean is the loss of the global mini-batch).
+void reduce_over_ranks(Samples& s, DataParallel* dp, int world_size) {
+  s.compute.resize(s.step.size());
+  for (size_t i = 0; i < s.step.size(); ++i)
+    s.compute[i] = s.forward[i] + s.backward[i] + s.update[i];
+  if (!dp) return;
+  for (auto* v :
+       {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce, &s.compute})
+    dp->all_reduce_max(*v);
+  dp->all_reduce_sum(s.loss);
+  for (auto& l : s.loss) l /= world_size;
+}
+
+// For tests of training itself (data-parallel equivalence): rank 0's final weights, canonical
+// layout, all parameters one after the other as float32.
+void dump_params(const std::string& case_id, const dlhost_backend_api* api, dlhost_model* m,
+                 const Graph& graph) {
+  const char* dir = std::getenv("DLHOST_DUMP_PARAMS_DIR");
+  if (dir == nullptr) return;
+  std::ofstream out(std::string(dir) + "/" + case_id + ".params", std::ios::binary);
+  for (int32_t i = 0; i < graph.num_params(); ++i) {
+    std::vector<float> values(static_cast<size_t>(graph.param(i).count));
+    check_status(api->read_param(m, i, DLHOST_PARAM_VALUE, values.data(), values.size() * 4),
+                 "read_param");
+    out.write(reinterpret_cast<const char*>(values.data()),
+              static_cast<std::streamsize>(values.size() * 4));
+  }
+}
+
+// --- the record's parts ------------------------------------------------------------------------
+
+json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan& plan,
+                 int world_size) {
+  Summary step = summarize(s.step);
+  json timing;
+  timing["unit"] = "ms";
+  timing["warmup"] = case_value<int64_t>(p, "warmup");
+  timing["iterations"] = static_cast<int64_t>(s.step.size());
+  timing["build_ms"] = m.build_ms;
+  timing["compile_ms"] = m.compile_ms;
+  timing["init_ms"] = m.init_ms;
+  timing["step"] = summary_json(step);
+  timing["forward"] = summary_json(summarize(s.forward));
+  timing["backward"] = summary_json(summarize(s.backward));
+  timing["update"] = summary_json(summarize(s.update));
+  timing["samples_per_second"] = step.median > 0 ? 1000.0 * plan.global_batch / step.median : 0.0;
+  timing["samples_per_second_mean"] = step.mean > 0 ? 1000.0 * plan.global_batch / step.mean : 0.0;
+  // Training costs about 3x the forward FLOPs (forward, backward data, backward weights).
+  timing["train_gflops_per_second_est"] =
+      step.median > 0 ? 3.0 * m.graph->forward_flops() * world_size / (step.median * 1e6) : 0.0;
+  timing["samples"] = json{
+      {"step", s.step}, {"forward", s.forward}, {"backward", s.backward}, {"update", s.update}};
+  return timing;
+}
+
+json distributed_json(const Samples& s, const json& p, const Plan& plan, const RankEnv& world,
+                      const CommSession& comm) {
+  return json{
+      {"ranks", world.size},
+      {"launcher", world.launcher},
+      {"comm", comm.name()},
+      {"comm_library", comm.library()},
+      {"scaling", plan.weak ? "weak" : "strong"},
+      {"global_batch", plan.global_batch},
+      {"per_rank_batch", plan.batch},
+      {"overlap", case_value<bool>(p, "overlap")},
+      {"bucket_mb", case_value<double>(p, "bucket_mb")},
+      {"buckets", s.dp.buckets},
+      {"allreduce_bytes_per_step", s.dp.bytes},
+      {"compute", summary_json(summarize(s.compute))},
+      {"allreduce", summary_json(summarize(s.allreduce))},
+      {"exposed_comm", summary_json(summarize(s.exposed_comm))},
+      {"samples",
+       {{"compute", s.compute}, {"allreduce", s.allreduce}, {"exposed_comm", s.exposed_comm}}}};
+}
+
+json loss_json(const Samples& s) {
+  auto first = [](const std::vector<double>& v) {
+    return v.empty() ? json(nullptr) : json(v.front());
+  };
+  return json{{"warmup_first", first(s.warmup_loss)},
+              {"first", first(s.loss)},
+              {"last", s.loss.empty() ? json(nullptr) : json(s.loss.back())},
+              {"values", s.loss}};
+}
+
+void finish_status(const Samples& s, const json& p, json& rec) {
+  if (s.timed_out) {
+    rec["status"] = kStatusTimeout;
+    rec["reason"] = "case exceeded its timeout of " +
+                    std::to_string(case_value<double>(p, "timeout")) + " s after " +
+                    std::to_string(s.step.size()) + " of " +
+                    std::to_string(case_value<int64_t>(p, "iterations")) + " timed iterations";
+  } else if (s.step.empty()) {
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT, "no timed iterations");
+  }
+}
+
+// --- the case, step by step ---------------------------------------------------------------------
+
+void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
+  const json& p = in.params;
+  if (!in.skip_reason.empty()) throw Skip{in.skip_reason};
+  const RankEnv& world = ctx.rank;
+  Plan plan = resolve(p, ctx);
+  rec["backend"] = backend_json(plan);
+  rec["backend"]["chosen_by"] = in.backend_by_priority ? "priority" : "suite";
+  resolve_batch(p, world, plan);
+  std::unique_ptr<CommSession> comm;  // NULL: one rank, no communication
+  if (const std::string name = case_value<std::string>(p, "comm"); name != "none")
+    comm = std::make_unique<CommSession>(*usable_plugin(ctx, DLHOST_PLUGIN_COMM, "comm", name),
+                                         world, plugin_options(p, name));
+  auto case_start = Clock::now();
+
+  Prepared m = prepare(plan, p, world.rank);
+  rec["network"] = network_json(plan, *m.graph);
+  rec["resolved"] = resolved_json(plan, p, m);
+
+  // Data parallelism: the same weights everywhere, gradients averaged every step.
+  const dlhost_backend_api* api = plan.backend->table->backend;
+  std::unique_ptr<DataParallel> dp;
+  if (comm) {
+    dp = std::make_unique<DataParallel>(*comm, api, m.model.get(), m.graph->num_params(),
+                                        case_value<double>(p, "bucket_mb"),
+                                        case_value<bool>(p, "overlap"));
+    dp->broadcast_parameters();
+    dp->barrier();
+  }
+
+  StepLoop loop(api, m.model.get(), dp.get(), ctx);
+  Samples s = train(loop, dp.get(), p, case_start);
+  uint64_t backend_bytes = 0;
+  check_status(api->memory_in_use(m.model.get(), &backend_bytes), "memory_in_use");
+  if (world.rank == 0) dump_params(in.id, api, m.model.get(), *m.graph);
+  reduce_over_ranks(s, dp.get(), world.size);
+
+  rec["timing"] = timing_json(s, p, m, plan, world.size);
+  if (dp) rec["distributed"] = distributed_json(s, p, plan, world, *comm);
+  rec["loss"] = loss_json(s);
+  rec["memory"] = json{{"peak_rss_bytes", peak_rss_bytes()}, {"backend_bytes", backend_bytes}};
+  finish_status(s, p, rec);
+}
+
+}  // namespace
+
+nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& ctx) {
+  json rec;
+  rec["schema_version"] = kResultsSchemaVersion;
+  rec["case_id"] = input.id;
+  rec["status"] = kStatusOk;
+  rec["reason"] = "";
+  rec["suite"] = json{{"name", ctx.suite_name}, {"path", ctx.suite_path}, {"source", input.source}};
+  rec["started_at"] = utc_now();
+  rec["params"] = input.params;
+  auto start = Clock::now();
+  reset_peak_rss();
+  try {
+    run_body(input, ctx, rec);
+  } catch (const Skip& s) {
+    rec["status"] = kStatusSkipped;
+    rec["reason"] = s.reason;
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (e.code() == DLHOST_CODE_UNIMPLEMENTED) {
+      rec["status"] = kStatusSkipped;
+      rec["reason"] = "UNIMPLEMENTED: " + what;
+    } else if (e.code() == DLHOST_CODE_RESOURCE_EXHAUSTED ||
+               what.find("out of memory") != std::string::npos ||
+               what.find("out_of_memory") != std::string::npos) {
+      rec["status"] = kStatusOom;
+      rec["reason"] = std::string(code_name(e.code())) + ": " + what;
+    } else {
+      rec["status"] = kStatusFailed;
+      rec["reason"] = std::string(code_name(e.code())) + ": " + what;
+    }
+  } catch (const std::bad_alloc&) {
+    rec["status"] = kStatusOom;
+    rec["reason"] = "RESOURCE_EXHAUSTED: out of memory (std::bad_alloc in the host)";
+  } catch (const std::exception& e) {
+    // Also what a plugin's C++ exception becomes if it escapes the C boundary.
+    rec["status"] = kStatusFailed;
+    rec["reason"] = std::string("INTERNAL: ") + e.what();
+  } catch (...) {
+    rec["status"] = kStatusFailed;
+    rec["reason"] =
+        "INTERNAL: an exception of unknown type escaped (a plugin broke the C ABI rule)";
+  }
+  rec["duration_s"] = ms_since(start) / 1000.0;
+  rec["environment"] = ctx.environment;
+  return rec;
+}
+
+}  // namespace dlhost

@@ -1,0 +1,45 @@
+// runner.h — runs one case of a suite in this process and makes its result record: builds the
+// network's graph, compiles it on the backend, initializes weights and resident synthetic data,
+// runs warm-up then timed training steps (forward, backward, update, each ended by a
+// synchronize), and summarizes. Never throws: every failure becomes the record's status.
+// Not thread-safe (backends bound threads per process).
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/networks.h"
+#include "distributed/rank_env.h"
+#include "suite/suite.h"
+
+namespace dlhost {
+
+class PluginRegistry;
+
+struct RunContext {
+  const PluginRegistry* registry = nullptr;
+  const std::vector<NetworkRef>* networks = nullptr;
+  nlohmann::ordered_json environment;  // from capture_environment
+  std::string suite_name, suite_path;
+  RankEnv rank;  // this process's place in the case's world (a world of 1 without a launcher)
+  // Called as every training step (warm-up included) enters each phase: 0 forward, 1 backward,
+  // 2 gradient all-reduce, 3 update; for progress reports that name a rank that hangs.
+  std::function<void(int64_t step, int phase)> on_progress;
+};
+
+// Result statuses. SKIPPED covers both "not available here" and a backend's UNIMPLEMENTED.
+inline constexpr const char* kStatusOk = "OK";
+inline constexpr const char* kStatusSkipped = "SKIPPED";
+inline constexpr const char* kStatusFailed = "FAILED";
+inline constexpr const char* kStatusTimeout = "TIMEOUT";
+inline constexpr const char* kStatusOom = "OOM";          // out of memory (limit or machine)
+inline constexpr const char* kStatusCrashed = "CRASHED";  // the case's process died
+
+nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& context);
+
+// The schema version written into every record (docs/results-schema.json).
+inline constexpr int kResultsSchemaVersion = 1;
+
+}  // namespace dlhost

@@ -1,0 +1,74 @@
+// schema.cpp — the key table (see schema.h). Changing a default here changes it everywhere.
+#include "suite/schema.h"
+
+#include <utility>
+
+namespace dlhost {
+
+using ordered_json = nlohmann::ordered_json;
+
+const std::vector<KeySpec>& key_specs() {
+  static const std::vector<KeySpec> specs = [] {
+    std::vector<KeySpec> s;
+    auto name = [&s](const char* n, ordered_json def) {
+      s.push_back({n, KeyKind::kName, false, 0, false, {}, std::move(def)});
+    };
+    auto integer = [&s](const char* n, bool has_min, int64_t min, bool exclusive,
+                        ordered_json def) {
+      s.push_back({n, KeyKind::kInt, has_min, min, exclusive, {}, std::move(def)});
+    };
+    auto number = [&s](const char* n, bool exclusive, ordered_json def) {
+      s.push_back({n, KeyKind::kNumber, true, 0, exclusive, {}, std::move(def)});
+    };
+    auto boolean = [&s](const char* n, bool def) {
+      s.push_back({n, KeyKind::kBool, false, 0, false, {}, def});
+    };
+    auto choice = [&s](const char* n, std::vector<std::string> choices) {
+      ordered_json def = choices.front();
+      s.push_back({n, KeyKind::kChoice, false, 0, false, std::move(choices), std::move(def)});
+    };
+    name("network", nullptr);
+    name("backend", nullptr);  // unset: the highest-priority usable backend
+    integer("batch", true, 0, true, nullptr);
+    integer("threads", true, 0, false, 0);
+    integer("iterations", true, 0, true, 20);
+    integer("warmup", true, 0, false, 5);
+    number("timeout", true, 600);
+    integer("memory_limit_mb", true, 0, true, nullptr);
+    integer("seed", false, 0, false, 42);
+    integer("device", false, 0, false, 0);
+    name("comm", "none");
+    integer("ranks", true, 0, true, 1);
+    integer("ranks_per_node", true, 0, true, nullptr);
+    choice("launcher", {"mpirun", "srun", "local"});
+    choice("scaling", {"strong", "weak"});
+    boolean("overlap", true);
+    number("bucket_mb", true, 25);
+    number("lr", false, nullptr);
+    number("momentum", false, nullptr);
+    number("weight_decay", false, nullptr);
+    number("clip_norm", false, nullptr);
+    boolean("oversubscribe", false);
+    s.push_back({"options", KeyKind::kOptions, false, 0, false, {}, nullptr});
+    s.push_back({"tags", KeyKind::kTags, false, 0, false, {}, nullptr});
+    // Extra launcher arguments for multi-rank cases (a hostfile, MCA settings): a list.
+    s.push_back({"launcher_args", KeyKind::kTags, false, 0, false, {}, nullptr});
+    return s;
+  }();
+  return specs;
+}
+
+const KeySpec* find_key_spec(const std::string& key) {
+  for (const KeySpec& spec : key_specs()) {
+    if (spec.name == key) return &spec;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> case_key_names() {
+  std::vector<std::string> names;
+  for (const KeySpec& spec : key_specs()) names.push_back(spec.name);
+  return names;
+}
+
+}  // namespace dlhost

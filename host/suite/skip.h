@@ -1,0 +1,36 @@
+// skip.h — every rule that skips a case on this machine, in one place: a case that needs more
+// threads than the machine has cores (decided when the suite loads), and a multi-rank case that
+// needs ranks x threads cores on a machine that has fewer and no other hosts to spread to
+// (decided by `dlhost run`/`validate`, which know the command line's launcher arguments).
+// A name that is not installed (network, backend, comm) is the loader's catalog check.
+// Pure functions of their arguments and the environment (SLURM_JOB_ID); thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "suite/suite.h"
+
+namespace dlhost {
+
+// Whether the ranks of a case may run on hosts other than this one: the case or the command line
+// gives launcher arguments (a hostfile), dlhost runs inside a Slurm job, or the launcher is srun.
+// Decides both whether a multi-rank case is skipped for this machine's cores and whether the
+// rendezvous store listens beyond this host.
+bool spans_other_hosts(const nlohmann::ordered_json& params,
+                       const std::vector<std::string>& cli_launcher_args);
+
+// "" when the case's threads fit `host_cores` (unknown when <= 0) or it may oversubscribe.
+std::string thread_skip_reason(const nlohmann::ordered_json& params, int host_cores);
+
+// "" unless the case has several ranks that need more cores than `host_cores` and may neither
+// oversubscribe nor go to other hosts.
+std::string rank_skip_reason(const nlohmann::ordered_json& params, int host_cores,
+                             const std::vector<std::string>& cli_launcher_args);
+
+// Sets rank_skip_reason on every case that has no skip reason yet.
+void apply_rank_skips(Suite& suite, int host_cores,
+                      const std::vector<std::string>& cli_launcher_args);
+
+}  // namespace dlhost
