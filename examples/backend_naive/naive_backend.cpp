@@ -1,8 +1,8 @@
 // naive_backend.cpp — `example_naive`, a complete dlhost compute backend in one file: plain
 // single-threaded loops in float32 (double sums), written with the SDK's backend kit. It trains
-// graphs made of fully connected layers (per-sample and per-time-step), ReLU/sigmoid/tanh,
-// element-wise add, softmax cross-entropy and MSE; compile answers UNIMPLEMENTED for every
-// other op, so `dlhost conform` reports those problems as UNIMPLEMENTED, not FAILED.
+// graphs made of 2-D convolutions, fully connected layers (per-sample and per-time-step),
+// ReLU/sigmoid/tanh, element-wise add, softmax cross-entropy and MSE; compile answers UNIMPLEMENTED
+// for every other op, so `dlhost conform` reports those problems as UNIMPLEMENTED, not FAILED.
 //
 // What the kit does for it: fills the C table, checks handles and out-parameters, turns
 // exceptions into statuses, describes the CPU (sdk::cpu_device) and reports the versions below.
@@ -28,6 +28,7 @@ struct Tensor {
   std::vector<float> value, grad;  // F32 activations and their gradients
   std::vector<int32_t> ids;        // I32 inputs (labels)
   int64_t last_dim = 1;            // size of the innermost dimension
+  int64_t dims[4] = {1, 1, 1, 1};  // N, C, H, W of an image tensor
 };
 
 struct Param {
@@ -41,6 +42,7 @@ struct Node {
   int32_t out = -1;
   int32_t activation = 0;  // ACTIVATION: the kind
   int64_t rows = 0;        // FC: leading dims kept; losses: positions
+  dlhost_conv2d_attrs conv{};
 };
 
 class NaiveModel final : public sdk::Model {
@@ -128,6 +130,7 @@ class NaiveModel final : public sdk::Model {
     int64_t n = 1;
     for (int32_t k = 0; k < d.rank; ++k) n *= d.dims[k];
     t.last_dim = d.rank > 0 ? d.dims[d.rank - 1] : 1;
+    for (int32_t k = 0; k < d.rank && d.rank == 4; ++k) t.dims[k] = d.dims[k];
     if (d.dtype == DLHOST_DTYPE_I32) {
       t.ids.resize(static_cast<size_t>(n));
     } else if (d.dtype == DLHOST_DTYPE_F32) {
@@ -158,6 +161,9 @@ class NaiveModel final : public sdk::Model {
         for (int32_t k = 0; k < keep; ++k) n.rows *= x.dims[k];
         break;
       }
+      case DLHOST_OP_CONV2D:
+        n.conv = *static_cast<const dlhost_conv2d_attrs*>(d.attrs);
+        break;
       case DLHOST_OP_ACTIVATION:
         n.activation = static_cast<const dlhost_activation_attrs*>(d.attrs)->kind;
         break;
@@ -206,6 +212,8 @@ class NaiveModel final : public sdk::Model {
           }
         return;
       }
+      case DLHOST_OP_CONV2D:
+        return conv2d(n, false);
       case DLHOST_OP_ACTIVATION:
         for (size_t i = 0; i < y.size(); ++i)
           y[i] = n.activation == DLHOST_ACTIVATION_RELU      ? std::max(x[i], 0.0f)
@@ -257,6 +265,8 @@ class NaiveModel final : public sdk::Model {
     switch (n.op) {
       case DLHOST_OP_FC:
         return fc_backward(n, x, dy);
+      case DLHOST_OP_CONV2D:
+        return conv2d(n, true);
       case DLHOST_OP_ACTIVATION:
         for (size_t i = 0; i < dy.size(); ++i) {
           const float y = out(n).value[i];
@@ -285,6 +295,47 @@ class NaiveModel final : public sdk::Model {
         cross_entropy(n, true);
         return;
     }
+  }
+
+  // Direct convolution, one output element at a time. Forward: y = b + sum x * w over the
+  // window. Backward (`grad`): the same loops send dy back to dx, dw and db (sums in double).
+  void conv2d(const Node& n, bool grad) {
+    const dlhost_conv2d_attrs& a = n.conv;
+    Tensor &x = in(n, 0), &y = out(n);
+    const int64_t N = x.dims[0], C = x.dims[1], H = x.dims[2], W = x.dims[3];
+    const int64_t OC = y.dims[1], OH = y.dims[2], OW = y.dims[3];
+    const int64_t cg = C / a.groups, og = OC / a.groups;  // channels per group
+    Param& w = params_[size_t(n.params[0])];
+    std::vector<double> dw(grad ? w.value.size() : 0), db(grad ? size_t(OC) : 0);
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t oc = 0; oc < OC; ++oc)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const size_t yi = size_t(((b * OC + oc) * OH + oh) * OW + ow);
+            const double dy = grad ? y.grad[yi] : 0.0;
+            double sum = n.params.size() > 1 ? params_[size_t(n.params[1])].value[oc] : 0.0;
+            for (int64_t ic = 0; ic < cg; ++ic)
+              for (int64_t kh = 0; kh < a.kernel_h; ++kh)
+                for (int64_t kw = 0; kw < a.kernel_w; ++kw) {
+                  const int64_t ih = oh * a.stride_h - a.pad_h + kh * a.dilation_h;
+                  const int64_t iw = ow * a.stride_w - a.pad_w + kw * a.dilation_w;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  const size_t xi = size_t(((b * C + oc / og * cg + ic) * H + ih) * W + iw);
+                  const size_t wi = size_t(((oc * cg + ic) * a.kernel_h + kh) * a.kernel_w + kw);
+                  if (!grad) {
+                    sum += double(x.value[xi]) * w.value[wi];
+                  } else {
+                    x.grad[xi] += float(dy * w.value[wi]);
+                    dw[wi] += dy * x.value[xi];
+                  }
+                }
+            if (!grad) y.value[yi] = float(sum);
+            if (grad) db[size_t(oc)] += dy;
+          }
+    if (!grad) return;
+    std::copy(dw.begin(), dw.end(), w.grad.begin());
+    if (n.params.size() > 1)
+      std::copy(db.begin(), db.end(), params_[size_t(n.params[1])].grad.begin());
   }
 
   // dx[r, i] += sum_o dy[r, o] W[o, i]; dW[o, i] = sum_r dy[r, o] x[r, i]; db[o] = sum_r dy[r, o]

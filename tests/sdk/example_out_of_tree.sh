@@ -3,7 +3,7 @@
 # each built against the installed SDK only (build_example.sh), then
 #   backend: `dlhost conform --backend <its .so>` on every op problem and on the example_mlp
 #            network (examples/network_mlp, built the same way): it must exit 0 with no FAILED,
-#            PASS the ops it implements (fc, activation on rank 2-3, the two losses) and the
+#            PASS the ops it implements (conv2d, fc, activation, add, the two losses) and the
 #            network, and report every problem that needs another op UNIMPLEMENTED;
 #   comm:    `dlhost comm-bench --comm example_store` on one rank with #wrong 0, then a 2-rank
 #            data-parallel case (launcher: local, the store carries every gradient) that ends OK
@@ -37,9 +37,10 @@ bad = {k: s for k, s in status.items() if s not in ("PASSED", "UNIMPLEMENTED")}
 assert not bad, f"not PASSED nor UNIMPLEMENTED: {bad}"
 def passed(prefix):
     return [k for k, s in status.items() if k.startswith(prefix) and s == "PASSED"]
-for op in ("op=fc", "op=activation", "op=softmax_cross_entropy", "op=mse_loss", "net=example_mlp"):
+for op in ("op=conv2d", "op=fc", "op=activation", "op=add", "op=softmax_cross_entropy",
+           "op=mse_loss", "net=example_mlp"):
     assert passed(op), f"no {op} problem PASSED: {[(k, s) for k, s in status.items() if k.startswith(op)]}"
-for op in ("op=conv2d", "op=pool2d", "op=lstm", "op=embedding"):
+for op in ("op=pool2d", "op=batch_norm", "op=lstm", "op=embedding"):
     rows_op = [s for k, s in status.items() if k.startswith(op)]
     assert rows_op and all(s == "UNIMPLEMENTED" for s in rows_op), f"{op}: {rows_op}"
 print(f"example backend: {sum(s == 'PASSED' for s in status.values())} passed, "
