@@ -1,4 +1,6 @@
-// test_abi.cpp — the v1 ABI freeze and the plugin loader's refusals.
+// test_abi.cpp — the v1 ABI freeze: struct layouts, table offsets, enum values and the dropout
+// mask as released, and the ABI version agreeing with sdk/CHANGELOG.md. (The plugin loader's
+// refusals are tested in test_plugin_loading.cpp.)
 //
 // The layout numbers below were taken from each ABI minor version when it was released (1.0,
 // then 1.1 for what 1.1 appended). If one of these fails, a change broke the ABI: append new
@@ -8,6 +10,7 @@
 
 #include <cstddef>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include "core/host_api.h"
@@ -111,9 +114,23 @@ static_assert(align_up(DLHOST_LSTM_ATTRS_STRUCT_SIZE, alignof(dlhost_lstm_attrs)
                   sizeof(dlhost_lstm_attrs),
               "DLHOST_LSTM_ATTRS_STRUCT_SIZE does not name the last field of dlhost_lstm_attrs");
 
-TEST(AbiFreeze, VersionIsOneDotSomething) {
-  EXPECT_EQ(DLHOST_ABI_MAJOR, 1);
-  EXPECT_GE(DLHOST_ABI_MINOR, 0);
+TEST(AbiFreeze, VersionIsOneDotSomething) { EXPECT_EQ(DLHOST_ABI_MAJOR, 1); }
+
+// Every minor gets a CHANGELOG entry (ABI.md rule 5): the newest "## MAJOR.MINOR" heading of
+// sdk/CHANGELOG.md is the version the header declares, so raising DLHOST_ABI_MINOR without
+// saying what it added, or writing an entry for a version not declared, fails here.
+TEST(AbiFreeze, VersionMatchesTheNewestChangelogEntry) {
+  const std::string path = std::string(DLHOST_TEST_SOURCE_DIR) + "/sdk/CHANGELOG.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "cannot read " << path;
+  const std::regex heading(R"(^## ([0-9]+)\.([0-9]+)\s*$)");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line) && !std::regex_match(line, m, heading)) {
+  }
+  ASSERT_FALSE(m.empty()) << path << " has no '## MAJOR.MINOR' heading";
+  EXPECT_EQ(std::stoi(m[1]), DLHOST_ABI_MAJOR) << path << ": newest entry " << line;
+  EXPECT_EQ(std::stoi(m[2]), DLHOST_ABI_MINOR) << path << ": newest entry " << line;
 }
 
 TEST(AbiFreeze, StructLayoutsOfV1) {

@@ -1,9 +1,11 @@
 // test_cpu_onednn.cpp — tests of the cpu_onednn backend plugin through its C table, as the host
 // drives it: forward values against naive references, every op's backward against central
-// finite differences (ABI 1.0 and 1.1 ops: batch norm with its running statistics, dropout's
-// pinned mask, residual add, LRN, global average pooling, per-step FC, sequence cross-entropy,
-// embedding, LSTM), the SGD update against its formula, canonical parameter I/O, two small
-// learnable tasks (an MLP, a language model), and the errors compile and set_input must return.
+// finite differences (ABI 1.0 and 1.1 ops: batch norm, dropout's pinned mask, residual add, LRN,
+// global average pooling, per-step FC, sequence cross-entropy, embedding, LSTM), the SGD update
+// against its formula, canonical parameter I/O, two small learnable tasks (an MLP, a language
+// model), and the errors compile and set_input must return. Only the ABI is used: batch norm's
+// running statistics, which no ABI call exposes, are checked by the white-box
+// tests/sdk/test_cpu_onednn_internals.cpp, built with the plugin's sources.
 //
 // Forward values of a hidden op are read through a "probe": the op's output feeds an FC with one
 // output, zero weights and zero bias, and an MSE loss against a target of -0.5 at batch 1. Then
@@ -19,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "../plugins/cpu_onednn/model.h"
 #include "core/graph.h"
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
@@ -321,7 +322,8 @@ TEST(cpu_onednn, DescribesTheDevice) {
   EXPECT_STRNE(info->isa, "");
   EXPECT_EQ(std::string(info->library).rfind("oneDNN ", 0), 0u) << info->library;
   EXPECT_NE(std::string(info->library).find("cpu_runtime=OMP"), std::string::npos);
-  EXPECT_EQ(take(api->device_info(1, &info)).code, DLHOST_CODE_INVALID_ARGUMENT);
+  // A device index past the end is OUT_OF_RANGE in every backend on the SDK's kit.
+  EXPECT_EQ(take(api->device_info(1, &info)).code, DLHOST_CODE_OUT_OF_RANGE);
 }
 
 TEST(cpu_onednn, ReportsModelInfoAndMemory) {
@@ -804,48 +806,6 @@ TEST(cpu_onednn, BatchNormGradients) {
   check_ce_gradients(
       "bn_on_input", 4, {3, 2, 2},
       [](GraphBuilder& b, int32_t x) { return b.batch_norm("bn", x, bn()); }, 1e-2f);
-}
-
-TEST(cpu_onednn, BatchNormRunningStatistics) {
-  // The ABI has no call for them: read through the plugin's own header (white box).
-  auto running = [](Session& s) -> const cpu_onednn::Model::RunningStats& {
-    const auto* model = reinterpret_cast<const cpu_onednn::Model*>(s.model());
-    if (model->running_stats().size() != 1) throw std::runtime_error("one batch norm expected");
-    return model->running_stats()[0];
-  };
-  const float momentum = 0.3f;
-  const int64_t batch = 4, c = 3;
-  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{c}, {c, 2, 2}}) {
-    const int64_t spatial = shape.size() == 1 ? 1 : 4;
-    SCOPED_TRACE(shape.size() + 1);
-    GraphBuilder b("bn_stats", batch);
-    int32_t data = b.input("data", DLHOST_DTYPE_F32, shape);
-    int32_t labels = -1;
-    Session s(with_ce_head(b, b.batch_norm("bn", data, bn(momentum)), 3, &labels));
-    std::mt19937 rng(22);
-    s.randomize(rng);
-    s.set_labels(labels, {0, 1, 2, 0});
-    std::vector<double> want_mean(c, 0.0), want_var(c, 1.0);  // PyTorch's initial state
-    for (int step = 0; step < 2; ++step) {
-      std::vector<float> x = uniform(batch * c * spatial, rng, -1.0f + step, 2.0f + 3 * step);
-      s.set(data, x);
-      s.loss();
-      std::vector<double> mean, var;
-      channel_stats(x, batch, c, spatial, &mean, &var);
-      const double count = double(batch * spatial);
-      for (int64_t ch = 0; ch < c; ++ch) {
-        want_mean[ch] = (1 - momentum) * want_mean[ch] + momentum * mean[ch];
-        want_var[ch] = (1 - momentum) * want_var[ch] + momentum * var[ch] * count / (count - 1);
-      }
-    }
-    const auto& stats = running(s);
-    EXPECT_EQ(stats.node, "bn");
-    ASSERT_EQ(stats.channels, c);
-    for (int64_t ch = 0; ch < c; ++ch) {
-      EXPECT_NEAR(stats.mean[ch], want_mean[ch], 1e-5) << "channel " << ch;
-      EXPECT_NEAR(stats.variance[ch], want_var[ch], 1e-5) << "channel " << ch;
-    }
-  }
 }
 
 bool kept(uint64_t seed, uint32_t node, uint64_t step, uint64_t index, float p) {

@@ -1,5 +1,5 @@
-// mpi_runtime.cpp — MPI's lifetime, argument checks, dtype/op mapping and the request functions
-// shared by the `mpi` and `mpi_raw` comm plugins (see mpi_runtime.h).
+// mpi_runtime.cpp — MPI's lifetime, the shared communicator and its argument checks, dtype/op
+// mapping and the nonblocking request of the `mpi` and `mpi_raw` comm plugins (see mpi_runtime.h).
 #include "mpi_runtime.h"
 
 #include <climits>
@@ -118,59 +118,45 @@ int32_t cuda_aware() {
 #endif
 }
 
-uint32_t supported_dtypes() {
+sdk::CommCaps MpiPlugin::capabilities() const {
+  sdk::CommCaps caps;
+  caps.host_memory = true;
+  caps.device_memory = cuda_aware() != 0;
   // Open MPI 4.1 has no standard 16-bit float type (MPI_BFLOAT16 / MPIX_C_FLOAT16 are not in
   // its headers), so F16 and BF16 are not offered rather than emulated.
-  return (1u << DLHOST_DTYPE_F32) | (1u << DLHOST_DTYPE_F64) | (1u << DLHOST_DTYPE_I32) |
-         (1u << DLHOST_DTYPE_I64);
+  caps.dtypes = (1u << DLHOST_DTYPE_F32) | (1u << DLHOST_DTYPE_F64) | (1u << DLHOST_DTYPE_I32) |
+                (1u << DLHOST_DTYPE_I64);
+  return caps;
 }
 
-void fill_capabilities(dlhost_comm_caps* out) {
-  if (out == nullptr) sdk::invalid("capabilities: out is NULL");
-  auto caps = sdk::make_struct<dlhost_comm_caps>(DLHOST_COMM_CAPS_STRUCT_SIZE);
-  caps.host_memory = 1;
-  caps.device_memory = cuda_aware();
-  caps.dtypes = supported_dtypes();
-  caps.library = library_version();
-  *out = caps;
-}
-
-dlhost_comm* create_comm(const dlhost_comm_init_args* args, const char* plugin) {
-  if (args == nullptr) sdk::invalid("init: args is NULL");
-  if (args->struct_size < DLHOST_COMM_INIT_ARGS_STRUCT_SIZE)
-    sdk::invalid("init: args struct_size " + std::to_string(args->struct_size) +
-                 " is smaller than ABI 1.0's " + std::to_string(DLHOST_COMM_INIT_ARGS_STRUCT_SIZE));
-  if (args->world_size < 1 || args->rank < 0 || args->rank >= args->world_size)
-    sdk::invalid("init: rank " + std::to_string(args->rank) + " of world size " +
-                 std::to_string(args->world_size) + " is not a rank of that world");
+MpiComm::MpiComm(const dlhost_comm_init_args& args, const char* plugin) {
+  if (args.world_size < 1 || args.rank < 0 || args.rank >= args.world_size)
+    sdk::invalid("init: rank " + std::to_string(args.rank) + " of world size " +
+                 std::to_string(args.world_size) + " is not a rank of that world");
   // MPI takes its ranks from the launcher (mpirun, srun), not from the host's store; the host's
   // numbers must agree with MPI's, or collectives would pair the wrong processes.
   ensure_mpi(plugin);
   int rank = 0, size = 0;
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
-  if (rank != args->rank || size != args->world_size)
-    sdk::invalid("init: the host says rank " + std::to_string(args->rank) + " of " +
-                 std::to_string(args->world_size) + " but MPI says rank " + std::to_string(rank) +
+  if (rank != args.rank || size != args.world_size)
+    sdk::invalid("init: the host says rank " + std::to_string(args.rank) + " of " +
+                 std::to_string(args.world_size) + " but MPI says rank " + std::to_string(rank) +
                  " of " + std::to_string(size) +
                  (size == 1 ? " (MPI sees no launcher; under srun, pass --mpi=pmix)"
                             : " (two launchers disagree?)"));
-  auto comm = std::make_unique<dlhost_comm>();
   // A private communicator: dlhost's collectives never match messages of other MPI users in the
   // process, and its error handler can return errors instead of aborting.
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm->comm), "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(comm->comm, MPI_ERRORS_RETURN);
-  comm->rank = rank;
-  comm->size = size;
-  return comm.release();
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  rank_ = rank;
+  size_ = size;
 }
 
-void destroy_comm(dlhost_comm* comm) {
-  if (comm == nullptr) return;
+MpiComm::~MpiComm() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && comm->comm != MPI_COMM_NULL) MPI_Comm_free(&comm->comm);
-  delete comm;
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 void check_mpi(int rc, const char* what) {
@@ -178,11 +164,9 @@ void check_mpi(int rc, const char* what) {
     sdk::fail(DLHOST_CODE_INTERNAL, std::string(what) + ": " + error_string(rc));
 }
 
-Typed check_buffer_args(const char* call, const dlhost_comm* comm, uint64_t count, int32_t dtype,
-                        int32_t memory_space, dlhost_request** request) {
+Typed MpiComm::check_buffer(const char* call, uint64_t count, int32_t dtype,
+                            int32_t memory_space) const {
   std::string c(call);
-  if (comm == nullptr) sdk::invalid(c + ": comm is NULL");
-  if (request == nullptr) sdk::invalid(c + ": request is NULL");
   if (count > static_cast<uint64_t>(INT_MAX))
     sdk::invalid(c + ": count " + std::to_string(count) + " exceeds MPI's int count limit (" +
                  std::to_string(INT_MAX) + ")");
@@ -221,7 +205,16 @@ Typed check_buffer_args(const char* call, const dlhost_comm* comm, uint64_t coun
   return t;
 }
 
-MPI_Op check_reduce_op(const char* call, int32_t op) {
+Typed MpiComm::check_all_reduce(const void* send, const void* recv, uint64_t count, int32_t dtype,
+                                int32_t op, int32_t memory_space, MPI_Op* mpi_op) const {
+  Typed t = check_buffer("all_reduce", count, dtype, memory_space);
+  *mpi_op = check_reduce_op("all_reduce", op);
+  check_pointer("all_reduce", "send", send, count);
+  check_pointer("all_reduce", "recv", recv, count);
+  return t;
+}
+
+MPI_Op MpiComm::check_reduce_op(const char* call, int32_t op) {
   switch (op) {
     case DLHOST_REDUCE_SUM:
     case DLHOST_REDUCE_AVG:  // MPI has no AVG op: SUM, then divide on completion
@@ -235,15 +228,21 @@ MPI_Op check_reduce_op(const char* call, int32_t op) {
   }
 }
 
-void check_pointer(const char* call, const char* name, const void* p, uint64_t count) {
+void MpiComm::check_pointer(const char* call, const char* name, const void* p, uint64_t count) {
   if (p == nullptr && count > 0)
     sdk::invalid(std::string(call) + ": " + name + " is NULL with count " + std::to_string(count));
 }
 
-void check_root(const char* call, const dlhost_comm* comm, int32_t root) {
-  if (root < 0 || root >= comm->size)
+void MpiComm::check_root(const char* call, int32_t root) const {
+  if (root < 0 || root >= size_)
     sdk::invalid(std::string(call) + ": root " + std::to_string(root) + " is not a rank of " +
-                 std::to_string(comm->size));
+                 std::to_string(size_));
+}
+
+const void* MpiComm::gather_source(const void* send, const void* recv, uint64_t count,
+                                   const Typed& t) const {
+  const void* own_slot = static_cast<const char*>(recv) + rank_ * count * t.element_size;
+  return send == own_slot && count > 0 ? MPI_IN_PLACE : send;
 }
 
 void divide_by(void* buffer, uint64_t count, int32_t dtype, int world) {
@@ -261,44 +260,32 @@ void divide_by(void* buffer, uint64_t count, int32_t dtype, int world) {
   }
 }
 
-void complete(dlhost_request* request) {
-  if (request->done) return;
-  request->done = true;
-  if (request->avg_buffer != nullptr)
-    divide_by(request->avg_buffer, request->avg_count, request->avg_dtype, request->world);
+void MpiRequest::complete() {
+  if (done_) return;
+  done_ = true;
+  if (avg_buffer_ != nullptr) divide_by(avg_buffer_, avg_count_, avg_dtype_, world_);
 }
 
-dlhost_status* test(dlhost_request* request, int32_t* done) {
-  return sdk::guard([&] {
-    if (request == nullptr || done == nullptr) sdk::invalid("test: request or done is NULL");
-    if (!request->done) {
-      int flag = 0;
-      check_mpi(MPI_Test(&request->request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-      if (flag) complete(request);
-    }
-    *done = request->done ? 1 : 0;
-  });
-}
-
-dlhost_status* wait(dlhost_request* request) {
-  return sdk::guard([&] {
-    if (request == nullptr) sdk::invalid("wait: request is NULL");
-    if (request->done) return;
-    check_mpi(MPI_Wait(&request->request, MPI_STATUS_IGNORE), "MPI_Wait");
-    complete(request);
-  });
-}
-
-void request_free(dlhost_request* request) {
-  if (request == nullptr) return;
-  // MPI may not free an active collective request, and the buffers it borrows must outlive it:
-  // a request freed before it completed is waited for first.
-  if (!request->done && request->request != MPI_REQUEST_NULL) {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Wait(&request->request, MPI_STATUS_IGNORE);
+bool MpiRequest::test() {
+  if (!done_) {
+    int flag = 0;
+    check_mpi(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    if (flag) complete();
   }
-  delete request;
+  return done_;
+}
+
+void MpiRequest::wait() {
+  if (done_) return;
+  check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+  complete();
+}
+
+MpiRequest::~MpiRequest() {
+  if (done_ || request_ == MPI_REQUEST_NULL) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Wait(&request_, MPI_STATUS_IGNORE);
 }
 
 }  // namespace dlhost::comm_mpi

@@ -1,12 +1,13 @@
-// mpi_runtime.h — what the two MPI comm plugins share: MPI's process-wide lifetime, the comm and
-// request objects, the mapping of dlhost dtypes and reduce ops onto MPI's, argument checks, and
-// MPI error codes turned into statuses.
+// mpi_runtime.h — what the two MPI comm plugins share, on the SDK's comm kit (comm_kit.hpp): MPI's
+// process-wide lifetime, the communicator both plugins' comms own, the request of a nonblocking
+// collective, the mapping of dlhost dtypes and reduce ops onto MPI's, argument checks, and MPI
+// error codes turned into sdk::Error.
 //
-// `mpi` (plugin_mpi.cpp) issues nonblocking collectives behind requests; `mpi_raw`
-// (plugin_mpi_raw.cpp) calls the blocking MPI functions and hands back requests that are already
-// complete, so `dlhost comm-bench` can show what the request machinery costs. Each library
-// compiles this file into itself (hidden visibility), but both reach the same libmpi, so every
-// decision about MPI's lifetime asks MPI (MPI_Initialized), never a flag of this library alone.
+// `mpi` (plugin_mpi.cpp) issues nonblocking collectives behind MpiRequests; `mpi_raw`
+// (plugin_mpi_raw.cpp) calls the blocking MPI functions and hands back completed requests, so
+// `dlhost comm-bench` can show what the request machinery costs. Each library compiles this file
+// into itself (hidden visibility), but both reach the same libmpi, so every decision about MPI's
+// lifetime asks MPI (MPI_Initialized), never a flag of this library alone.
 //
 // Thread-safety: ensure_mpi() and the pure helpers are thread-safe; a comm and its requests follow
 // the ABI's rule (one host thread at a time, MPI_THREAD_SERIALIZED).
@@ -15,27 +16,10 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
-#include "dlhost/dlhost.hpp"
-
-// The ABI's opaque handles, defined by this plugin.
-struct dlhost_comm {
-  MPI_Comm comm = MPI_COMM_NULL;  // a dup of MPI_COMM_WORLD, errors returned, not fatal
-  int rank = 0;
-  int size = 1;
-};
-
-struct dlhost_request {
-  MPI_Request request = MPI_REQUEST_NULL;
-  bool done = false;
-  // DLHOST_REDUCE_AVG: once the SUM completes, `avg_buffer` is divided by `world` here (MPI has
-  // no averaging op).
-  void* avg_buffer = nullptr;
-  uint64_t avg_count = 0;
-  int32_t avg_dtype = 0;
-  int world = 1;
-};
+#include "dlhost/comm_kit.hpp"
 
 namespace dlhost::comm_mpi {
 
@@ -52,41 +36,78 @@ const char* library_version();
 // else 0. Only meaningful once MPI is initialized; 0 before.
 int32_t cuda_aware();
 
-// Bits (1 << dlhost_dtype) of the element types the plugins accept.
-uint32_t supported_dtypes();
-
-void fill_capabilities(dlhost_comm_caps* out);
-
-// Collective over MPI_COMM_WORLD: checks `args` against what MPI says and dups the world.
-dlhost_comm* create_comm(const dlhost_comm_init_args* args, const char* plugin);
-void destroy_comm(dlhost_comm* comm);
-
 // Throws sdk::Error(INTERNAL, "<what>: <MPI_Error_string>") when rc is not MPI_SUCCESS.
 void check_mpi(int rc, const char* what);
 
-// Argument checks shared by both plugins; each throws INVALID_ARGUMENT (or UNIMPLEMENTED for a
-// known dtype MPI here cannot carry) naming the call and the value.
+// An element type as MPI carries it.
 struct Typed {
   MPI_Datatype type;
   int count;
   size_t element_size;
 };
-Typed check_buffer_args(const char* call, const dlhost_comm* comm, uint64_t count, int32_t dtype,
-                        int32_t memory_space, dlhost_request** request);
-MPI_Op check_reduce_op(const char* call, int32_t op);
-void check_pointer(const char* call, const char* name, const void* p, uint64_t count);
-void check_root(const char* call, const dlhost_comm* comm, int32_t root);
+
+// Both plugins' communicator: a dup of MPI_COMM_WORLD (errors returned, not fatal) and the
+// argument checks of every collective. Subclasses issue the collectives.
+class MpiComm : public sdk::Comm {
+ public:
+  // Collective over MPI_COMM_WORLD: checks `args` against what MPI says and dups the world.
+  MpiComm(const dlhost_comm_init_args& args, const char* plugin);
+  ~MpiComm() override;
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+ protected:
+  // Each throws INVALID_ARGUMENT (or UNIMPLEMENTED for a known dtype MPI here cannot carry)
+  // naming the call and the value.
+  Typed check_buffer(const char* call, uint64_t count, int32_t dtype, int32_t memory_space) const;
+  // Every argument of an all-reduce; *mpi_op gets MPI's op (SUM for AVG).
+  Typed check_all_reduce(const void* send, const void* recv, uint64_t count, int32_t dtype,
+                         int32_t op, int32_t memory_space, MPI_Op* mpi_op) const;
+  static MPI_Op check_reduce_op(const char* call, int32_t op);
+  static void check_pointer(const char* call, const char* name, const void* p, uint64_t count);
+  void check_root(const char* call, int32_t root) const;
+  // MPI_IN_PLACE when an all-gather's `send` already sits at this rank's slot of `recv`.
+  const void* gather_source(const void* send, const void* recv, uint64_t count,
+                            const Typed& t) const;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+};
 
 // Divides `count` elements of `dtype` by `world` in place (AVG = SUM / world; integer types
 // truncate toward zero).
 void divide_by(void* buffer, uint64_t count, int32_t dtype, int world);
 
-// Marks a request complete and applies its AVG step.
-void complete(dlhost_request* request);
+// A nonblocking collective. For DLHOST_REDUCE_AVG, once the SUM completes the buffer is divided
+// by the world size here (MPI has no averaging op). Destroying a pending request waits for it:
+// MPI may not free an active collective request, and the buffers it borrows must outlive it.
+class MpiRequest final : public sdk::Request {
+ public:
+  MpiRequest() = default;
+  MpiRequest(void* avg_buffer, uint64_t avg_count, int32_t avg_dtype, int world)
+      : avg_buffer_(avg_buffer), avg_count_(avg_count), avg_dtype_(avg_dtype), world_(world) {}
+  ~MpiRequest() override;
+  MPI_Request* handle() { return &request_; }
+  bool test() override;
+  void wait() override;
 
-// The request half of the table, the same for both plugins.
-dlhost_status* test(dlhost_request* request, int32_t* done);
-dlhost_status* wait(dlhost_request* request);
-void request_free(dlhost_request* request);
+ private:
+  void complete();
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+  void* avg_buffer_ = nullptr;
+  uint64_t avg_count_ = 0;
+  int32_t avg_dtype_ = 0;
+  int world_ = 1;
+};
+
+// The plugin half both share: capabilities and the library's version. Subclasses say their
+// priority and make their comm.
+class MpiPlugin : public sdk::CommPlugin {
+ public:
+  sdk::CommCaps capabilities() const override;
+  std::string library() const override { return library_version(); }
+};
 
 }  // namespace dlhost::comm_mpi

@@ -368,14 +368,10 @@ void Model::synchronize() { context_.stream.wait(); }
 
 void Model::param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) {
   Param& p = param(id);
+  // The internal (maybe blocked and padded) buffer: a collective must cover the padding too.
   auto fill = [](dlhost_buffer* out, const dnnl::memory& mem) {
-    if (out == nullptr) return;
-    out->struct_size = DLHOST_BUFFER_STRUCT_SIZE;
-    out->data = mem.get_data_handle();
-    out->bytes = mem.get_desc().get_size();
-    out->dtype = DLHOST_DTYPE_F32;
-    out->memory_space = DLHOST_MEMORY_HOST;
-    out->device = -1;
+    sdk::host_buffer(out, static_cast<float*>(mem.get_data_handle()),
+                     mem.get_desc().get_size() / sizeof(float));
   };
   fill(value, p.value);
   fill(grad, p.grad);
@@ -433,14 +429,8 @@ Model::RunningStats Model::add_running_stats(const std::string& node, int64_t ch
   return r;
 }
 
-void Model::info(dlhost_model_info* out) const {
-  if (out == nullptr) sdk::invalid("cpu_onednn: model_info: null output");
-  if (DLHOST_HAS_FIELD(out, dlhost_model_info, threads)) out->threads = context_.threads;
-  if (DLHOST_HAS_FIELD(out, dlhost_model_info, implementation))
-    out->implementation = implementation_.c_str();
-  if (DLHOST_HAS_FIELD(out, dlhost_model_info, param_bytes)) out->param_bytes = param_bytes_;
-  if (DLHOST_HAS_FIELD(out, dlhost_model_info, workspace_bytes))
-    out->workspace_bytes = workspace_bytes_;
+sdk::ModelInfo Model::info() const {
+  return {context_.threads, implementation_.c_str(), param_bytes_, workspace_bytes_};
 }
 
 }  // namespace dlhost::cpu_onednn

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "dlhost/dlhost.h"
+#include "dlhost/backend_kit.hpp"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace dlhost::cpu_onednn {
@@ -77,30 +77,30 @@ using Args = std::vector<std::pair<int, dnnl::memory>>;
 
 class Layer;
 
-class Model {
+// The kit's model interface (dlhost/backend_kit.hpp): plugin.cpp hands it to the host as is.
+class Model final : public sdk::Model {
  public:
   // `seed` is the case's "seed" option: it picks the dropout masks.
   Model(const Context& context, const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer,
         uint64_t seed);
-  ~Model();
+  ~Model() override;
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  void set_input(int32_t tensor, const void* data, size_t bytes);
-  void forward();
-  void backward(const dlhost_grad_ready* ready);
-  void update();
-  void synchronize();
-  float loss() const { return loss_; }
-  void param_buffers(int32_t param, dlhost_buffer* value, dlhost_buffer* grad);
-  void read_param(int32_t param, int32_t part, void* data, size_t bytes);
-  void write_param(int32_t param, int32_t part, const void* data, size_t bytes);
-  uint64_t memory_in_use() const { return param_bytes_ + workspace_bytes_; }
-  void info(dlhost_model_info* out) const;
+  void set_input(int32_t tensor, const void* data, size_t bytes) override;
+  void forward() override;
+  void backward(const dlhost_grad_ready* ready) override;
+  void update() override;
+  void synchronize() override;
+  float loss() const override { return loss_; }
+  void param_buffers(int32_t param, dlhost_buffer* value, dlhost_buffer* grad) override;
+  void read_param(int32_t param, int32_t part, void* data, size_t bytes) override;
+  void write_param(int32_t param, int32_t part, const void* data, size_t bytes) override;
+  sdk::ModelInfo info() const override;
 
   // A batch-norm node's running mean and variance, [channels] each. They are state of the
-  // backend, not parameters, so the ABI has no call for them; this inline accessor lets the
-  // tests read them (they include this header and hold the same Model the plugin made).
+  // backend, not parameters, so the ABI has no call for them; the white-box test
+  // (tests/sdk/test_cpu_onednn_internals.cpp, built with this plugin's sources) reads them here.
   struct RunningStats {
     std::string node;
     int64_t channels = 0;

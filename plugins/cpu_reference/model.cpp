@@ -638,29 +638,12 @@ void Model::write_param(int32_t id, int32_t which, const void* data, size_t byte
 
 void Model::param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) {
   Param& p = param(id);
-  auto fill = [&](dlhost_buffer* out, std::vector<float>& data) {
-    if (out == nullptr) return;
-    *out = dlhost_buffer{};
-    out->struct_size = DLHOST_BUFFER_STRUCT_SIZE;
-    out->data = data.data();
-    out->bytes = static_cast<uint64_t>(data.size()) * 4;
-    out->dtype = DLHOST_DTYPE_F32;
-    out->memory_space = DLHOST_MEMORY_HOST;
-    out->device = -1;
-  };
-  fill(value, p.value);
-  fill(grad, p.grad);
+  sdk::host_buffer(value, p.value.data(), p.value.size());
+  sdk::host_buffer(grad, p.grad.data(), p.grad.size());
 }
 
-void Model::info(dlhost_model_info* out) const {
-  if (out == nullptr) sdk::invalid("cpu_reference: model_info into NULL");
-  // The caller says how much of the struct it has; fill what it covers.
-  if (DLHOST_HAS_FIELD(out, dlhost_model_info, threads)) out->threads = settings_.threads;
-  if (DLHOST_HAS_FIELD(out, dlhost_model_info, implementation))
-    out->implementation = implementation_.c_str();
-  if (DLHOST_HAS_FIELD(out, dlhost_model_info, param_bytes)) out->param_bytes = param_bytes_;
-  if (DLHOST_HAS_FIELD(out, dlhost_model_info, workspace_bytes))
-    out->workspace_bytes = workspace_bytes_;
+sdk::ModelInfo Model::info() const {
+  return {settings_.threads, implementation_.c_str(), param_bytes_, workspace_bytes_};
 }
 
 }  // namespace cpu_reference

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "dlhost/dlhost.h"
+#include "dlhost/backend_kit.hpp"
 
 namespace cpu_reference {
 
@@ -22,25 +22,25 @@ struct Settings {
   int32_t threads = 1;  // what OpenBLAS was told to use, for model_info
 };
 
-class Model {
+// The kit's model interface (dlhost/backend_kit.hpp): plugin.cpp hands it to the host as is.
+class Model final : public dlhost::sdk::Model {
  public:
   // Compiles `graph` (borrowed for the call). Throws sdk::Error: UNIMPLEMENTED for an op or
   // attribute it does not know, INVALID_ARGUMENT for a graph that does not hold together.
   Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
         const Settings& settings);
 
-  void set_input(int32_t tensor, const void* data, size_t bytes);
-  void forward();
-  void backward(const dlhost_grad_ready* ready);
-  void update();
-  float loss() const;
+  void set_input(int32_t tensor, const void* data, size_t bytes) override;
+  void forward() override;
+  void backward(const dlhost_grad_ready* ready) override;
+  void update() override;
+  float loss() const override;
 
-  void param_buffers(int32_t param, dlhost_buffer* value, dlhost_buffer* grad);
-  void read_param(int32_t param, int32_t part, void* data, size_t bytes);
-  void write_param(int32_t param, int32_t part, const void* data, size_t bytes);
+  void param_buffers(int32_t param, dlhost_buffer* value, dlhost_buffer* grad) override;
+  void read_param(int32_t param, int32_t part, void* data, size_t bytes) override;
+  void write_param(int32_t param, int32_t part, const void* data, size_t bytes) override;
 
-  uint64_t memory_bytes() const { return param_bytes_ + workspace_bytes_; }
-  void info(dlhost_model_info* out) const;
+  dlhost::sdk::ModelInfo info() const override;
 
  private:
   struct Tensor {

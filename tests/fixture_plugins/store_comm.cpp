@@ -20,19 +20,9 @@ struct Comm {
 constexpr int64_t kWaitMs = 10000;
 
 size_t dtype_bytes(int32_t dtype) {
-  switch (dtype) {
-    case DLHOST_DTYPE_F32:
-    case DLHOST_DTYPE_I32:
-      return 4;
-    case DLHOST_DTYPE_F64:
-    case DLHOST_DTYPE_I64:
-      return 8;
-    case DLHOST_DTYPE_F16:
-    case DLHOST_DTYPE_BF16:
-      return 2;
-    default:
-      sdk::invalid("store_check: unknown dtype " + std::to_string(dtype));
-  }
+  const size_t bytes = sdk::dtype_size(dtype);
+  if (bytes == 0) sdk::invalid("store_check: unknown dtype " + std::to_string(dtype));
+  return bytes;
 }
 
 // Every request is already complete; this one stands for all of them.

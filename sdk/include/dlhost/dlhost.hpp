@@ -71,8 +71,10 @@ inline dlhost_status* make_status(dlhost_code code, const std::string& message) 
   return host()->status_create(code, message.c_str());
 }
 
-// Runs `body` and turns every exception into a status; NULL on success. Every function a plugin
-// puts in a table should be `return guard([&] { ... });`.
+// Runs `body` and turns every exception into a status; NULL on success: Error keeps its code,
+// std::bad_alloc is RESOURCE_EXHAUSTED, anything else INTERNAL. The kits (backend_kit.hpp,
+// comm_kit.hpp) wrap every table entry in it; a hand-written table entry should be
+// `return guard([&] { ... });`.
 template <class Body>
 dlhost_status* guard(Body&& body) noexcept {
   try {
@@ -85,7 +87,7 @@ dlhost_status* guard(Body&& body) noexcept {
   } catch (const std::exception& e) {
     return make_status(DLHOST_CODE_INTERNAL, e.what());
   } catch (...) {
-    return make_status(DLHOST_CODE_UNKNOWN, "unknown exception");
+    return make_status(DLHOST_CODE_INTERNAL, "unknown exception (not a std::exception)");
   }
 }
 
@@ -116,6 +118,23 @@ inline int64_t option_int(const dlhost_options* options, const char* key, int64_
   if (end == value->c_str() || *end != '\0')
     invalid(std::string("option '") + key + "' must be an integer, got '" + *value + "'");
   return parsed;
+}
+
+// Bytes per element of a dlhost_dtype; 0 for a value the ABI does not define.
+inline size_t dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case DLHOST_DTYPE_F16:
+    case DLHOST_DTYPE_BF16:
+      return 2;
+    case DLHOST_DTYPE_F32:
+    case DLHOST_DTYPE_I32:
+      return 4;
+    case DLHOST_DTYPE_F64:
+    case DLHOST_DTYPE_I64:
+      return 8;
+    default:
+      return 0;
+  }
 }
 
 // Zero-initialized ABI struct with its struct_size set.
@@ -213,9 +232,12 @@ class Builder {
 
   // --- ABI 1.1: each throws UNIMPLEMENTED when the host's table predates it ---
   int32_t input_ids(const std::string& name, std::initializer_list<int64_t> per_sample_dims) {
+    require(host_is_1_1(), "input_ids");
     return input(name, per_sample_dims, DLHOST_DTYPE_I32);
   }
   int32_t fc_per_step(const std::string& name, int32_t x, int64_t out_features, bool bias = true) {
+    // `fc` itself is 1.0, but a 1.0 host reads no batch_dims and would build a per-sample layer.
+    require(host_is_1_1(), "fc_per_step");
     auto attrs = make_struct<dlhost_fc_attrs>(DLHOST_FC_ATTRS_STRUCT_SIZE);
     attrs.out_features = out_features;
     attrs.has_bias = bias ? 1 : 0;
@@ -285,6 +307,8 @@ class Builder {
   }
 
  private:
+  // A 1.1 host's builder table covers the entries 1.1 appended.
+  bool host_is_1_1() const { return api_->struct_size > DLHOST_BUILDER_API_STRUCT_SIZE_1_0; }
   static void require(bool present, const char* what) {
     if (!present)
       unimplemented(std::string("the host's graph builder predates '") + what +
@@ -301,6 +325,18 @@ inline const dlhost_tensor_desc& tensor(const dlhost_graph* g, int32_t id) {
 }
 inline std::vector<int64_t> dims_of(const dlhost_tensor_desc& t) {
   return std::vector<int64_t>(t.dims, t.dims + t.rank);
+}
+// The op's name as the docs and `dlhost conform` write it ("conv2d"), for error messages.
+inline std::string op_name(int32_t op) {
+  static const char* const names[] = {"input",      "fc",
+                                      "conv2d",     "pool2d",
+                                      "activation", "softmax_cross_entropy",
+                                      "mse_loss",   "batch_norm",
+                                      "dropout",    "add",
+                                      "lrn",        "embedding",
+                                      "lstm",       "global_avg_pool"};
+  const int32_t count = static_cast<int32_t>(sizeof(names) / sizeof(names[0]));
+  return op >= 1 && op <= count ? names[op - 1] : "op " + std::to_string(op);
 }
 inline int64_t element_count(const dlhost_tensor_desc& t) {
   int64_t n = 1;

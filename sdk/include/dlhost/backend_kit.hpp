@@ -1,0 +1,327 @@
+// backend_kit.hpp — write a compute backend as C++ classes; the kit fills dlhost_backend_api.
+//
+// In the spirit of PJRT's pjrt_c_api_wrapper_impl.h: the author writes
+//   - a Context type (whatever a device opened for one case needs: threads, streams, a seed),
+//   - a Model subclass (a compiled training graph: forward, backward, update, parameters),
+//   - a Backend<Context> subclass (devices, the library version, open a context, compile),
+// and exports the entry symbol with backend_plugin<TheBackend>(host, info). The kit fills every
+// table entry, checks handles and out-parameters (INVALID_ARGUMENT naming the call), checks
+// device indices (OUT_OF_RANGE), and turns every exception into a host status: sdk::Error keeps
+// its code (sdk::unimplemented() for an op the backend lacks: the host then records SKIPPED),
+// std::bad_alloc becomes RESOURCE_EXHAUSTED, anything else INTERNAL. No C++ crosses the ABI.
+//
+// Ownership: the Backend object is created by the entry and lives as long as the library.
+// context_create hands the host a Context the kit deletes in context_destroy; compile hands it a
+// Model deleted in model_destroy (the host destroys models before their context). Device
+// descriptions and the library string are built once and live as long as the library.
+// Thread-safety: as dlhost_backend.h says. Backend::device_count/device are called under the
+// kit's once-guard; one context and its models are used from one host thread at a time, so
+// Context and Model need no locks of their own.
+#ifndef DLHOST_BACKEND_KIT_HPP
+#define DLHOST_BACKEND_KIT_HPP
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dlhost/cpu_info.hpp"
+#include "dlhost/plugin_kit.hpp"
+
+namespace dlhost::sdk {
+
+// A device as the backend describes it; the kit turns it into a dlhost_device_info.
+struct Device {
+  dlhost_device_kind kind = DLHOST_DEVICE_CPU;
+  std::string name;   // "cpu0", "cuda0"
+  std::string model;  // as the vendor names it
+  int32_t cores = 0;  // CPU cores, or GPU multiprocessors
+  std::string isa;    // what the library dispatches: "avx512_core", "sm_90"
+  uint64_t memory_bytes = 0;
+};
+
+// The CPU this process runs on (cpu_info.hpp), as device `name`, with the ISA the backend's
+// library really dispatches (a naive backend says "generic").
+inline Device cpu_device(std::string isa, std::string name = "cpu0") {
+  const CpuInfo& cpu = cpu_info();
+  Device d;
+  d.kind = DLHOST_DEVICE_CPU;
+  d.name = std::move(name);
+  d.model = cpu.model;
+  d.cores = cpu.cores;
+  d.isa = std::move(isa);
+  d.memory_bytes = cpu.memory_bytes;
+  return d;
+}
+
+// Describes `count` floats of host memory as a parameter buffer (param_buffers); NULL `out` is
+// skipped, as the ABI allows either buffer to be left out.
+inline void host_buffer(dlhost_buffer* out, float* data, size_t count) {
+  if (out == nullptr) return;
+  *out = make_struct<dlhost_buffer>(DLHOST_BUFFER_STRUCT_SIZE);
+  out->data = data;
+  out->bytes = static_cast<uint64_t>(count) * sizeof(float);
+  out->dtype = DLHOST_DTYPE_F32;
+  out->memory_space = DLHOST_MEMORY_HOST;
+  out->device = -1;
+}
+
+// What model_info reports. `implementation` must live as long as the model.
+struct ModelInfo {
+  int32_t threads = 1;
+  const char* implementation = "";
+  uint64_t param_bytes = 0;
+  uint64_t workspace_bytes = 0;
+};
+
+// A compiled training graph (see dlhost_backend.h for each call's contract). Every buffer is
+// allocated by the backend's compile; the step calls allocate nothing.
+class Model {
+ public:
+  virtual ~Model() = default;
+  // One of graph.inputs, exactly batch * per-sample elements; `data` borrowed for the call.
+  virtual void set_input(int32_t tensor, const void* data, size_t bytes) = 0;
+  virtual void forward() = 0;
+  // Overwrites every gradient; calls ready->fn (when `ready` is not NULL) per final gradient.
+  virtual void backward(const dlhost_grad_ready* ready) = 0;
+  virtual void update() = 0;
+  // Waits for submitted work; a backend that computes on the calling thread keeps this no-op.
+  virtual void synchronize() {}
+  // The loss of the last forward; the kit synchronizes before asking.
+  virtual float loss() const = 0;
+  virtual void param_buffers(int32_t param, dlhost_buffer* value, dlhost_buffer* grad) = 0;
+  // Canonical layout (dlhost_graph.h), exactly count * 4 bytes; `part` is a dlhost_param_part.
+  virtual void read_param(int32_t param, int32_t part, void* data, size_t bytes) = 0;
+  virtual void write_param(int32_t param, int32_t part, const void* data, size_t bytes) = 0;
+  virtual ModelInfo info() const = 0;
+  // Bytes held on the device now; by default what info() counts.
+  virtual uint64_t memory_in_use() const {
+    ModelInfo i = info();
+    return i.param_bytes + i.workspace_bytes;
+  }
+};
+
+// The backend itself, one object per library. ContextT is the author's context type.
+template <class ContextT>
+class Backend {
+ public:
+  using Context = ContextT;
+  virtual ~Backend() = default;
+  virtual int32_t device_count() const { return 1; }
+  // Called once per index in [0, device_count()).
+  virtual Device device(int32_t index) const = 0;
+  // The compute library and its version ("oneDNN 2.6.3 (cpu_runtime=OMP)"), asked once.
+  virtual std::string library() const = 0;
+  // The priority among usable backends (higher wins); throw sdk::Error(UNAVAILABLE, why) when
+  // this machine cannot run the backend.
+  virtual int32_t query() const { return 0; }
+  // `device` is already checked against device_count().
+  virtual std::unique_ptr<ContextT> open(int32_t device, const Options& options) = 0;
+  // Graph and optimizer are borrowed for the call and already checked for struct_size.
+  virtual std::unique_ptr<Model> compile(ContextT& context, const dlhost_graph& graph,
+                                         const dlhost_optimizer_desc& optimizer,
+                                         const Options& options) = 0;
+};
+
+namespace detail {
+
+// The C table over a Backend subclass B: one static function per entry, each a guard.
+template <class B>
+struct BackendTable {
+  using Context = typename B::Context;
+
+  static B*& instance() {
+    static B* backend = nullptr;  // made by the entry, never deleted: lives with the library
+    return backend;
+  }
+  static B& backend() { return *instance(); }
+
+  struct DeviceSlot {
+    Device device;
+    dlhost_device_info info{};
+  };
+  // Every device described once, on first use, for the library's lifetime.
+  static const std::vector<DeviceSlot>& devices() {
+    static std::vector<DeviceSlot> slots;
+    static std::once_flag once;
+    static OnceString library;
+    std::call_once(once, [] {
+      const char* lib = library.get([] { return backend().library(); });
+      std::vector<DeviceSlot> made(static_cast<size_t>(backend().device_count()));
+      for (size_t i = 0; i < made.size(); ++i) {
+        made[i].device = backend().device(static_cast<int32_t>(i));
+        const Device& d = made[i].device;
+        dlhost_device_info& info = made[i].info;
+        info = make_struct<dlhost_device_info>(DLHOST_DEVICE_INFO_STRUCT_SIZE);
+        info.index = static_cast<int32_t>(i);
+        info.kind = d.kind;
+        info.name = d.name.c_str();
+        info.model = d.model.c_str();
+        info.cores = d.cores;
+        info.isa = d.isa.c_str();
+        info.memory_bytes = d.memory_bytes;
+        info.library = lib;
+      }
+      slots = std::move(made);  // moving a vector keeps its elements (and their strings) in place
+    });
+    return slots;
+  }
+  static void check_device(const char* call, int32_t index) {
+    const int32_t count = backend().device_count();
+    if (index < 0 || index >= count)
+      fail(DLHOST_CODE_OUT_OF_RANGE, std::string(plugin_name()) + ": " + call + ": device " +
+                                         std::to_string(index) + " does not exist (" +
+                                         std::to_string(count) + " device(s))");
+  }
+  static Model& model(dlhost_model* m, const char* call) {
+    return deref(reinterpret_cast<Model*>(m), call, "model");
+  }
+
+  static dlhost_status* query(int32_t* priority) {
+    return guard([&] {
+      const int32_t p = backend().query();
+      if (priority != nullptr) *priority = p;
+    });
+  }
+  static int32_t device_count() { return backend().device_count(); }
+  static dlhost_status* device_info(int32_t index, const dlhost_device_info** out) {
+    return guard([&] {
+      check_device("device_info", index);
+      deref(out, "device_info", "out");
+      *out = &devices()[static_cast<size_t>(index)].info;
+    });
+  }
+  static dlhost_status* context_create(int32_t device, const dlhost_options* options,
+                                       dlhost_context** out) {
+    return guard([&] {
+      check_device("context_create", device);
+      deref(out, "context_create", "out");
+      *out = reinterpret_cast<dlhost_context*>(backend().open(device, Options(options)).release());
+    });
+  }
+  static void context_destroy(dlhost_context* context) {
+    delete reinterpret_cast<Context*>(context);
+  }
+  static dlhost_status* compile(dlhost_context* context, const dlhost_graph* graph,
+                                const dlhost_optimizer_desc* optimizer,
+                                const dlhost_options* options, dlhost_model** out) {
+    return guard([&] {
+      Context& ctx = deref(reinterpret_cast<Context*>(context), "compile", "context");
+      if (deref(graph, "compile", "graph").struct_size < DLHOST_GRAPH_STRUCT_SIZE)
+        invalid(std::string(plugin_name()) + ": compile: graph older than ABI 1.0");
+      if (deref(optimizer, "compile", "optimizer").struct_size < DLHOST_OPTIMIZER_DESC_STRUCT_SIZE)
+        invalid(std::string(plugin_name()) + ": compile: optimizer older than ABI 1.0");
+      deref(out, "compile", "out");
+      std::unique_ptr<Model> made = backend().compile(ctx, *graph, *optimizer, Options(options));
+      *out = reinterpret_cast<dlhost_model*>(made.release());
+    });
+  }
+  static void model_destroy(dlhost_model* m) { delete reinterpret_cast<Model*>(m); }
+  static dlhost_status* model_info(dlhost_model* m, dlhost_model_info* out) {
+    return guard([&] {
+      const ModelInfo i = model(m, "model_info").info();
+      deref(out, "model_info", "out");
+      // The caller says how much of the struct it has; fill what it covers.
+      if (DLHOST_HAS_FIELD(out, dlhost_model_info, threads)) out->threads = i.threads;
+      if (DLHOST_HAS_FIELD(out, dlhost_model_info, implementation))
+        out->implementation = i.implementation;
+      if (DLHOST_HAS_FIELD(out, dlhost_model_info, param_bytes)) out->param_bytes = i.param_bytes;
+      if (DLHOST_HAS_FIELD(out, dlhost_model_info, workspace_bytes))
+        out->workspace_bytes = i.workspace_bytes;
+    });
+  }
+  static dlhost_status* set_input(dlhost_model* m, int32_t tensor, const void* data, size_t bytes) {
+    return guard([&] { model(m, "set_input").set_input(tensor, data, bytes); });
+  }
+  static dlhost_status* forward(dlhost_model* m) {
+    return guard([&] { model(m, "forward").forward(); });
+  }
+  static dlhost_status* backward(dlhost_model* m, const dlhost_grad_ready* ready) {
+    return guard([&] { model(m, "backward").backward(ready); });
+  }
+  static dlhost_status* update(dlhost_model* m) {
+    return guard([&] { model(m, "update").update(); });
+  }
+  static dlhost_status* synchronize(dlhost_model* m) {
+    return guard([&] { model(m, "synchronize").synchronize(); });
+  }
+  static dlhost_status* read_loss(dlhost_model* m, float* loss) {
+    return guard([&] {
+      Model& mod = model(m, "read_loss");
+      deref(loss, "read_loss", "loss");
+      mod.synchronize();
+      *loss = mod.loss();
+    });
+  }
+  static dlhost_status* param_buffers(dlhost_model* m, int32_t param, dlhost_buffer* value,
+                                      dlhost_buffer* grad) {
+    return guard([&] { model(m, "param_buffers").param_buffers(param, value, grad); });
+  }
+  static dlhost_status* read_param(dlhost_model* m, int32_t param, int32_t part, void* data,
+                                   size_t bytes) {
+    return guard([&] { model(m, "read_param").read_param(param, part, data, bytes); });
+  }
+  static dlhost_status* write_param(dlhost_model* m, int32_t param, int32_t part, const void* data,
+                                    size_t bytes) {
+    return guard([&] { model(m, "write_param").write_param(param, part, data, bytes); });
+  }
+  static dlhost_status* memory_in_use(dlhost_model* m, uint64_t* bytes) {
+    return guard([&] {
+      Model& mod = model(m, "memory_in_use");
+      deref(bytes, "memory_in_use", "bytes");
+      *bytes = mod.memory_in_use();
+    });
+  }
+
+  static const dlhost_backend_api& table() {
+    static const dlhost_backend_api t = [] {
+      auto a = make_struct<dlhost_backend_api>(DLHOST_BACKEND_API_STRUCT_SIZE);
+      a.device_count = device_count;
+      a.device_info = device_info;
+      a.context_create = context_create;
+      a.context_destroy = context_destroy;
+      a.compile = compile;
+      a.model_destroy = model_destroy;
+      a.model_info = model_info;
+      a.set_input = set_input;
+      a.forward = forward;
+      a.backward = backward;
+      a.update = update;
+      a.synchronize = synchronize;
+      a.read_loss = read_loss;
+      a.param_buffers = param_buffers;
+      a.read_param = read_param;
+      a.write_param = write_param;
+      a.memory_in_use = memory_in_use;
+      return a;
+    }();
+    return t;
+  }
+};
+
+}  // namespace detail
+
+// The whole body of a backend's entry symbol:
+//   extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_host_api* h) {
+//     return dlhost::sdk::backend_plugin<MyBackend>(h, {"my_backend", "1.0.0", "what it is"});
+//   }
+// B must be default-constructible; its constructor should be cheap (the host loads every plugin
+// to list them) and may throw to refuse loading.
+template <class B>
+const dlhost_plugin* backend_plugin(const dlhost_host_api* host, const PluginInfo& info) {
+  using Table = detail::BackendTable<B>;
+  return detail::enter(
+      host, info, &Table::query,
+      [] {
+        if (Table::instance() == nullptr) Table::instance() = new B();
+      },
+      [](dlhost_plugin& p) {
+        p.kind = DLHOST_PLUGIN_BACKEND;
+        p.backend = &Table::table();
+      });
+}
+
+}  // namespace dlhost::sdk
+
+#endif  // DLHOST_BACKEND_KIT_HPP
