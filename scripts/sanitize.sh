@@ -69,7 +69,11 @@ matrix:
     - {network: fcnr, batch: 32}
     - {network: lenet, batch: 16}
 YAML
-  "$1/host/dlhost" run "$work/dp.yaml" --quick -o "$work/dp.jsonl" || true
+  # Leak checking off for the MPI ranks only: Open MPI leaves ~3,350 allocations (~117 KB) per
+  # rank at exit whose stacks end in "<unknown module>" (its dlclose'd components), which no
+  # suppression can name. Address and UB errors still stop the ranks.
+  ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
+    "$1/host/dlhost" run "$work/dp.yaml" --quick -o "$work/dp.jsonl" || true
   check_logs "$2" "the 2-rank data-parallel case"
   /usr/bin/python3 - "$work/dp.jsonl" <<'PY' || fail "2-rank data-parallel case"
 import json, sys
