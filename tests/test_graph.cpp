@@ -37,7 +37,7 @@ class SeedNetworks : public ::testing::Test {
 dlhost::PluginRegistry* SeedNetworks::registry = nullptr;
 std::vector<dlhost::NetworkRef>* SeedNetworks::networks = nullptr;
 
-// The counts of shared/paper/NETWORKS.md.
+// The counts of docs/networks.md (each derived there from the layer sizes).
 TEST_F(SeedNetworks, ParameterCountsMatchThePaper) {
   EXPECT_EQ(build("fcn5")->param_count(), 117997696);
   EXPECT_EQ(build("fcn8")->param_count(), 130586752);
