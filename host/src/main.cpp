@@ -27,6 +27,7 @@
 #include "host_api.h"
 #include "networks.h"
 #include "plugin_registry.h"
+#include "report/commands.h"
 #include "results.h"
 #include "runner.h"
 #include "suite.h"
@@ -508,6 +509,7 @@ int main(int argc, char** argv) {
   validate->add_option("--set", validate_opts.overrides, "Override a suite key, as for run");
 
   std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app)};
+  auto report_commands = dlhost::report::add_commands(app);  // report, export, compare
 
   // Internal: one case in this process, for `run` (see case_process.h).
   std::string worker_job;
@@ -538,6 +540,7 @@ int main(int argc, char** argv) {
   // A case worker loads the plugins its job names, nothing else.
   if (*worker) return case_worker_main(worker_job);
   if (*local) return case_local_main(local_ranks, local_job);
+  if (auto rc = report_commands.run_chosen()) return *rc;  // they read files, not plugins
 
   PluginRegistry registry;
   std::vector<std::string> folders = plugin_dirs;
