@@ -146,7 +146,7 @@ PlotFiles Plotter::render(const LinePlot& p) {
      << "\nset ylabel " << quoted(p.y_label) << "\n";
   if (p.log_x) gp << "set logscale x 2\n";
   if (p.log_y) gp << "set logscale y 10\n";
-  if (p.x_in_bytes) gp << "set format x '%.0b%B'\n";
+  if (p.x_in_bytes) gp << "set format x '%.0b%BB'\n";
   std::ostringstream plot;
   for (size_t s = 0; s < p.series.size(); ++s) {
     gp << "$s" << s << " << EOD\n";
@@ -167,7 +167,7 @@ PlotFiles Plotter::render(const StackedBars& p) {
   std::ostringstream gp;
   gp << kCommon << "set title " << quoted(p.title) << "\nset ylabel " << quoted(p.y_label)
      << "\nset style data histograms\nset style histogram rowstacked\n"
-     << "set style fill solid 0.85 border -1\nset boxwidth 0.75\nset yrange [0:*]\n"
+     << "set style fill solid 0.85 border -1\nset boxwidth 0.75\nset yrange [0:100]\n"
      << "set xtics rotate by -40 left noenhanced\nset bmargin 12\n$d << EOD\n";
   for (size_t c = 0; c < p.categories.size(); ++c) {
     rows.push_back({p.categories[c]});

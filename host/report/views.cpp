@@ -142,17 +142,15 @@ Section time_per_minibatch_view(const EnvironmentGroup& g) {
     s.paragraph("No single-process records.");
     return s;
   }
-  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
-    if (a.first != b.first) {
-      // Networks keep their first-seen order.
-      auto pos = [&](const std::string& n) {
-        return std::find_if(rows.begin(), rows.end(), [&](const Row& x) { return x.first == n; }) -
-               rows.begin();
-      };
-      return pos(a.first) < pos(b.first);
-    }
-    return a.second < b.second;
-  });
+  // Networks keep their first-seen order; a network's mini-batch sizes ascend.
+  std::vector<std::string> networks;
+  for (const auto& row : rows) remember(networks, row.first);
+  auto rank = [&](const Row& row) {
+    return std::make_pair(std::find(networks.begin(), networks.end(), row.first) - networks.begin(),
+                          row.second);
+  };
+  std::sort(rows.begin(), rows.end(),
+            [&](const Row& a, const Row& b) { return rank(a) < rank(b); });
   Table t{{"network", "batch"}, {}, 2};
   for (const auto& c : columns) t.header.push_back(c.first + " " + threads_label(c.second));
   for (const auto& row : rows) {

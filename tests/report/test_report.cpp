@@ -14,6 +14,7 @@
 #include "report/export.h"
 #include "report/plots.h"
 #include "report/report.h"
+#include "report/views.h"
 
 using namespace dlhost::report;
 namespace fs = std::filesystem;
@@ -197,4 +198,26 @@ TEST(Export, OneRowPerCaseWithNamedColumns) {
   EXPECT_EQ(rows[5][col("step_median_ms")], "");
   EXPECT_EQ(rows[10][col("speedup_vs_1_rank")], "1.6");
   for (const auto& r : rows) EXPECT_EQ(r.size(), header.size());
+}
+
+TEST(Report, TimeTableKeepsNetworksInFirstSeenOrder) {
+  // Two networks at two thread counts, interleaved: rows must not depend on sort internals.
+  std::vector<Record> records;
+  int line = 0;
+  for (const char* net : {"fcn5", "fcn8", "alexnet"})
+    for (int t : {1, 2}) {
+      json r = {
+          {"case_id", std::string(net) + ".t" + std::to_string(t)},
+          {"status", "OK"},
+          {"params", {{"network", net}, {"backend", "cpu_onednn"}, {"batch", 64}, {"threads", t}}},
+          {"timing", {{"step", {{"median", 10.0 * t}}}}}};
+      records.push_back(Record{r, "mem", ++line});
+    }
+  auto groups = group_by_environment(records);
+  ASSERT_EQ(groups.size(), 1u);
+  const Table& t = first_table(time_per_minibatch_view(groups[0]));
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"fcn5", "64", "10.00", "20.00"}));
+  EXPECT_EQ(t.rows[1][0], "fcn8");
+  EXPECT_EQ(t.rows[2][0], "alexnet");
 }
