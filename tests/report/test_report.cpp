@@ -215,7 +215,8 @@ TEST(Report, TimeTableKeepsNetworksInFirstSeenOrder) {
     }
   auto groups = group_by_environment(records);
   ASSERT_EQ(groups.size(), 1u);
-  const Table& t = first_table(time_per_minibatch_view(groups[0]));
+  Section view = time_per_minibatch_view(groups[0]);
+  const Table& t = first_table(view);
   ASSERT_EQ(t.rows.size(), 3u);
   EXPECT_EQ(t.rows[0], (std::vector<std::string>{"fcn5", "64", "10.00", "20.00"}));
   EXPECT_EQ(t.rows[1][0], "fcn8");
