@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -99,13 +100,14 @@ Plotter::Plotter(std::string folder, const std::string& gnuplot) : folder_(std::
 }
 
 PlotFiles Plotter::run_script(const std::string& name, const std::string& title,
-                              const std::string& body) {
+                              const std::string& body, int width, int height) {
   PlotFiles files{title, name + ".csv", "", ""};
   if (!available()) return files;
   std::string base = folder_ + "/" + name;
   std::ofstream gp(base + ".gp");
-  gp << body << "set terminal pngcairo size 1000,560 font 'sans,10' noenhanced\nset output "
-     << quoted(base + ".png") << "\nreplot\nset terminal svg size 1000,560 font 'sans,10' "
+  std::string size = std::to_string(width) + "," + std::to_string(height);
+  gp << body << "set terminal pngcairo size " << size << " font 'sans,10' noenhanced\nset output "
+     << quoted(base + ".png") << "\nreplot\nset terminal svg size " << size << " font 'sans,10' "
      << "noenhanced background rgb 'white'\nset output " << quoted(base + ".svg")
      << "\nreplot\nunset output\n";
   gp.close();
@@ -168,7 +170,7 @@ PlotFiles Plotter::render(const StackedBars& p) {
   gp << kCommon << "set title " << quoted(p.title) << "\nset ylabel " << quoted(p.y_label)
      << "\nset style data histograms\nset style histogram rowstacked\n"
      << "set style fill solid 0.85 border -1\nset boxwidth 0.75\nset yrange [0:100]\n"
-     << "set xtics rotate by -40 left noenhanced\nset bmargin 12\n$d << EOD\n";
+     << "set xtics rotate by -60 left noenhanced\nset bmargin 19\n$d << EOD\n";
   for (size_t c = 0; c < p.categories.size(); ++c) {
     rows.push_back({p.categories[c]});
     gp << "\"" << p.categories[c] << "\"";
@@ -184,7 +186,8 @@ PlotFiles Plotter::render(const StackedBars& p) {
     gp << (part ? ", '' using " : "plot $d using ") << part + 2 << (part ? "" : ":xtic(1)")
        << " title " << quoted(p.parts[part]);
   gp << "\n";
-  return run_script(p.name, p.title, gp.str());
+  int width = std::max(1000, 260 + 26 * static_cast<int>(p.categories.size()));
+  return run_script(p.name, p.title, gp.str(), width, 720);
 }
 
 }  // namespace dlhost::report

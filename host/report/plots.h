@@ -45,7 +45,9 @@ class Plotter {
   PlotFiles render(const StackedBars& plot);
 
  private:
-  PlotFiles run_script(const std::string& name, const std::string& title, const std::string& body);
+  // Size in pixels: wider for many bars (their labels stay apart), taller for long labels.
+  PlotFiles run_script(const std::string& name, const std::string& title, const std::string& body,
+                       int width = 1000, int height = 560);
   std::string folder_, program_, unavailable_reason_;
   std::vector<std::string> failures_;
 };
