@@ -75,10 +75,12 @@ std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& re
     }
     auto same = std::find_if(g->records.begin(), g->records.end(),
                              [&](const Record* o) { return case_id(*o) == case_id(r); });
-    if (same != g->records.end())
+    if (same != g->records.end()) {
       *same = &r;  // the later record of a case stands
-    else
+      ++g->superseded;
+    } else {
       g->records.push_back(&r);
+    }
   }
   return groups;
 }
@@ -116,6 +118,11 @@ Section environments_view(const std::vector<EnvironmentGroup>& groups) {
                       join(revisions), join(hosts), libs, std::to_string(g.records.size())});
   }
   s.add(t);
+  for (const auto& g : groups)
+    if (g.superseded > 0)
+      s.paragraph(g.label + ": " + std::to_string(g.superseded) +
+                  " record(s) replaced by a later record of the same case id (a rerun, or the "
+                  "same case in two files); the later one is shown.");
   return s;
 }
 

@@ -20,6 +20,7 @@ struct EnvironmentGroup {
   std::string key;
   json environment;  // of the group's first record
   std::vector<const Record*> records;
+  int superseded = 0;  // earlier records of a case id that a later one replaced
 };
 std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& records);
 

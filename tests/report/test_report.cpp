@@ -213,12 +213,17 @@ TEST(Report, TimeTableKeepsNetworksInFirstSeenOrder) {
           {"timing", {{"step", {{"median", 10.0 * t}}}}}};
       records.push_back(Record{r, "mem", ++line});
     }
+  // A rerun of fcn5.t1 later in the input replaces the first record.
+  json rerun = records[0].data;
+  rerun["timing"]["step"]["median"] = 12.0;
+  records.push_back(Record{rerun, "mem", ++line});
   auto groups = group_by_environment(records);
   ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].superseded, 1);
   Section view = time_per_minibatch_view(groups[0]);
   const Table& t = first_table(view);
   ASSERT_EQ(t.rows.size(), 3u);
-  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"fcn5", "64", "10.00", "20.00"}));
+  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"fcn5", "64", "12.00", "20.00"}));
   EXPECT_EQ(t.rows[1][0], "fcn8");
   EXPECT_EQ(t.rows[2][0], "alexnet");
 }
