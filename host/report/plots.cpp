@@ -147,7 +147,7 @@ PlotFiles Plotter::render(const LinePlot& p) {
   gp << kCommon << "set title " << quoted(p.title) << "\nset xlabel " << quoted(p.x_label)
      << "\nset ylabel " << quoted(p.y_label) << "\n";
   // Headroom, so a reference line on the axis's end (efficiency 1) stays visible.
-  if (!p.log_y) gp << "set offsets 0, 0, graph 0.05, graph 0.05\n";
+  if (!p.log_y) gp << "set offsets 0, 0, graph 0.05, 0\n";
   if (p.log_x) gp << "set logscale x 2\n";
   if (p.log_y) gp << "set logscale y 10\n";
   if (p.x_in_bytes) gp << "set format x '%.0b%BB'\n";
