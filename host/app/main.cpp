@@ -1,7 +1,7 @@
 // main.cpp — the dlhost command line: global flags and logging, plugin discovery, and the wiring
-// of every subcommand (plugins, networks, validate, run, conform, comm-bench, and the internal
-// case-worker / case-local) to the function that runs it. Nothing here measures or decides:
-// the subcommands live in commands.h, conform/ and commbench/.
+// of every subcommand (plugins, networks, validate, run, conform, comm-bench, report, export,
+// compare, and the internal case-worker / case-local) to the function that runs it. Nothing here
+// measures or decides: the subcommands live in commands.h, conform/, commbench/ and report/.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -15,6 +15,7 @@
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "isolate/case_process.h"
+#include "report/commands.h"
 
 namespace {
 
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
   add_run(app, run_opts, quick);
   auto* validate = add_validate(app, validate_opts);
   std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app)};
+  auto report_commands = dlhost::report::add_commands(app);  // report, export, compare
 
   // Internal: one case in this process, for `run` (see case_process.h).
   std::string worker_job, local_job;
@@ -116,6 +118,7 @@ int main(int argc, char** argv) {
   // A case worker loads the plugins its job names, nothing else.
   if (*worker) return case_worker_main(worker_job);
   if (*local) return case_local_main(local_ranks, local_job);
+  if (auto rc = report_commands.run_chosen()) return *rc;  // they read files, not plugins
 
   PluginRegistry registry;
   std::vector<std::string> folders = plugin_dirs;

@@ -1,0 +1,108 @@
+// commands.cpp — see commands.h. Options live in shared_ptrs owned by the run functions, which
+// CLI11 fills while parsing.
+#include "report/commands.h"
+
+#include <fstream>
+#include <iostream>
+
+#include "report/compare.h"
+#include "report/export.h"
+#include "report/plots.h"
+#include "report/report.h"
+
+namespace dlhost::report {
+
+std::optional<int> Commands::run_chosen() const {
+  for (const auto& e : entries)
+    if (*e.sub) return e.run();
+  return std::nullopt;
+}
+
+namespace {
+
+Commands::Entry add_report(CLI::App& app) {
+  auto o = std::make_shared<ReportOptions>();
+  auto no_plots = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand(
+      "report",
+      "Tables and plots of results files (and comm-bench JSON files): report.md and a "
+      "self-contained report.html");
+  sub->add_option("inputs", o->inputs, "Results files (JSON lines) and comm-bench --json files")
+      ->required();
+  sub->add_option("-o,--output", o->folder, "Folder to write the report into")->required();
+  sub->add_option("--gnuplot", o->gnuplot, "gnuplot program (name on PATH or path)")
+      ->capture_default_str();
+  sub->add_flag("--no-plots", *no_plots, "Tables only, no gnuplot");
+  return {sub, [o, no_plots] {
+            if (*no_plots) o->gnuplot.clear();
+            try {
+              Document doc = write_report(*o);
+              std::cout << "report: " << o->folder << "/report.md, " << o->folder
+                        << "/report.html\n";
+              return 0;
+            } catch (const std::exception& e) {
+              std::cerr << "dlhost report: " << e.what() << "\n";
+              return 2;
+            }
+          }};
+}
+
+Commands::Entry add_export(CLI::App& app) {
+  auto input = std::make_shared<std::string>();
+  auto output = std::make_shared<std::string>();
+  auto csv = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand("export", "A results file as CSV: one row per case, flat columns");
+  sub->add_option("results", *input, "Results file (JSON lines)")->required();
+  sub->add_flag("--csv", *csv, "CSV (the only format for now)")->required();
+  sub->add_option("-o,--output", *output, "Write here instead of standard output");
+  return {sub, [input, output] {
+            Inputs in;
+            try {
+              read_results_file(*input, in);
+            } catch (const InputError& e) {
+              std::cerr << "dlhost export: " << e.what() << "\n";
+              return 2;
+            }
+            for (const auto& w : in.warnings) std::cerr << "dlhost export: warning: " << w << "\n";
+            auto rows = export_rows(in.records);
+            try {
+              write_csv(output->empty() ? "/dev/stdout" : *output, rows);
+            } catch (const std::exception& e) {
+              std::cerr << "dlhost export: " << e.what() << "\n";
+              return 2;
+            }
+            return 0;
+          }};
+}
+
+Commands::Entry add_compare(CLI::App& app) {
+  auto o = std::make_shared<CompareOptions>();
+  auto* sub = app.add_subcommand(
+      "compare",
+      "Compare two results files case by case: ratio of medians with an interval, "
+      "Mann-Whitney U test, geometric mean, regressions");
+  sub->add_option("base", o->base, "Baseline results file")->required();
+  sub->add_option("new", o->candidate, "Results file to judge against it")->required();
+  sub->add_option("--alpha", o->alpha, "Significance level of the U test")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--threshold", o->threshold,
+                  "Relative slow-down that counts as a regression (0.05 = 5%)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  sub->add_flag("--fail-on-regression", o->fail_on_regression,
+                "Exit 1 when a case is significantly slower beyond the threshold (for CI)");
+  return {sub, [o] { return run_compare(*o, std::cout, std::cerr); }};
+}
+
+}  // namespace
+
+Commands add_commands(CLI::App& app) {
+  Commands c;
+  c.entries.push_back(add_report(app));
+  c.entries.push_back(add_export(app));
+  c.entries.push_back(add_compare(app));
+  return c;
+}
+
+}  // namespace dlhost::report

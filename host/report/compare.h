@@ -1,0 +1,53 @@
+// compare.h — `dlhost compare BASE NEW`: for each case in both results files, the ratio of median
+// step times (new / base) with a bootstrap confidence interval, a Mann-Whitney U test on the raw
+// per-iteration step times, the geometric mean of the ratios, regressions beyond a threshold,
+// cases in one file only, and the environment fields that differ between the files.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "report/records.h"
+#include "report/statistics.h"
+
+namespace dlhost::report {
+
+struct CaseComparison {
+  std::string case_id;
+  size_t base_n = 0, new_n = 0;
+  double base_median = 0, new_median = 0;
+  double ratio = 0;  // new / base: above 1 is slower
+  Interval interval;
+  UTest test;
+  bool significant = false;
+  // "REGRESSION" (significant and slower beyond the threshold), "faster" (significant and faster
+  // beyond it), "within threshold" (significant, smaller change), "same" (not significant).
+  std::string verdict;
+};
+
+struct Comparison {
+  double alpha = 0.05, threshold = 0.05;
+  std::vector<CaseComparison> cases;
+  std::vector<std::string> only_in_base, only_in_new;
+  std::vector<std::string> not_compared;  // "ID: why"
+  std::vector<std::string> environment_differences;
+  double geometric_mean_ratio = 0;  // NaN when no case was compared
+  int regressions = 0;
+  double smallest_possible_p = 0;  // over the compared cases: the U test's floor for their n
+};
+
+Comparison compare_records(const std::vector<Record>& base, const std::vector<Record>& candidate,
+                           double alpha, double threshold);
+void print_comparison(const Comparison& c, const std::string& base_name,
+                      const std::string& new_name, std::ostream& out);
+
+struct CompareOptions {
+  std::string base, candidate;
+  double alpha = 0.05, threshold = 0.05;
+  bool fail_on_regression = false;
+};
+// 0; 1 when fail_on_regression and a regression was found; 2 for bad input (said on `err`).
+int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err);
+
+}  // namespace dlhost::report

@@ -1,0 +1,151 @@
+// document.cpp — see document.h.
+#include "report/document.h"
+
+#include <boost/archive/iterators/base64_from_binary.hpp>
+#include <boost/archive/iterators/transform_width.hpp>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace dlhost::report {
+
+std::string base64(const std::string& bytes) {
+  using namespace boost::archive::iterators;
+  using encoder = base64_from_binary<transform_width<std::string::const_iterator, 6, 8>>;
+  std::string out(encoder(bytes.begin()), encoder(bytes.end()));
+  out.append((3 - bytes.size() % 3) % 3, '=');
+  return out;
+}
+
+namespace {
+
+std::string markdown_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+void markdown_table(std::ostringstream& md, const Table& t) {
+  md << "|";
+  for (const auto& h : t.header) md << " " << markdown_cell(h) << " |";
+  md << "\n|";
+  for (size_t c = 0; c < t.header.size(); ++c)
+    md << (c >= t.first_numeric_column ? "---:|" : "---|");
+  md << "\n";
+  for (const auto& row : t.rows) {
+    md << "|";
+    for (const auto& cell : row) md << " " << markdown_cell(cell) << " |";
+    md << "\n";
+  }
+  md << "\n";
+}
+
+std::string escape_html(const std::string& s) {
+  std::string out;
+  for (char c : s) switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  return out;
+}
+
+// Paragraph text with `code` spans, as HTML.
+std::string html_text(const std::string& s) {
+  std::string out;
+  bool code = false;
+  for (char c : s) {
+    if (c == '`') {
+      out += code ? "</code>" : "<code>";
+      code = !code;
+    } else {
+      out += escape_html(std::string(1, c));
+    }
+  }
+  if (code) out += "</code>";
+  return out;
+}
+
+void html_table(std::ostringstream& html, const Table& t) {
+  html << "<table>\n<tr>";
+  for (const auto& h : t.header) html << "<th>" << escape_html(h) << "</th>";
+  html << "</tr>\n";
+  for (const auto& row : t.rows) {
+    html << "<tr>";
+    for (size_t c = 0; c < row.size(); ++c)
+      html << (c >= t.first_numeric_column ? "<td class=\"n\">" : "<td>") << escape_html(row[c])
+           << "</td>";
+    html << "</tr>\n";
+  }
+  html << "</table>\n";
+}
+
+void html_plot(std::ostringstream& html, const PlotFiles& p, const std::string& folder) {
+  html << "<figure>";
+  std::ifstream png(folder + "/" + p.png, std::ios::binary);
+  if (!p.png.empty() && png) {
+    std::string bytes((std::istreambuf_iterator<char>(png)), std::istreambuf_iterator<char>());
+    html << "<img alt=\"" << escape_html(p.title) << "\" src=\"data:image/png;base64,"
+         << base64(bytes) << "\">";
+  }
+  html << "<figcaption>" << escape_html(p.title) << " (data: " << escape_html(p.csv)
+       << (p.svg.empty() ? "" : ", vector: " + escape_html(p.svg)) << ")</figcaption></figure>\n";
+}
+
+const char* kStyle =
+    "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0 1.5em}"
+    "th,td{border:1px solid #bbb;padding:.2em .5em}th{background:#eee}td.n{text-align:right;"
+    "font-variant-numeric:tabular-nums}code{background:#f3f3f3}figure{margin:1em 0}"
+    "img{max-width:100%}figcaption{font-size:.85em;color:#555}";
+
+}  // namespace
+
+std::string to_markdown(const Document& doc) {
+  std::ostringstream md;
+  md << "# " << doc.title << "\n\n";
+  for (const auto& s : doc.sections) {
+    md << "## " << s.title << "\n\n";
+    for (const auto& b : s.blocks) {
+      if (b.kind == Block::kParagraph) md << b.text << "\n\n";
+      if (b.kind == Block::kTable) markdown_table(md, b.table);
+      if (b.kind == Block::kPlot) {
+        if (!b.plot.png.empty()) md << "![" << b.plot.title << "](" << b.plot.png << ")\n\n";
+        md << "*" << b.plot.title << "* — data: [" << b.plot.csv << "](" << b.plot.csv << ")";
+        if (!b.plot.svg.empty()) md << ", vector: [" << b.plot.svg << "](" << b.plot.svg << ")";
+        md << "\n\n";
+      }
+    }
+  }
+  return md.str();
+}
+
+std::string to_html(const Document& doc, const std::string& folder) {
+  std::ostringstream html;
+  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>"
+       << escape_html(doc.title) << "</title><style>" << kStyle << "</style></head><body>\n<h1>"
+       << escape_html(doc.title) << "</h1>\n";
+  for (const auto& s : doc.sections) {
+    html << "<h2>" << escape_html(s.title) << "</h2>\n";
+    for (const auto& b : s.blocks) {
+      if (b.kind == Block::kParagraph) html << "<p>" << html_text(b.text) << "</p>\n";
+      if (b.kind == Block::kTable) html_table(html, b.table);
+      if (b.kind == Block::kPlot) html_plot(html, b.plot, folder);
+    }
+  }
+  html << "</body></html>\n";
+  return html.str();
+}
+
+}  // namespace dlhost::report

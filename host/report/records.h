@@ -1,0 +1,73 @@
+// records.h — reading what `dlhost run` and `dlhost comm-bench --json` wrote, as plain data: a
+// results file is JSON lines (one case record per line), a comm-bench file one JSON document.
+// Owns no state; everything here is safe to call from any thread.
+//
+// A results record is kept as its JSON (docs/results-schema.json is the contract); the accessors
+// below read the fields the views need and give a default when a field is absent, because
+// records that did not end OK carry no measurements.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dlhost::report {
+
+using json = nlohmann::json;
+
+// Bad input, with where: "FILE:LINE: what".
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One case record and where it came from.
+struct Record {
+  json data;
+  std::string file;
+  int line = 0;
+  std::string where() const { return file + ":" + std::to_string(line); }
+};
+
+// One `comm-bench --json` document (schema dlhost.comm-bench/1).
+struct CommBenchRun {
+  json data;
+  std::string file;
+};
+
+struct Inputs {
+  std::vector<Record> records;
+  std::vector<CommBenchRun> comm_benches;
+  std::vector<std::string> files;
+  std::vector<std::string> warnings;  // e.g. a torn last line skipped
+};
+
+// Reads one results file. A line that is not a JSON object with case_id and status throws
+// InputError naming FILE:LINE, except a torn last line (a run killed mid-write), which is
+// skipped with a warning, as `dlhost run --resume` does.
+void read_results_file(const std::string& path, Inputs& into);
+// Reads a results file or a comm-bench JSON file (told apart by the comm-bench "schema").
+void read_input_file(const std::string& path, Inputs& into);
+
+// --- accessors: the value at a JSON pointer ("/timing/step/median"), or a default ---------
+double number_at(const json& j, const char* pointer, double fallback = 0.0);
+long long integer_at(const json& j, const char* pointer, long long fallback = 0);
+std::string text_at(const json& j, const char* pointer, const std::string& fallback = "");
+std::vector<double> numbers_at(const json& j, const char* pointer);
+bool has(const json& j, const char* pointer);
+
+// The fields the views group and label by.
+std::string case_id(const Record& r);
+std::string status(const Record& r);
+bool is_ok(const Record& r);
+std::string network(const Record& r);
+std::string backend(const Record& r);
+int threads(const Record& r);  // used, else requested (0 = the backend's default)
+int batch(const Record& r);    // per rank
+int ranks(const Record& r);
+double step_median_ms(const Record& r);
+// CPU model, cores and library versions: records that share it are comparable.
+std::string environment_key(const json& environment);
+
+}  // namespace dlhost::report

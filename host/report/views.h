@@ -1,0 +1,41 @@
+// views.h — the paper's views of a set of records, each one section of a report: time per
+// mini-batch (network x backend x threads), thread scaling, batch-size sweeps, multi-rank speedup
+// and efficiency, the forward/backward/exposed-communication/update split, achieved GFLOP/s,
+// comm-bench bus bandwidth, and every case that did not end OK. Views only read records.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/document.h"
+#include "report/plots.h"
+#include "report/records.h"
+
+namespace dlhost::report {
+
+// Records that share an environment_key (CPU model, cores, library versions), in input order.
+// When a case id appears more than once in a group, the later record stands.
+struct EnvironmentGroup {
+  std::string label;  // E1, E2, ... in order of first appearance
+  std::string key;
+  json environment;  // of the group's first record
+  std::vector<const Record*> records;
+  int superseded = 0;  // earlier records of a case id that a later one replaced
+};
+std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& records);
+
+// Numbers as the tables print them: milliseconds with 3-4 significant digits.
+std::string format_ms(double ms);
+std::string format_number(double v, int decimals);
+
+Section environments_view(const std::vector<EnvironmentGroup>& groups);
+Section time_per_minibatch_view(const EnvironmentGroup& g);
+Section thread_scaling_view(const EnvironmentGroup& g, Plotter& plotter);
+Section batch_sweep_view(const EnvironmentGroup& g, Plotter& plotter);
+Section multi_rank_view(const EnvironmentGroup& g, Plotter& plotter);
+Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter);
+Section gflops_view(const EnvironmentGroup& g);
+Section comm_bench_view(const std::vector<CommBenchRun>& runs, Plotter& plotter);
+Section not_ok_view(const std::vector<Record>& records);
+
+}  // namespace dlhost::report

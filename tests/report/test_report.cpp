@@ -1,0 +1,229 @@
+// test_report.cpp — `dlhost report` and `dlhost export` on the fixture results file
+// (data/results.jsonl, made by data/make_fixtures.py with chosen times): each table checked cell
+// by cell, the plot files checked as PNG and SVG when gnuplot is here, the no-gnuplot path, and
+// export's columns.
+#include <gtest/gtest.h>
+
+#include <boost/property_tree/ptree.hpp>
+#include <boost/property_tree/xml_parser.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "report/export.h"
+#include "report/plots.h"
+#include "report/report.h"
+#include "report/views.h"
+
+using namespace dlhost::report;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kData = DLHOST_REPORT_TEST_DATA;
+
+std::string fresh_folder(const std::string& name) {
+  std::string folder = std::string(DLHOST_REPORT_TEST_OUT) + "/" + name;
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  return folder;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+const Section& section(const Document& doc, const std::string& title) {
+  for (const auto& s : doc.sections)
+    if (s.title == title) return s;
+  throw std::runtime_error("no section " + title);
+}
+
+const Table& first_table(const Section& s) {
+  for (const auto& b : s.blocks)
+    if (b.kind == Block::kTable) return b.table;
+  throw std::runtime_error("no table in " + s.title);
+}
+
+using Rows = std::vector<std::vector<std::string>>;
+
+Document fixture_report(const std::string& folder, const std::string& gnuplot) {
+  ReportOptions o;
+  o.inputs = {kData + "/results.jsonl", kData + "/comm_bench.json"};
+  o.folder = folder;
+  o.gnuplot = gnuplot;
+  return write_report(o);
+}
+
+}  // namespace
+
+TEST(Report, TablesCellByCell) {
+  Document doc = fixture_report(fresh_folder("tables"), "");
+  const Table& time = first_table(section(doc, "Time per mini-batch (E1)"));
+  EXPECT_EQ(time.header, (std::vector<std::string>{"network", "batch", "cpu_onednn 1T",
+                                                   "cpu_onednn 2T", "cpu_reference 1T"}));
+  EXPECT_EQ(time.rows, (Rows{{"lenet", "64", "11.00", "6.000", "FAILED"},
+                             {"lenet", "128", "20.00", "", ""},
+                             {"fcnr", "64", "150.5", "SKIPPED", ""},
+                             {"alexnet", "64", "CRASHED", "", ""},
+                             {"resnet50", "64", "TIMEOUT", "", ""}}));
+  // The other machine is its own group.
+  const Table& other = first_table(section(doc, "Time per mini-batch (E2)"));
+  EXPECT_EQ(other.rows, (Rows{{"lenet", "64", "8.000"}}));
+
+  const Table& threads = first_table(section(doc, "CPU thread scaling (E1)"));
+  EXPECT_EQ(threads.rows,
+            (Rows{{"lenet cpu_onednn b64", "1 -> 2", "11.00", "6.000", "1.83", "0.92"}}));
+
+  const Table& sweep = first_table(section(doc, "Mini-batch size sweeps (E1)"));
+  EXPECT_EQ(sweep.rows, (Rows{{"lenet cpu_onednn 1T", "64", "11.00", "5818.2", "0.172"},
+                              {"lenet cpu_onednn 1T", "128", "20.00", "6400.0", "0.156"}}));
+
+  const Table& ranks = first_table(section(doc, "Multi-rank scaling (E1)"));
+  EXPECT_EQ(ranks.rows, (Rows{{"lenet.mpi.ranks=1", "1", "strong", "16", "8.000", "5.600", "2.000",
+                               "1.600", "1.00", "1.00"},
+                              {"lenet.mpi.ranks=2", "2", "strong", "16", "5.000", "3.500", "1.250",
+                               "1.000", "1.60", "0.80"}}));
+
+  const Table& phases = first_table(section(doc, "Where a mini-batch goes (E1)"));
+  EXPECT_EQ(phases.rows.front(), (std::vector<std::string>{"lenet.cpu_onednn.b64.t1", "11.00",
+                                                           "3.000", "6.000", "0.000", "1.000"}));
+  EXPECT_EQ(phases.rows.size(), 6u);  // the OK records of E1
+
+  const Table& gflops = first_table(section(doc, "Achieved GFLOP/s (E1)"));
+  // 3 x 4616480 FLOPs x 64 samples / 11 ms
+  EXPECT_EQ(gflops.rows.front(),
+            (std::vector<std::string>{"lenet.cpu_onednn.b64.t1", "lenet", "cpu_onednn", "1", "1",
+                                      "64", "0.0046", "80.58"}));
+
+  const Table& bus = first_table(section(doc, "Collective bus bandwidth (comm-bench)"));
+  EXPECT_EQ(bus.header, (std::vector<std::string>{"size (B)", "mpi (2 ranks) busbw",
+                                                  "mpi_raw (2 ranks) busbw"}));
+  EXPECT_EQ(bus.rows.front(), (std::vector<std::string>{"1024", "0.061", "0.630"}));
+
+  const Table& bad = first_table(section(doc, "Cases that did not end OK"));
+  ASSERT_EQ(bad.rows.size(), 4u);
+  EXPECT_EQ(bad.rows[0], (std::vector<std::string>{"fcnr.cpu_onednn.b64.t2", "SKIPPED",
+                                                   "needs 2 threads; this machine has 1",
+                                                   kData + "/results.jsonl:5"}));
+  EXPECT_EQ(bad.rows[2][1], "CRASHED");
+  EXPECT_EQ(bad.rows[3][1], "TIMEOUT");
+}
+
+TEST(Report, WithoutGnuplotTablesComeAndTheReportSaysWhy) {
+  std::string folder = fresh_folder("no_gnuplot");
+  fixture_report(folder, "no-such-gnuplot-here");
+  std::string md = slurp(folder + "/report.md");
+  EXPECT_NE(md.find("Plots skipped: gnuplot was not found"), std::string::npos);
+  EXPECT_NE(md.find("skipped a torn last line"), std::string::npos);
+  EXPECT_NE(md.find("| lenet | 64 | 11.00 | 6.000 | FAILED |"), std::string::npos);
+  EXPECT_TRUE(fs::exists(folder + "/thread_scaling_E1.csv"));  // the data still comes
+  EXPECT_FALSE(fs::exists(folder + "/thread_scaling_E1.png"));
+  EXPECT_EQ(slurp(folder + "/thread_scaling_E1.csv"), "threads,lenet cpu_onednn b64\n1,11\n2,6\n");
+  std::string html = slurp(folder + "/report.html");
+  EXPECT_NE(html.find("<td class=\"n\">150.5</td>"), std::string::npos);
+}
+
+TEST(Report, PlotsArePngAndSvgAndInlined) {
+  if (find_program("gnuplot").empty())
+    GTEST_SKIP() << "gnuplot is not installed (Debian: gnuplot-nox); the plots cannot be checked";
+  std::string folder = fresh_folder("plots");
+  fixture_report(folder, "gnuplot");
+  for (const char* name : {"thread_scaling_E1", "batch_sweep_E1", "speedup_E1", "efficiency_E1",
+                           "phases_E1", "busbw_all_reduce"}) {
+    SCOPED_TRACE(name);
+    std::string png = slurp(folder + "/" + name + ".png");
+    ASSERT_GT(png.size(), 8u);
+    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+    boost::property_tree::ptree svg;
+    EXPECT_NO_THROW(boost::property_tree::read_xml(folder + "/" + name + ".svg", svg));
+    EXPECT_EQ(svg.count("svg"), 1u);
+    EXPECT_TRUE(fs::exists(folder + "/" + name + ".csv"));
+  }
+  std::string html = slurp(folder + "/report.html");
+  EXPECT_NE(html.find("src=\"data:image/png;base64,iVBORw0KGgo"), std::string::npos);
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);  // nothing from the network
+  EXPECT_EQ(html.find("Plots skipped"), std::string::npos);
+}
+
+TEST(Report, BadInputNamesFileAndLine) {
+  ReportOptions o;
+  o.inputs = {kData + "/invalid_middle.jsonl"};
+  o.folder = fresh_folder("bad");
+  try {
+    write_report(o);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("invalid_middle.jsonl:2: not a JSON record"),
+              std::string::npos)
+        << e.what();
+  }
+  o.inputs = {kData + "/no_such_file.jsonl"};
+  EXPECT_THROW(write_report(o), InputError);
+}
+
+TEST(Base64, KnownValues) {
+  EXPECT_EQ(base64(""), "");
+  EXPECT_EQ(base64("f"), "Zg==");
+  EXPECT_EQ(base64("fo"), "Zm8=");
+  EXPECT_EQ(base64("foo"), "Zm9v");
+  EXPECT_EQ(base64("foobar"), "Zm9vYmFy");
+}
+
+TEST(Export, OneRowPerCaseWithNamedColumns) {
+  Inputs in;
+  read_results_file(kData + "/results.jsonl", in);
+  auto rows = export_rows(in.records);
+  ASSERT_EQ(rows.size(), 12u);  // header + 11 records (the torn line is skipped)
+  const auto& header = rows[0];
+  auto col = [&](const std::string& name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << name;
+    return static_cast<size_t>(it - header.begin());
+  };
+  EXPECT_EQ(header.front(), "case_id");
+  EXPECT_EQ(rows[1][col("case_id")], "lenet.cpu_onednn.b64.t1");
+  EXPECT_EQ(rows[1][col("status")], "OK");
+  EXPECT_EQ(rows[1][col("network")], "lenet");
+  EXPECT_EQ(rows[1][col("threads_used")], "1");
+  EXPECT_EQ(rows[1][col("step_median_ms")], "11");
+  EXPECT_EQ(rows[1][col("step_min_ms")], "10");
+  EXPECT_EQ(rows[1][col("forward_median_ms")], "3");
+  EXPECT_EQ(rows[1][col("cpu_model")], "AMD EPYC");
+  EXPECT_EQ(rows[1][col("speedup_vs_1_rank")], "");  // not data-parallel
+  EXPECT_EQ(rows[1][col("file")], kData + "/results.jsonl:1");
+  EXPECT_EQ(rows[5][col("status")], "SKIPPED");
+  EXPECT_EQ(rows[5][col("step_median_ms")], "");
+  EXPECT_EQ(rows[10][col("speedup_vs_1_rank")], "1.6");
+  for (const auto& r : rows) EXPECT_EQ(r.size(), header.size());
+}
+
+TEST(Report, TimeTableKeepsNetworksInFirstSeenOrder) {
+  // Two networks at two thread counts, interleaved: rows must not depend on sort internals.
+  std::vector<Record> records;
+  int line = 0;
+  for (const char* net : {"fcn5", "fcn8", "alexnet"})
+    for (int t : {1, 2}) {
+      json r = {
+          {"case_id", std::string(net) + ".t" + std::to_string(t)},
+          {"status", "OK"},
+          {"params", {{"network", net}, {"backend", "cpu_onednn"}, {"batch", 64}, {"threads", t}}},
+          {"timing", {{"step", {{"median", 10.0 * t}}}}}};
+      records.push_back(Record{r, "mem", ++line});
+    }
+  // A rerun of fcn5.t1 later in the input replaces the first record.
+  json rerun = records[0].data;
+  rerun["timing"]["step"]["median"] = 12.0;
+  records.push_back(Record{rerun, "mem", ++line});
+  auto groups = group_by_environment(records);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].superseded, 1);
+  Section view = time_per_minibatch_view(groups[0]);
+  const Table& t = first_table(view);
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"fcn5", "64", "12.00", "20.00"}));
+  EXPECT_EQ(t.rows[1][0], "fcn8");
+  EXPECT_EQ(t.rows[2][0], "alexnet");
+}
