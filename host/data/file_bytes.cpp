@@ -44,6 +44,8 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
     if (got < 0) {
       int code = 0;
       const char* msg = gzerror(file.get(), &code);
+      if (code == Z_BUF_ERROR)
+        throw DataError(path, "truncated gzip stream (the file ends mid-stream)");
       throw DataError(path, std::string("corrupt gzip data (") + msg + ")");
     }
     bytes.resize(old_size + static_cast<size_t>(got));
