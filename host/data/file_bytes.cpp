@@ -36,6 +36,7 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   // A plain file is read without reallocation: its size plus one chunk of slack is reserved.
   constexpr size_t kChunk = 4u << 20;
   std::vector<uint8_t> bytes;
+  const DataError truncated(path, "truncated gzip stream (the file ends mid-stream)");
   bytes.reserve((ec ? 0 : static_cast<size_t>(on_disk)) + kChunk);
   for (;;) {
     size_t old_size = bytes.size();
@@ -44,8 +45,7 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
     if (got < 0) {
       int code = 0;
       const char* msg = gzerror(file.get(), &code);
-      if (code == Z_BUF_ERROR)
-        throw DataError(path, "truncated gzip stream (the file ends mid-stream)");
+      if (code == Z_BUF_ERROR) throw truncated;
       throw DataError(path, std::string("corrupt gzip data (") + msg + ")");
     }
     bytes.resize(old_size + static_cast<size_t>(got));
@@ -53,8 +53,7 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   }
   int code = Z_OK;
   gzerror(file.get(), &code);
-  if (code == Z_BUF_ERROR)
-    throw DataError(path, "truncated gzip stream (the file ends mid-stream)");
+  if (code == Z_BUF_ERROR) throw truncated;
   if (gzclose_r(file.release()) != Z_OK) throw DataError(path, "truncated or corrupt gzip stream");
   return bytes;
 }

@@ -103,7 +103,7 @@ TEST(MnistReader, TruncatedGzipIsAnError) {
   testing::write_bytes(labels, testing::mnist_labels(50));
   auto size = std::filesystem::file_size(images);
   std::filesystem::resize_file(images, size / 2);
-  expect_data_error([&] { read_mnist(images, labels); }, images, "truncated");
+  expect_data_error([&] { read_mnist(images, labels); }, images, "truncated gzip stream");
 }
 
 TEST(CifarReader, RoundTripOverSeveralBatches) {
