@@ -121,6 +121,19 @@ inline void write_cifar_set(const fs::path& dir, int64_t n_per_batch, int64_t n_
   write_bytes((dir / "test_batch.bin").string(), cifar_batch(n_test, 2));
 }
 
+// A learnable image of class `label` (0..9): noise in 0..79 everywhere, plus a bright block
+// (176..255) whose place and channel the class decides. A network that learns gets its loss well
+// below log(10); random labels or pixels would not allow that. Fills c x h x w bytes at `out`.
+inline void learnable_image(uint8_t* out, int label, int64_t c, int64_t h, int64_t w,
+                            std::mt19937_64& rng) {
+  for (int64_t k = 0; k < c * h * w; ++k) out[k] = static_cast<uint8_t>(rng() % 80);
+  const int64_t bh = h / 2, bw = w / 5;  // 2 x 5 places on the image
+  const int64_t top = (label / 5) * bh, left = (label % 5) * bw, channel = label % c;
+  for (int64_t y = top; y < top + bh; ++y)
+    for (int64_t x = left; x < left + bw; ++x)
+      out[(channel * h + y) * w + x] = static_cast<uint8_t>(176 + rng() % 80);
+}
+
 inline void write_text(const std::string& path, const std::string& text) {
   write_bytes(path, std::vector<uint8_t>(text.begin(), text.end()));
 }

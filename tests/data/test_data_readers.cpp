@@ -247,6 +247,21 @@ TEST(Catalog, OpensCifarWithPerChannelStandardization) {
   EXPECT_EQ(b.targets.data()[0], testing::label(1, 13));
 }
 
+TEST(Normalization, MeasuredPerChannel) {
+  ImageSet set;
+  set.count = 2;
+  set.channels = 2;
+  set.height = 1;
+  set.width = 2;
+  set.pixels = {0, 255, 51, 51, 255, 0, 51, 51};  // channel 0: 0 or 1; channel 1: 0.2 always
+  Normalization n = Normalization::measured(set);
+  ASSERT_EQ(n.mean.size(), 2u);
+  EXPECT_NEAR(n.mean[0], 0.5, 1e-6);
+  EXPECT_NEAR(n.stddev[0], 0.5, 1e-6);
+  EXPECT_NEAR(n.mean[1], 0.2, 1e-6);
+  EXPECT_EQ(n.stddev[1], 1.0f);  // constant channel: no division by zero
+}
+
 TEST(Catalog, OpensPtbAsSequences) {
   TempDir dir("open_ptb");
   testing::write_text(dir / "ptb/ptb.train.txt", "a b c d e f g\n");  // 8 tokens
