@@ -230,6 +230,14 @@ TEST(Catalog, OpensMnistNormalizedToUnitRange) {
   EXPECT_EQ(b.targets.data()[1], testing::label(1, 7));
 }
 
+TEST(Catalog, RefusesTestImagesOfAnotherShape) {
+  TempDir dir("mnist_shapes");
+  testing::write_mnist_set(dir.path(), 10, 10, false);
+  testing::write_bytes(dir / "t10k-images-idx3-ubyte", testing::mnist_images(10, 14, 14));
+  expect_data_error([&] { open_dataset(find_files(Family::mnist, dir.path().string())); },
+                    dir / "t10k-images-idx3-ubyte", "14x14 but the training images are 28x28");
+}
+
 TEST(Catalog, OpensCifarWithPerChannelStandardization) {
   TempDir dir("open_cifar");
   testing::write_cifar_set(dir.path() / "cifar-10-batches-bin", 4, 3);
