@@ -185,8 +185,7 @@ std::vector<float>& part_of(Param& p, int32_t part, size_t bytes, const void* da
   return v;
 }
 
-dlhost_status* read_param(dlhost_model* model, int32_t id, int32_t part, void* data,
-                          size_t bytes) {
+dlhost_status* read_param(dlhost_model* model, int32_t id, int32_t part, void* data, size_t bytes) {
   return sdk::guard([&] {
     auto& v = part_of(param_of(model_of(model), id), part, bytes, data);
     std::memcpy(data, v.data(), bytes);

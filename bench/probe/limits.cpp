@@ -45,8 +45,8 @@ struct Buffers {
 };
 
 void run_dnnl(const Gemm& g, Buffers& x) {
-  if (dnnl_sgemm('N', 'N', g.m, g.n, g.k, 1.0f, x.a.data(), g.k, x.b.data(), g.n, 0.0f,
-                 x.c.data(), g.n) != dnnl_success) {
+  if (dnnl_sgemm('N', 'N', g.m, g.n, g.k, 1.0f, x.a.data(), g.k, x.b.data(), g.n, 0.0f, x.c.data(),
+                 g.n) != dnnl_success) {
     std::fprintf(stderr, "bench_limits: dnnl_sgemm failed for %ldx%ldx%ld\n", g.m, g.n, g.k);
     std::exit(1);
   }
@@ -54,9 +54,8 @@ void run_dnnl(const Gemm& g, Buffers& x) {
 
 void run_openblas(const Gemm& g, Buffers& x) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g.m),
-              static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, x.a.data(),
-              static_cast<int>(g.k), x.b.data(), static_cast<int>(g.n), 0.0f, x.c.data(),
-              static_cast<int>(g.n));
+              static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, x.a.data(), static_cast<int>(g.k),
+              x.b.data(), static_cast<int>(g.n), 0.0f, x.c.data(), static_cast<int>(g.n));
 }
 
 // Median seconds of `reps` calls after one warm-up call.
@@ -148,8 +147,8 @@ int main(int argc, char** argv) {
       for (const auto& s : split(value, ',')) {
         auto p = split(s, ':');
         if (p.size() != 3) usage(("bad shape '" + s + "', want M:N:K").c_str());
-        shapes.push_back({std::atol(p[0].c_str()), std::atol(p[1].c_str()),
-                          std::atol(p[2].c_str())});
+        shapes.push_back(
+            {std::atol(p[0].c_str()), std::atol(p[1].c_str()), std::atol(p[2].c_str())});
       }
     } else {
       usage(("unknown option " + arg).c_str());
