@@ -24,8 +24,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.path.join(ROOT, "bench", "peers")
-NETWORKS = ["fcn5", "fcn8", "fcnr", "alexnet", "resnet50", "lstm32", "lstm64", "alexnet_r",
-            "resnet56", "lstm_ptb", "lenet", "autoencoder"]
+# In the order they run: the cases the issue asks about first, the longest last.
+NETWORKS = ["fcn5", "fcn8", "fcnr", "lenet", "lstm32", "alexnet", "autoencoder", "alexnet_r",
+            "resnet56", "lstm_ptb", "lstm64", "resnet50"]
 # Fully connected stacks (inputs, widths...) for the bare-GEMM time of their step.
 FC_STACKS = {"fcn5": [26752, 2048, 2048, 2048, 26752],
              "fcn8": [26752] + [2048] * 6 + [26752],
@@ -45,13 +46,20 @@ def base_env():
     return env
 
 
+# OMP_WAIT_POLICY=PASSIVE for every tool's best setup: set by main() when the machine is shared
+# (other processes keep the load above the cores: a spinning OpenMP thread then holds a core
+# that its partner waits for, and 2 threads run several times slower than 1).
+PASSIVE_ALL = False
+
+
 def thread_env(env, threads, network):
     """A careful user's thread settings: every library's variable, and the passive OpenMP wait
-    that PyTorch's LSTM needs on 2 cores (MACHINE_NOTES.md: 723 -> 316 ms)."""
+    that PyTorch's LSTM needs on 2 cores (MACHINE_NOTES.md: 723 -> 316 ms), or everywhere on a
+    shared machine. dlhost and all peers get the same."""
     env = dict(env)
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[v] = str(threads)
-    if network.startswith("lstm"):
+    if network.startswith("lstm") or PASSIVE_ALL:
         env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
 
@@ -226,6 +234,12 @@ class Bench:
                     if ln.startswith("model name")), "?")
         log(f"bench: CPU {cpu}, {os.cpu_count()} cores, AVX-512: "
             f"{' '.join(isa_flags) if isa_flags else 'none (AVX2)'}; load {os.getloadavg()}")
+        global PASSIVE_ALL
+        PASSIVE_ALL = a.wait_policy == "passive" or (a.wait_policy == "auto" and
+                                                     loadavg() > 0.75 * os.cpu_count())
+        log("bench: OMP_WAIT_POLICY in the best setups: " +
+            ("PASSIVE for every network (the machine is shared)" if PASSIVE_ALL else
+             "PASSIVE for the LSTMs only"))
         nets = json.loads(subprocess.run([self.dlhost, "networks", "--json"], env=base_env(),
                                          capture_output=True, text=True, check=True).stdout)
         batches = {n["name"]: n for n in nets}
@@ -275,8 +289,9 @@ class Bench:
                         log(f"  [{rnd + 1}/{a.rounds}] {key:16s} {tool[0]:16s} "
                             + (f"{ms:10.1f} ms" if ms else "    error: " + r["error"])
                             + f"  (load {r['load']:.1f})")
+                    self.save_state(batches, tools, cases, limits, gemm_steps, overhead)
         report = self.summarize(batches, tools, cases, limits, gemm_steps, overhead)
-        report.update({"started_at": started, "cpu": cpu, "avx512": isa_flags,
+        report.update({"started_at": started, "omp_passive_everywhere": PASSIVE_ALL, "cpu": cpu, "avx512": isa_flags,
                        "onednn_isa": limits["onednn_isa"], "versions": self.versions,
                        "notes": self.notes, "warmup": a.warmup, "iterations": a.iterations,
                        "rounds": a.rounds, "python": platform.python_version(),
@@ -289,6 +304,22 @@ class Bench:
         with open(path, "w") as f:
             json.dump(report, f, indent=1)
         log(f"bench: wrote {path} and {self.results}")
+
+    def save_state(self, *parts):
+        """Everything measured so far: `bench.py --report-from` prints the table from it, so
+        an interrupted run still yields the cases it finished."""
+        names = ("batches", "tools", "cases", "limits", "gemm_steps", "overhead")
+        state = dict(zip(names, parts), loads=self.loads, versions=self.versions,
+                     notes=self.notes)
+        with open(os.path.join(self.out, "state.json"), "w") as f:
+            json.dump(state, f)
+
+    def report_from(self, path):
+        st = json.load(open(path))
+        self.loads, self.versions, self.notes = st["loads"], st["versions"], st["notes"]
+        tools = [tuple(t) for t in st["tools"]]
+        self.summarize(st["batches"], tools, st["cases"], st["limits"], st["gemm_steps"],
+                       st["overhead"])
 
     # --- the table --------------------------------------------------------------------------
     def summarize(self, batches, tools, cases, limits, gemm_steps, overhead):
@@ -395,12 +426,18 @@ def main():
     ap.add_argument("--output", default=None, help="folder for bench.json and the .jsonl")
     ap.add_argument("--networks", default=",".join(NETWORKS))
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=1, help="passes over all cases")
     ap.add_argument("--best-only", action="store_true", help="skip the peers' default setups")
-    ap.add_argument("--sgemm-sizes", default="2048,4096")
+    ap.add_argument("--sgemm-sizes", default="2048,3072")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per tool run")
+    ap.add_argument("--wait-policy", choices=["auto", "passive", "lstm"], default="auto",
+                    help="OMP_WAIT_POLICY=PASSIVE in the best setups: for every network "
+                    "(passive), for the LSTMs only (lstm), or everywhere when the load average "
+                    "at start is above 0.75 x cores (auto)")
+    ap.add_argument("--report-from", default=None,
+                    help="print the table of an earlier (possibly interrupted) run's state.json")
     ap.add_argument("--quick", action="store_true",
                     help="1 warm-up + 3 steps, best setups only, sgemm 2048 only")
     a = ap.parse_args()
@@ -414,6 +451,10 @@ def main():
     if a.output is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         a.output = os.path.join(a.build, "bench-results", stamp)
+    if a.report_from:
+        a.output = os.path.dirname(os.path.abspath(a.report_from))
+        Bench(a).report_from(a.report_from)
+        return
     Bench(a).main()
 
 
