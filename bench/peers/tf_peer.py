@@ -157,7 +157,7 @@ def main():
     tf.random.set_seed(42)
     model, x, target, loss_fn = make(a.network, a.batch)
     lr, momentum, wd, clip = OPTIMIZERS[a.network]
-    opt = tf.keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
+    opt = tf.keras.optimizers.SGD(learning_rate=float(lr), momentum=float(momentum))
     variables = model.trainable_variables
 
     @tf.function
