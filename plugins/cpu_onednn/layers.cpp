@@ -101,8 +101,8 @@ class WeightedLayer : public NodeLayer {
 
   // The output's gradient as the primitives see it.
   memory output_diff(Model& m) const {
-    const Tensor& y = m.tensor(output_);
-    return flat_ ? view(y.diff, flat_dst_md_) : y.diff;
+    Tensor& y = m.tensor(output_);
+    return flat_ ? view(m.diff_of(y), flat_dst_md_) : m.diff_of(y);
   }
 
   int32_t weight_ = -1, bias_ = -1;
@@ -382,7 +382,7 @@ class PoolLayer : public NodeLayer {
     dnnl::pooling_backward::desc desc(alg_, pd_.src_desc(), pd_.dst_desc(), strides_, kernel_,
                                       pad_l_, pad_r_);
     dnnl::pooling_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
-    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     if (fix_) {
       memory scaled = m.alloc(pd.diff_dst_desc());
       add_scale(m, diff_dst, scaled, steps);
@@ -493,7 +493,7 @@ class ActivationLayer : public NodeLayer {
     const std::string what = name_ + ": eltwise backward";
     dnnl::eltwise_backward::desc desc(alg_, y.md, y.md, 0.0f, 0.0f);
     dnnl::eltwise_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
-    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
     memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
     m.add_primitive(
