@@ -366,21 +366,25 @@ TEST(cpu_onednn, ConvForwardMatchesReference) {
 
 TEST(cpu_onednn, PoolForwardMatchesReference) {
   std::mt19937 rng(4);
-  const int64_t c = 2, h = 6, w = 6;
-  std::vector<float> x = uniform(c * h * w, rng);
-  for (dlhost_pool_kind kind : {DLHOST_POOL_MAX, DLHOST_POOL_AVG})
-    for (bool ceil : {false, true})
-      for (bool include : {false, true}) {
-        if (kind == DLHOST_POOL_MAX && include) continue;
-        SCOPED_TRACE(std::string(kind == DLHOST_POOL_MAX ? "max" : "avg") +
-                     (ceil ? " ceil" : " floor") + (include ? " include" : " exclude"));
-        // 6 + 2 - 3 = 5 is odd: ceil mode adds a window that reaches past the padding.
-        auto a = pool(kind, 3, 2, 1, ceil, include);
-        auto got = probe_output(
-            {c, h, w}, x, [&](GraphBuilder& b, int32_t in) { return b.pool2d("pool", in, a); },
-            [](Session&) {});
-        expect_close(got, reference_pool(x, c, h, w, a), 1e-5);
-      }
+  const int64_t h = 6, w = 6;
+  // 9 channels: a plain input wide enough to be pooled in a channel-blocked copy (one partial
+  // block); 2 channels: pooled as it is.
+  for (int64_t c : {2, 9})
+    for (dlhost_pool_kind kind : {DLHOST_POOL_MAX, DLHOST_POOL_AVG})
+      for (bool ceil : {false, true})
+        for (bool include : {false, true}) {
+          if (kind == DLHOST_POOL_MAX && include) continue;
+          SCOPED_TRACE(std::string(kind == DLHOST_POOL_MAX ? "max" : "avg") +
+                       (ceil ? " ceil" : " floor") + (include ? " include" : " exclude") +
+                       " c=" + std::to_string(c));
+          std::vector<float> x = uniform(c * h * w, rng);
+          // 6 + 2 - 3 = 5 is odd: ceil mode adds a window that reaches past the padding.
+          auto a = pool(kind, 3, 2, 1, ceil, include);
+          auto got = probe_output(
+              {c, h, w}, x, [&](GraphBuilder& b, int32_t in) { return b.pool2d("pool", in, a); },
+              [](Session&) {});
+          expect_close(got, reference_pool(x, c, h, w, a), 1e-5);
+        }
 }
 
 TEST(cpu_onednn, ActivationAndFcForwardMatchReference) {

@@ -101,8 +101,8 @@ class WeightedLayer : public NodeLayer {
 
   // The output's gradient as the primitives see it.
   memory output_diff(Model& m) const {
-    const Tensor& y = m.tensor(output_);
-    return flat_ ? view(y.diff, flat_dst_md_) : y.diff;
+    Tensor& y = m.tensor(output_);
+    return flat_ ? view(m.diff_of(y), flat_dst_md_) : m.diff_of(y);
   }
 
   int32_t weight_ = -1, bias_ = -1;
@@ -163,12 +163,9 @@ class FcLayer : public WeightedLayer {
       src = view(m.as_layout(x.value, plain_md(x.dims, dt::f32), steps, what), src_md);
       wdims = {a_.out_features, features};
     }
-    const Md weights_any = any_md(wdims), bias_any = any_md({a_.out_features});
-    auto desc = bias_ >= 0 ? dnnl::inner_product_forward::desc(prop_kind::forward_training, src_md,
-                                                               weights_any, bias_any, dst_md)
-                           : dnnl::inner_product_forward::desc(prop_kind::forward_training, src_md,
-                                                               weights_any, dst_md);
-    pd_ = dnnl::inner_product_forward::primitive_desc(desc, m.attr(), m.engine());
+    wdims_ = wdims;
+    pd_ = forward_pd(m, src_md, any_md(wdims), dst_md);
+    agree_on_weights(m, src_md, dst_md);
     src_ = m.as_layout(src, pd_.src_desc(), steps, what);
     m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims, dt::f32));
     if (bias_ >= 0) m.alloc_param(bias_, pd_.bias_desc(), plain_md({a_.out_features}, dt::f32));
@@ -182,17 +179,13 @@ class FcLayer : public WeightedLayer {
     }
     m.add_primitive(steps, what, dnnl::inner_product_forward(pd_), pd_, forward_args(m, dst));
     m.note_implementation("ip fwd", pd_.impl_info_str());
-    wdims_ = wdims;
   }
 
   void build_backward(Model& m, Steps& steps) override {
-    const Md weights_any = any_md(wdims_);
-    auto wdesc = bias_ >= 0
-                     ? dnnl::inner_product_backward_weights::desc(
-                           pd_.src_desc(), weights_any, any_md({a_.out_features}), pd_.dst_desc())
-                     : dnnl::inner_product_backward_weights::desc(pd_.src_desc(), weights_any,
-                                                                  pd_.dst_desc());
-    dnnl::inner_product_backward_weights::primitive_desc wpd(wdesc, m.attr(), m.engine(), pd_);
+    // The weight gradient in the weights' own layout spares a per-step reorder of it (a 150 MB
+    // one for AlexNet's fc6); `any` only where oneDNN has no fast kernel for that layout.
+    auto wpd = weights_pd(m, pd_.weights_desc(), true);
+    if (!fast(wpd)) wpd = weights_pd(m, any_md(wdims_), false);
     add_backward_weights<decltype(wpd), dnnl::inner_product_backward_weights>(m, steps, wpd, "ip");
     if (!m.tensor(inputs_[0]).needs_grad) return;
     // Asking for the forward's weight layout first spares a per-step reorder of the weights
@@ -202,12 +195,41 @@ class FcLayer : public WeightedLayer {
         m.attr(), m.engine(), pd_, /*allow_empty=*/true);
     if (!fast(dpd))
       dpd = dnnl::inner_product_backward_data::primitive_desc(
-          dnnl::inner_product_backward_data::desc(pd_.src_desc(), weights_any, pd_.dst_desc()),
+          dnnl::inner_product_backward_data::desc(pd_.src_desc(), any_md(wdims_), pd_.dst_desc()),
           m.attr(), m.engine(), pd_);
     add_backward_data<decltype(dpd), dnnl::inner_product_backward_data>(m, steps, dpd, "ip");
   }
 
  private:
+  dnnl::inner_product_forward::primitive_desc forward_pd(Model& m, const Md& src, const Md& weights,
+                                                         const Md& dst, bool allow_empty = false) {
+    auto desc =
+        bias_ >= 0
+            ? dnnl::inner_product_forward::desc(prop_kind::forward_training, src, weights,
+                                                any_md({a_.out_features}), dst)
+            : dnnl::inner_product_forward::desc(prop_kind::forward_training, src, weights, dst);
+    return dnnl::inner_product_forward::primitive_desc(desc, m.attr(), m.engine(), allow_empty);
+  }
+  dnnl::inner_product_backward_weights::primitive_desc weights_pd(Model& m, const Md& weights,
+                                                                  bool allow_empty) {
+    auto desc = bias_ >= 0 ? dnnl::inner_product_backward_weights::desc(
+                                 pd_.src_desc(), weights, any_md({a_.out_features}), pd_.dst_desc())
+                           : dnnl::inner_product_backward_weights::desc(pd_.src_desc(), weights,
+                                                                        pd_.dst_desc());
+    return dnnl::inner_product_backward_weights::primitive_desc(desc, m.attr(), m.engine(), pd_,
+                                                                allow_empty);
+  }
+  // oneDNN picks the forward's and the weight gradient's layouts independently (AlexNet's fc6:
+  // BcdA8b4096a and aBcd8b), and a gradient in another layout than its weights costs a reorder
+  // every step. When they differ, the forward is asked for the gradient's layout; it keeps its
+  // own choice where that has no fast forward kernel.
+  void agree_on_weights(Model& m, const Md& src_md, const Md& dst_md) {
+    if (fast(weights_pd(m, pd_.weights_desc(), true))) return;
+    const Md wanted = weights_pd(m, any_md(wdims_), false).diff_weights_desc();
+    auto candidate = forward_pd(m, src_md, wanted, dst_md, true);
+    if (fast(candidate) && candidate.src_desc() == pd_.src_desc()) pd_ = candidate;
+  }
+
   dlhost_fc_attrs a_;
   std::vector<int64_t> wdims_;
   dnnl::inner_product_forward::primitive_desc pd_;
@@ -247,15 +269,7 @@ class ConvLayer : public WeightedLayer {
     xdims_ = x.dims;
     ydims_ = y.dims;
     // Every layout left to oneDNN: it picks blocked formats for the ISA it dispatches.
-    auto desc =
-        bias_ >= 0 ? dnnl::convolution_forward::desc(prop_kind::forward_training,
-                                                     algorithm::convolution_direct, any_md(x.dims),
-                                                     any_md(wdims_), any_md({a_.out_channels}),
-                                                     any_md(y.dims), strides_, dilates_, pad_, pad_)
-                   : dnnl::convolution_forward::desc(
-                         prop_kind::forward_training, algorithm::convolution_direct, any_md(x.dims),
-                         any_md(wdims_), any_md(y.dims), strides_, dilates_, pad_, pad_);
-    pd_ = dnnl::convolution_forward::primitive_desc(desc, m.attr(), m.engine());
+    pd_ = forward_pd(m, any_md(x.dims), any_md(y.dims));
     const std::string what = name_ + ": convolution forward";
     src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);
     m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims_, dt::f32));
@@ -297,6 +311,17 @@ class ConvLayer : public WeightedLayer {
   }
 
  private:
+  dnnl::convolution_forward::primitive_desc forward_pd(Model& m, const Md& src, const Md& dst) {
+    const algorithm alg = algorithm::convolution_direct;
+    auto desc = bias_ >= 0 ? dnnl::convolution_forward::desc(
+                                 prop_kind::forward_training, alg, src, any_md(wdims_),
+                                 any_md({a_.out_channels}), dst, strides_, dilates_, pad_, pad_)
+                           : dnnl::convolution_forward::desc(prop_kind::forward_training, alg, src,
+                                                             any_md(wdims_), dst, strides_,
+                                                             dilates_, pad_, pad_);
+    return dnnl::convolution_forward::primitive_desc(desc, m.attr(), m.engine());
+  }
+
   dlhost_conv2d_attrs a_;
   std::vector<int64_t> wdims_, xdims_, ydims_;
   memory::dims strides_, dilates_, pad_;
@@ -336,8 +361,8 @@ class PoolLayer : public NodeLayer {
     alg_ = a_.kind == DLHOST_POOL_MAX  ? algorithm::pooling_max
            : a_.count_include_pad != 0 ? algorithm::pooling_avg_include_padding
                                        : algorithm::pooling_avg_exclude_padding;
-    dnnl::pooling_forward::desc desc(prop_kind::forward_training, alg_, x.md, any_md(y.dims),
-                                     strides_, kernel_, pad_l_, pad_r_);
+    dnnl::pooling_forward::desc desc(prop_kind::forward_training, alg_, pooling_src_md(x),
+                                     any_md(y.dims), strides_, kernel_, pad_l_, pad_r_);
     pd_ = dnnl::pooling_forward::primitive_desc(desc, m.attr(), m.engine());
     const std::string what = name_ + ": pooling forward";
     memory src = m.as_layout(x.value, pd_.src_desc(), steps, what);
@@ -357,7 +382,7 @@ class PoolLayer : public NodeLayer {
     dnnl::pooling_backward::desc desc(alg_, pd_.src_desc(), pd_.dst_desc(), strides_, kernel_,
                                       pad_l_, pad_r_);
     dnnl::pooling_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
-    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     if (fix_) {
       memory scaled = m.alloc(pd.diff_dst_desc());
       add_scale(m, diff_dst, scaled, steps);
@@ -372,6 +397,15 @@ class PoolLayer : public NodeLayer {
   }
 
  private:
+  // oneDNN pools a plain NCHW source with its slow simple_nchw kernel (AlexNet's pool1 behind
+  // the GEMM-based conv1: ~20x the jit kernel's time); a channel-blocked copy costs one reorder
+  // each way and gets the jit kernel.
+  static Md pooling_src_md(const Tensor& x) {
+    if (!(x.md == plain_md(x.dims, dt::f32)) || x.dims[1] < 8) return x.md;
+    const bool wide = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+    return Md(x.dims, dt::f32, wide ? tag::aBcd16b : tag::aBcd8b);
+  }
+
   int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) const {
     const int64_t span = in + 2 * p - k;
     if (span < 0) bad("window larger than the padded input");
@@ -459,7 +493,7 @@ class ActivationLayer : public NodeLayer {
     const std::string what = name_ + ": eltwise backward";
     dnnl::eltwise_backward::desc desc(alg_, y.md, y.md, 0.0f, 0.0f);
     dnnl::eltwise_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
-    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
     memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
     m.add_primitive(
@@ -521,17 +555,28 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
     if (!x.needs_grad) return;
     const std::string what = name_ + ": cross-entropy backward";
     Steps post;
-    float* g = static_cast<float*>(m.diff_sink(x, plain_, post, what).get_data_handle());
-    const float* lp = static_cast<const float*>(log_probs_.get_data_handle());
-    const int32_t* lab = static_cast<const int32_t*>(m.tensor(inputs_[1]).value.get_data_handle());
+    memory grad = m.diff_sink(x, plain_, post, what);
+    // d loss / d logits = (softmax - one_hot) / n. The exponentials are oneDNN's jit binary
+    // add of -ln(n) with an exp post-op, exp(lp - ln n) = softmax / n: a scalar std::exp loop
+    // took ~8% of an LSTM step (41M logits). The labels' n corrections follow as a loop.
     const int64_t n = positions_, c = classes_;
-    m.add_function(steps, what, [g, lp, lab, n, c] {
+    memory shift = m.alloc(plain_md(std::vector<int64_t>(plain_.dims().size(), 1), dt::f32));
+    *static_cast<float*>(shift.get_data_handle()) = -std::log(static_cast<float>(n));
+    dnnl::post_ops exp_op;
+    exp_op.append_eltwise(1.0f, algorithm::eltwise_exp, 0.0f, 0.0f);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_post_ops(exp_op);
+    dnnl::binary::primitive_desc pd(
+        dnnl::binary::desc(algorithm::binary_add, plain_, shift.get_desc(), plain_), attr,
+        m.engine());
+    m.add_primitive(steps, what + ": softmax / n", dnnl::binary(pd), pd,
+                    {{DNNL_ARG_SRC_0, log_probs_}, {DNNL_ARG_SRC_1, shift}, {DNNL_ARG_DST, grad}});
+    float* g = static_cast<float*>(grad.get_data_handle());
+    const int32_t* lab = static_cast<const int32_t*>(m.tensor(inputs_[1]).value.get_data_handle());
+    m.add_function(steps, what + ": labels", [g, lab, n, c] {
       const float inv_n = 1.0f / static_cast<float>(n);
-#pragma omp parallel for schedule(static) if (n * c > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < c; ++j) g[i * c + j] = std::exp(lp[i * c + j]) * inv_n;
-        g[i * c + lab[i]] -= inv_n;
-      }
+      for (int64_t i = 0; i < n; ++i) g[i * c + lab[i]] -= inv_n;
     });
     steps.insert(steps.end(), post.begin(), post.end());
   }

@@ -84,7 +84,7 @@ class BatchNormLayer : public NodeLayer {
     dnnl::batch_normalization_backward::desc desc(prop_kind::backward, pd_.dst_desc(),
                                                   pd_.src_desc(), a_.epsilon, flags());
     dnnl::batch_normalization_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
-    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
     // oneDNN computes the data gradient in any case; nobody reads it when nothing upstream
     // learns.
@@ -161,7 +161,7 @@ class DropoutLayer : public NodeLayer {
     const std::string what = name_ + ": dropout backward";
     Steps post;
     memory diff_src = m.diff_sink(x, y.md, post, what);
-    add_multiply(m, steps, what, y.diff, diff_src);
+    add_multiply(m, steps, what, m.diff_of(y), diff_src);
     steps.insert(steps.end(), post.begin(), post.end());
   }
 
@@ -214,14 +214,14 @@ class AddLayer : public NodeLayer {
                                         m.attr(), m.engine());
         m.add_primitive(
             steps, what, dnnl::binary(pd), pd,
-            {{DNNL_ARG_SRC_0, t.diff}, {DNNL_ARG_SRC_1, y.diff}, {DNNL_ARG_DST, t.diff}});
+            {{DNNL_ARG_SRC_0, t.diff}, {DNNL_ARG_SRC_1, m.diff_of(y)}, {DNNL_ARG_DST, t.diff}});
         continue;
       }
       Steps post;
       memory sink = m.diff_sink(t, y.md, post, what);
       dnnl::reorder::primitive_desc pd(m.engine(), y.md, m.engine(), y.md, m.attr());
       m.add_primitive(steps, what, dnnl::reorder(pd), pd,
-                      {{DNNL_ARG_FROM, y.diff}, {DNNL_ARG_TO, sink}});
+                      {{DNNL_ARG_FROM, m.diff_of(y)}, {DNNL_ARG_TO, sink}});
       steps.insert(steps.end(), post.begin(), post.end());
     }
   }
@@ -263,7 +263,7 @@ class LrnLayer : public NodeLayer {
     dnnl::lrn_backward::desc desc(algorithm::lrn_across_channels, pd_.src_desc(), pd_.dst_desc(),
                                   a_.size, a_.alpha, a_.beta, a_.k);
     dnnl::lrn_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
-    memory diff_dst = m.as_layout(y.diff, pd.diff_dst_desc(), steps, what);
+    memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
     memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
     Args args = {
@@ -316,7 +316,7 @@ class GlobalAvgPoolLayer : public NodeLayer {
     dnnl::pooling_backward::desc desc(algorithm::pooling_avg_exclude_padding, pd_.src_desc(),
                                       pd_.dst_desc(), {1, 1}, kernel_, {0, 0}, {0, 0});
     dnnl::pooling_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
-    memory diff_dst = m.as_layout(view(y.diff, pooled_md_), pd.diff_dst_desc(), steps, what);
+    memory diff_dst = m.as_layout(view(m.diff_of(y), pooled_md_), pd.diff_dst_desc(), steps, what);
     Steps post;
     memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
     m.add_primitive(steps, what, dnnl::pooling_backward(pd), pd,

@@ -62,7 +62,7 @@ class EmbeddingLayer : public NodeLayer {
     Tensor& ids = m.tensor(inputs_[0]);
     Tensor& y = m.tensor(output_);
     const int32_t* id = static_cast<const int32_t*>(ids.value.get_data_handle());
-    const float* dy = static_cast<const float*>(y.diff.get_data_handle());
+    const float* dy = static_cast<const float*>(m.diff_of(y).get_data_handle());
     float* grad = static_cast<float*>(m.param(params_[0]).grad.get_data_handle());
     const int64_t positions = ids.elements, dim = a_.dim, vocab = a_.vocab;
     // Thread t owns the rows r with r % threads == t: no two threads touch one row, and each row
@@ -157,7 +157,7 @@ class LstmLayer : public NodeLayer {
   void build_backward(Model& m, Steps& steps) override {
     Tensor& x = m.tensor(inputs_[0]);
     Tensor& y = m.tensor(output_);
-    memory diff_dst = view(y.diff, layers_.back().dst.get_desc());
+    memory diff_dst = view(m.diff_of(y), layers_.back().dst.get_desc());
     for (int64_t l = a_.layers - 1; l >= 0; --l) {
       PerLayer& layer = layers_[l];
       const std::string what = name_ + ": lstm backward layer " + std::to_string(l);

@@ -104,6 +104,7 @@ Model::Model(const Context& context, const dlhost_graph* graph,
     const dlhost_node& node = *graph->nodes[n];
     std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
     with_dnnl("node " + name, [&] { layers_[n]->build_backward(*this, backward_steps_); });
+    release_diff(tensor(node.output));
   }
   for (const Param& p : params_)
     if (!p.value) sdk::invalid("cpu_onednn: parameter " + p.name + " belongs to no node");
@@ -151,7 +152,31 @@ void Model::alloc_param(int32_t id, const Md& md, const Md& user_md) {
 void Model::alloc_tensor(Tensor& t, const Md& md) {
   t.md = md;
   t.value = alloc(md);
-  if (t.needs_grad) t.diff = alloc(md);
+}
+
+dnnl::memory& Model::diff_of(Tensor& t) {
+  if (!t.needs_grad) sdk::invalid("cpu_onednn: tensor " + t.name + " has no gradient");
+  if (t.diff) return t.diff;
+  const size_t bytes = t.md.get_size();
+  // Best fit among the free buffers, else a new one.
+  auto best = free_diffs_.end();
+  for (auto it = free_diffs_.begin(); it != free_diffs_.end(); ++it)
+    if (it->first >= bytes && (best == free_diffs_.end() || it->first < best->first)) best = it;
+  if (best != free_diffs_.end()) {
+    t.diff_buffer = best->second;
+    free_diffs_.erase(best);
+  } else {
+    t.diff_buffer = alloc(Md({static_cast<int64_t>(bytes)}, dnnl::memory::data_type::u8,
+                             dnnl::memory::format_tag::a));
+  }
+  t.diff = dnnl::memory(t.md, context_.engine, t.diff_buffer.get_data_handle());
+  return t.diff;
+}
+
+void Model::release_diff(Tensor& t) {
+  if (!t.diff_buffer) return;
+  free_diffs_.emplace_back(t.diff_buffer.get_desc().get_size(), t.diff_buffer);
+  t.diff_buffer = dnnl::memory();
 }
 
 dnnl::memory Model::as_layout(const dnnl::memory& mem, const Md& want, Steps& steps,
@@ -167,6 +192,7 @@ dnnl::memory Model::as_layout(const dnnl::memory& mem, const Md& want, Steps& st
 dnnl::memory Model::diff_sink(Tensor& t, const Md& produced, Steps& post, const std::string& what) {
   bool accumulate = t.diff_written;
   t.diff_written = true;
+  diff_of(t);
   if (!accumulate && produced == t.md) return t.diff;
   dnnl::memory scratch = alloc(produced);
   dnnl::memory in_layout = scratch;

@@ -47,9 +47,10 @@ struct Tensor {
   std::vector<int64_t> dims;
   int64_t elements = 0;
   bool is_loss = false;
-  bool needs_grad = false;  // some parameter lies upstream
-  Md md;                    // internal layout of value and diff
-  dnnl::memory value, diff;
+  bool needs_grad = false;    // some parameter lies upstream
+  Md md;                      // internal layout of value and diff
+  dnnl::memory value, diff;   // diff: only during compile's backward pass, from Model::diff_of
+  dnnl::memory diff_buffer;   // the pooled bytes under `diff`
   int64_t label_classes = 0;  // I32 labels or token ids: the valid range for set_input
   bool diff_written = false;  // compile-time: a later consumer already writes the diff
 };
@@ -127,8 +128,14 @@ class Model final : public sdk::Model {
   dnnl::memory alloc(const Md& md, bool is_param = false);
   // Allocates a parameter's value, gradient (and velocity) in the layout `md`.
   void alloc_param(int32_t id, const Md& md, const Md& user_md);
-  // Allocates a tensor's value (and its diff when it needs one) in layout `md`.
+  // Allocates a tensor's value in layout `md`; its diff (when it needs one) comes later from
+  // diff_of().
   void alloc_tensor(Tensor& t, const Md& md);
+  // The tensor's gradient buffer, in its layout. Taken from a pool on first use in backward and
+  // returned once the tensor's producer has built its backward steps (the last reader, as the
+  // steps replay in build order): diffs of tensors whose backward lifetimes do not overlap
+  // share memory, which halves a ResNet's workspace.
+  dnnl::memory& diff_of(Tensor& t);
 
   // `mem` as layout `want`: itself, or a scratch filled by a reorder appended to `steps`.
   dnnl::memory as_layout(const dnnl::memory& mem, const Md& want, Steps& steps,
@@ -153,6 +160,7 @@ class Model final : public sdk::Model {
   void run(const Steps& steps);
   void finish_scratchpad();
   void build_update();
+  void release_diff(Tensor& t);
 
   Context context_;
   dlhost_optimizer_desc optimizer_;
@@ -167,6 +175,8 @@ class Model final : public sdk::Model {
   uint64_t seed_ = 0;
   uint64_t forward_calls_ = 0;
   std::vector<RunningStats> running_stats_;
+  // Diff buffers free for reuse (bytes, buffer) and every one made, which owns them.
+  std::vector<std::pair<size_t, dnnl::memory>> free_diffs_;
   const dlhost_grad_ready* ready_ = nullptr;
   uint64_t param_bytes_ = 0, workspace_bytes_ = 0;
   std::vector<std::pair<std::string, int>> implementations_;

@@ -1,0 +1,51 @@
+#!/bin/bash
+# run.sh — the one command of bench/: installs the peers (once), builds dlhost and the bench
+# probes, then runs bench.py (cpu_onednn vs PyTorch from PyPI, Debian's PyTorch 1.13 and
+# TensorFlow; machine limits; host overhead). Arguments go to bench.py (--quick, --networks,
+# --threads, --rounds, ...). See bench/README.md. Every command below runs without
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (they halve OpenBLAS's sgemm on this machine).
+set -euo pipefail
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+echo "run.sh: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for this run (dlhost and peers alike)"
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${DLHOST_BUILD:-$root/build}
+cd "$root"
+
+# Debian's packages: PyTorch 1.13 (third peer, /usr/bin/python3), tcmalloc, venv.
+need=()
+dpkg -s python3-torch >/dev/null 2>&1 || need+=(python3-torch)
+dpkg -s libgoogle-perftools4 >/dev/null 2>&1 || need+=(libgoogle-perftools4)
+dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv)
+if ((${#need[@]})); then
+  echo "run.sh: apt-get install ${need[*]}"
+  apt-get install -y "${need[@]}" >/dev/null || { apt-get update >/dev/null && apt-get install -y "${need[@]}" >/dev/null; }
+fi
+
+# The PyPI peers live in a virtual environment under the build folder, never in dlhost's deps.
+venv=$build/bench-venv
+if [ ! -x "$venv/bin/python" ]; then
+  /usr/bin/python3 -m venv "$venv"
+fi
+py=$venv/bin/python
+if ! "$py" -c "import torch" 2>/dev/null; then
+  # The CPU-only wheel (~200 MB) instead of the default CUDA wheels (~4 GB); where
+  # download.pytorch.org cannot be reached, PyPI's default wheel (it runs on the CPU too).
+  echo "run.sh: pip install torch (CPU wheel from download.pytorch.org, else PyPI's default)"
+  "$py" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu ||
+    { echo "run.sh: CPU index unreachable: installing PyPI's default torch (CUDA wheels, ~4 GB)";
+      "$py" -m pip install -q torch; }
+fi
+if ! "$py" -c "import tensorflow" 2>/dev/null; then
+  echo "run.sh: pip install tensorflow-cpu"
+  "$py" -m pip install -q tensorflow-cpu ||
+    echo "run.sh: tensorflow-cpu cannot be installed for $("$py" --version): TensorFlow skipped"
+fi
+
+# dlhost itself and the bench probes (null backend, limits), Release.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+[ -f "$build/build.ninja" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+nice cmake --build "$build" -j2 --target dlhost cpu_onednn networks_paper >/dev/null
+[ -f "$build/bench/build.ninja" ] || cmake -S bench -B "$build/bench" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+nice cmake --build "$build/bench" -j2 >/dev/null
+
+exec python3 "$root/bench/bench.py" --build "$build" "$@"
