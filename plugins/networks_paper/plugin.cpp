@@ -44,7 +44,7 @@ Network make(const char* name, const char* dataset, int64_t cpu_batch, int64_t g
 
 // Batch sizes: the paper's CPU batch, and its single-GPU batch (the smallest of its GPU sweep
 // for the synthetic networks, as the third-party rerun used). Optimizers: the DLBench scripts'
-// (shared/paper/DLBENCH_NOTES.md).
+// (docs/networks.md gives each with its source).
 const std::vector<Network>& networks() {
   static const std::vector<Network> list = [] {
     std::vector<Network> v;
