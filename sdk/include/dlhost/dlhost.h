@@ -5,6 +5,7 @@
 #include "dlhost/dlhost_abi.h"
 #include "dlhost/dlhost_backend.h"
 #include "dlhost/dlhost_comm.h"
+#include "dlhost/dlhost_device.h"
 #include "dlhost/dlhost_graph.h"
 #include "dlhost/dlhost_network.h"
 

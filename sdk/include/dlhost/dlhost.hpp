@@ -34,7 +34,7 @@ inline const dlhost_host_api* host() { return host_slot(); }
 // Checks the host's major version and keeps the table. Returns false (after logging) when the
 // plugin cannot use this host.
 inline bool attach_host(const dlhost_host_api* host, const char* plugin_name) {
-  if (host == nullptr || host->struct_size < DLHOST_HOST_API_STRUCT_SIZE) return false;
+  if (host == nullptr || host->struct_size < DLHOST_HOST_API_STRUCT_SIZE_1_0) return false;
   host_slot() = host;
   if (host->abi_major != DLHOST_ABI_MAJOR) {
     std::string msg = std::string(plugin_name) + " was built for dlhost ABI " +

@@ -1,5 +1,6 @@
 /* dlhost_abi.h — the common part of the dlhost plugin ABI (v1): versions, status objects,
- * host services, and the one entry symbol every plugin exports.
+ * host services, and the one entry symbol every plugin exports. ABI 1.2's device extensions
+ * (streams, events, device memory, capabilities, option schemas) are in dlhost_device.h.
  *
  * This header, with dlhost_graph.h, dlhost_backend.h, dlhost_comm.h and dlhost_network.h, is the
  * whole contract between the dlhost host and a plugin. Only C crosses it: fixed-width integers,
@@ -30,7 +31,7 @@ extern "C" {
 #endif
 
 #define DLHOST_ABI_MAJOR 1
-#define DLHOST_ABI_MINOR 1
+#define DLHOST_ABI_MINOR 2
 
 /* Name of the one symbol a plugin exports (see dlhost_plugin_entry_fn). */
 #define DLHOST_PLUGIN_ENTRY_SYMBOL "dlhost_plugin_entry"
@@ -46,6 +47,11 @@ extern "C" {
 
 /* True when a struct of the reader's view, whose writer set struct_size, contains `field`. */
 #define DLHOST_HAS_FIELD(ptr, type, field) ((ptr)->struct_size >= DLHOST_STRUCT_SIZE(type, field))
+
+/* A reader that requires a struct or table must compare its struct_size with the size of the
+ * FIRST release that had it (the *_STRUCT_SIZE_1_0 constants below and beside each struct), never
+ * with the current *_STRUCT_SIZE: that one grows with every minor, and a requirement on it would
+ * refuse every plugin built before the growth. */
 
 /* ---------------------------------------------------------------------------------------------
  * Status codes: the absl/gRPC numbering, so they read the same as in PJRT and TensorFlow.
@@ -131,7 +137,8 @@ typedef struct dlhost_host_api {
   uint32_t abi_minor; /* the host's DLHOST_ABI_MINOR */
 
   /* Makes an error. `message` is copied (UTF-8, may be NULL). The caller of the function that
-   * returns it owns the result. Never returns NULL. */
+   * returns it owns the result. Never returns NULL. A status is an error: asked for code OK, the
+   * host makes an INTERNAL status whose message says so (1.2; 1.1 hosts kept the OK code). */
   dlhost_status* (*status_create)(int32_t code, const char* message);
   /* Reads a status. The message lives as long as the status. */
   int32_t (*status_code)(const dlhost_status* status);
@@ -152,13 +159,21 @@ typedef struct dlhost_host_api {
   /* A rendezvous key-value store shared by every rank of a case (comm plugins bootstrap through
    * it: NCCL's unique id, addresses). `store_set` copies the value; setting a key twice is
    * ALREADY_EXISTS. `store_get` blocks until the key exists or `timeout_ms` passes
-   * (DEADLINE_EXCEEDED); with `capacity` too small it returns OUT_OF_RANGE and sets *size to the
-   * size needed. Keys are UTF-8, values are bytes. May block; thread-safe. */
+   * (DEADLINE_EXCEEDED); with `capacity` too small it returns OUT_OF_RANGE. On error *size is left
+   * untouched (1.2; a 1.1 host wrote the size needed there on OUT_OF_RANGE): ask store_size (1.2)
+   * for the size first. Keys are UTF-8, values are bytes. May block; thread-safe. A comm
+   * prefixes its keys with dlhost_comm_init_args.store_prefix (1.2) so that two comms of one
+   * case never collide. */
   dlhost_status* (*store_set)(const char* key, const void* value, size_t size);
   dlhost_status* (*store_get)(const char* key, int64_t timeout_ms, void* value, size_t capacity,
                               size_t* size);
+
+  /* ABI 1.2 */
+  /* Blocks like store_get until the key exists, then writes the size of its value. */
+  dlhost_status* (*store_size)(const char* key, int64_t timeout_ms, size_t* size);
 } dlhost_host_api;
-#define DLHOST_HOST_API_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_host_api, store_get)
+#define DLHOST_HOST_API_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_host_api, store_size)
+#define DLHOST_HOST_API_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_host_api, store_get)
 
 /* ---------------------------------------------------------------------------------------------
  * The plugin table. */
@@ -188,7 +203,9 @@ typedef struct dlhost_plugin {
   /* Says whether the plugin can run on this machine: NULL when usable, else a status whose
    * message says why not (no CUDA device, say). `priority` ranks usable plugins of a kind when a
    * suite lets the host choose (higher wins). May be NULL in the table: then always usable at
-   * priority 0. Not thread-safe with respect to other calls into the plugin. */
+   * priority 0. Not thread-safe with respect to other calls into the plugin. The host calls it
+   * only for a plugin it is about to use or list (1.2: lazily), so a GPU plugin that initializes
+   * its driver here costs nothing in a CPU-only case. */
   dlhost_status* (*query)(int32_t* priority);
 
   /* Exactly the table matching `kind` is non-NULL; it lives as long as the library. */
@@ -196,10 +213,12 @@ typedef struct dlhost_plugin {
   const struct dlhost_comm_api* comm;
   const struct dlhost_network_api* network;
 
-  /* Optional capabilities (may be NULL). */
+  /* Optional capabilities (may be NULL): the typed extensions of dlhost_device.h. Plugin-owned,
+   * lives as long as the library. */
   const dlhost_extension* extensions;
 } dlhost_plugin;
 #define DLHOST_PLUGIN_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_plugin, extensions)
+#define DLHOST_PLUGIN_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_plugin, extensions)
 
 /* The entry symbol. Called once, from one thread, right after the library is loaded. `host` lives
  * as long as the process; the plugin may keep it. Returns the plugin's table (plugin-owned, lives

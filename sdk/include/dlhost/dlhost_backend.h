@@ -90,7 +90,9 @@ typedef struct dlhost_backend_api {
   dlhost_status* (*device_info)(int32_t device, const dlhost_device_info** out);
 
   /* Opens a device for one case. Options the host always sets: "threads" (CPU threads to use,
-   * "0" = the backend's default), "seed". Unknown options are ignored (logged at debug). */
+   * "0" = the backend's default), "seed"; from 1.2 also "precision" (dlhost_device.h) and, for
+   * fp16, "loss_scale". A 1.2 plugin that declares its options (DLHOST_EXT_OPTION_SCHEMA) gets
+   * only declared and host-set keys: the host refuses the rest before the case starts. */
   dlhost_status* (*context_create)(int32_t device, const dlhost_options* options,
                                    dlhost_context** out);
   void (*context_destroy)(dlhost_context* context);
@@ -124,12 +126,16 @@ typedef struct dlhost_backend_api {
 
   /* The buffers of a parameter and its gradient, for all-reduce and broadcast in place. The
    * layout inside may be the backend's own (the same on every rank of one backend); `bytes` is
-   * what a collective must cover. Valid until model_destroy. */
+   * what a collective must cover. Valid until model_destroy. The host sets struct_size of both
+   * caller-owned structs; the backend fills only the fields that struct_size covers and never
+   * writes struct_size. */
   dlhost_status* (*param_buffers)(dlhost_model* model, int32_t param, dlhost_buffer* value,
                                   dlhost_buffer* grad);
 
   /* Copies a parameter or its gradient in the canonical layout (dlhost_graph.h) to or from host
-   * memory of exactly count * 4 bytes. Synchronizes. */
+   * memory of exactly count * (size of the parameter's dtype) bytes (count * 4 for F32: the only
+   * parameter dtype before 1.2; with a mixed precision mode the master weights stay F32).
+   * Synchronizes. */
   dlhost_status* (*read_param)(dlhost_model* model, int32_t param, int32_t part, void* data,
                                size_t bytes);
   dlhost_status* (*write_param)(dlhost_model* model, int32_t param, int32_t part, const void* data,
@@ -139,6 +145,7 @@ typedef struct dlhost_backend_api {
   dlhost_status* (*memory_in_use)(dlhost_model* model, uint64_t* bytes);
 } dlhost_backend_api;
 #define DLHOST_BACKEND_API_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_backend_api, memory_in_use)
+#define DLHOST_BACKEND_API_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_backend_api, memory_in_use)
 
 #ifdef __cplusplus
 } /* extern "C" */

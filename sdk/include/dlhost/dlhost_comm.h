@@ -37,9 +37,16 @@ typedef struct dlhost_comm_init_args {
   int32_t local_size;
   int32_t device; /* device index the rank's backend uses; -1 on CPU */
   const dlhost_options* options;
-  const dlhost_extension* extensions; /* e.g. a CUDA stream to order against (future) */
+  /* 1.2: dlhost_comm_stream_ext (dlhost_device.h), the stream of the rank's model to order
+   * collectives on; NULL or absent for host-memory comms. */
+  const dlhost_extension* extensions;
+  /* ABI 1.2 */
+  /* Prefix for every rendezvous-store key this comm sets or gets ("case/comm0/"): unique per comm
+   * of a case, so two comms never collide. Borrowed for init; the plugin copies it. */
+  const char* store_prefix;
 } dlhost_comm_init_args;
-#define DLHOST_COMM_INIT_ARGS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_comm_init_args, extensions)
+#define DLHOST_COMM_INIT_ARGS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_comm_init_args, store_prefix)
+#define DLHOST_COMM_INIT_ARGS_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_comm_init_args, extensions)
 
 /* Filled by the plugin into a caller-owned struct; strings live as long as the library. */
 typedef struct dlhost_comm_caps {
@@ -76,6 +83,7 @@ typedef struct dlhost_comm_api {
   void (*request_free)(dlhost_request* request);
 } dlhost_comm_api;
 #define DLHOST_COMM_API_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_comm_api, request_free)
+#define DLHOST_COMM_API_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_comm_api, request_free)
 
 #ifdef __cplusplus
 } /* extern "C" */

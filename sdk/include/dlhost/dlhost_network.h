@@ -39,6 +39,7 @@ typedef struct dlhost_network_api {
                           dlhost_graph_builder* builder, const dlhost_options* options);
 } dlhost_network_api;
 #define DLHOST_NETWORK_API_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_network_api, build)
+#define DLHOST_NETWORK_API_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_network_api, build)
 
 #ifdef __cplusplus
 } /* extern "C" */

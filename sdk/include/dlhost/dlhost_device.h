@@ -1,0 +1,273 @@
+/* dlhost_device.h — ABI 1.2: what a backend for an accelerator (or any asynchronous backend)
+ * exposes beyond the 1.1 tables, and what a comm needs to work on its memory, as typed extensions
+ * in the PJRT manner.
+ *
+ * Every structure here is an extension: it starts with dlhost_extension's three fields
+ * (struct_size, type, next) and hangs in the plugin's `dlhost_plugin.extensions` chain (or, for
+ * dlhost_comm_stream_ext, in `dlhost_comm_init_args.extensions`). The host walks the chain and
+ * uses what it finds; an absent extension is a valid answer and the host falls back to 1.1
+ * behaviour (host clock timing, host-memory collectives, no option check). A plugin compiled
+ * against 1.1 simply has none of them.
+ *
+ * Streams and events. A backend whose calls return before the device work ends (the 1.1 backend
+ * table already allows it) says so in its capabilities and exports:
+ * - the stream of a model (DLHOST_EXT_STREAM): the one in-order queue every call on that model
+ *   enqueues to. A comm that is handed this stream orders its collectives on it, so the host
+ *   never has to drain the device between backward, the all-reduce and update.
+ * - events (DLHOST_EXT_EVENTS): recorded on the model's stream after everything enqueued so far;
+ *   the time between two completed events is the device time between those points. The host
+ *   times a step with events, and synchronizes once per step, not once per phase.
+ *
+ * Device memory. Buffers in DLHOST_MEMORY_DEVICE are never read or written by the host directly:
+ * the host asks the backend to copy (DLHOST_EXT_DEVICE_MEMORY). The same extension reports
+ * memory statistics (in use, peak, free, total) and allocates device buffers for comm-bench, and
+ * pinned host memory for per-step input uploads.
+ *
+ * Ownership and lifetimes are stated on every field; extension tables themselves are
+ * plugin-owned and live as long as the library. Threading is as in dlhost_backend.h: calls on a
+ * model come from one host thread at a time, except where said.
+ */
+#ifndef DLHOST_DEVICE_H
+#define DLHOST_DEVICE_H
+
+#include "dlhost/dlhost_abi.h"
+#include "dlhost/dlhost_backend.h"
+#include "dlhost/dlhost_comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Registered extension types (dlhost_extension.type). Allocated here only; never reused. */
+typedef enum dlhost_extension_type {
+  DLHOST_EXT_BACKEND_CAPS = 1,  /* dlhost_backend_caps_ext, in a backend's plugin chain */
+  DLHOST_EXT_STREAM = 2,        /* dlhost_stream_ext, in a backend's plugin chain */
+  DLHOST_EXT_EVENTS = 3,        /* dlhost_events_ext, in a backend's plugin chain */
+  DLHOST_EXT_DEVICE_MEMORY = 4, /* dlhost_device_memory_ext, in a backend's plugin chain */
+  DLHOST_EXT_OPTION_SCHEMA = 5, /* dlhost_option_schema_ext, in any plugin's chain */
+  DLHOST_EXT_COMM_STREAM = 6,   /* dlhost_comm_stream_ext, in dlhost_comm_init_args.extensions */
+  DLHOST_EXT_COMM_GROUP = 7,    /* dlhost_comm_group_ext, in a comm's plugin chain */
+  DLHOST_EXT_COMM_ABORT = 8     /* dlhost_comm_abort_ext, in a comm's plugin chain */
+} dlhost_extension_type;
+
+/* ---------------------------------------------------------------------------------------------
+ * Precision of a model's arithmetic. The host passes the case's mode to context_create and
+ * compile as the option "precision" (one of the names below) and, for FP16, "loss_scale" (a
+ * float; "0" = dynamic). A backend lists the modes it implements in its capabilities; the host
+ * records a case whose mode the backend lacks as SKIPPED (UNIMPLEMENTED), and a backend without
+ * capabilities is taken to implement FP32 alone. */
+typedef enum dlhost_precision {
+  DLHOST_PRECISION_FP32 = 1, /* "fp32": strict IEEE single precision, no TF32 (the paper's) */
+  DLHOST_PRECISION_TF32 = 2, /* "tf32": fp32 storage, TF32 tensor-core products */
+  DLHOST_PRECISION_BF16 = 3, /* "bf16": bf16 products, fp32 master weights and accumulation */
+  DLHOST_PRECISION_FP16 = 4  /* "fp16": fp16 products, fp32 master weights, loss scaling */
+} dlhost_precision;
+
+/* ---------------------------------------------------------------------------------------------
+ * Capabilities of a backend, readable without opening a device or compiling. */
+typedef struct dlhost_backend_caps {
+  size_t struct_size;
+  /* dlhost_op values the backend compiles; borrowed, lives as long as the library. */
+  const int32_t* ops;
+  int32_t op_count;
+  uint32_t dtypes;        /* bit (1 << dlhost_dtype) per element type of tensors it accepts */
+  uint32_t precisions;    /* bit (1 << dlhost_precision) per mode it implements */
+  uint32_t memory_spaces; /* bit (1 << dlhost_memory_space) where its param/grad buffers live */
+  /* 1 when forward/backward/update/set_input may return before the device work ends (then the
+   * backend must export DLHOST_EXT_STREAM and DLHOST_EXT_EVENTS); 0 for a synchronous backend. */
+  int32_t asynchronous;
+} dlhost_backend_caps;
+#define DLHOST_BACKEND_CAPS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_backend_caps, asynchronous)
+
+typedef struct dlhost_backend_caps_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_BACKEND_CAPS */
+  const dlhost_extension* next;
+  /* Fills a caller-owned struct (the caller sets struct_size). Thread-safe; no device touched. */
+  dlhost_status* (*capabilities)(dlhost_backend_caps* out);
+} dlhost_backend_caps_ext;
+#define DLHOST_BACKEND_CAPS_EXT_STRUCT_SIZE \
+  DLHOST_STRUCT_SIZE(dlhost_backend_caps_ext, capabilities)
+
+/* ---------------------------------------------------------------------------------------------
+ * Streams. */
+typedef enum dlhost_stream_kind {
+  DLHOST_STREAM_CUDA = 1,      /* handle is a cudaStream_t */
+  DLHOST_STREAM_HOST_QUEUE = 2 /* handle is a dlhost_host_queue* (below): a worker thread's queue */
+} dlhost_stream_kind;
+
+/* A CPU stand-in for a device stream, so asynchronous backends and stream-ordered comms can be
+ * written and tested without a GPU (dlhost's device-path fixtures use it). `enqueue` runs `fn`
+ * on the queue's thread after everything enqueued before it; thread-safe; the queue lives as
+ * long as the model that exported it. */
+typedef struct dlhost_host_queue {
+  size_t struct_size;
+  void* self;
+  void (*enqueue)(void* self, void (*fn)(void* arg), void* arg);
+} dlhost_host_queue;
+#define DLHOST_HOST_QUEUE_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_host_queue, enqueue)
+
+/* Filled by the backend into a caller-owned struct; `handle` lives as long as the model. */
+typedef struct dlhost_stream {
+  size_t struct_size;
+  int32_t kind;   /* dlhost_stream_kind */
+  int32_t device; /* device index of the stream's backend */
+  void* handle;   /* see dlhost_stream_kind */
+} dlhost_stream;
+#define DLHOST_STREAM_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_stream, handle)
+
+typedef struct dlhost_stream_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_STREAM */
+  const dlhost_extension* next;
+  /* The stream every call on `model` enqueues to. */
+  dlhost_status* (*model_stream)(dlhost_model* model, dlhost_stream* out);
+} dlhost_stream_ext;
+#define DLHOST_STREAM_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_stream_ext, model_stream)
+
+/* ---------------------------------------------------------------------------------------------
+ * Events on a model's stream. */
+typedef struct dlhost_event dlhost_event; /* backend-owned; destroyed before its model */
+
+typedef struct dlhost_events_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_EVENTS */
+  const dlhost_extension* next;
+  dlhost_status* (*event_create)(dlhost_model* model, dlhost_event** out);
+  void (*event_destroy)(dlhost_event* event); /* accepts NULL */
+  /* Records the event after all work enqueued on the model's stream so far. Does not block. */
+  dlhost_status* (*event_record)(dlhost_event* event);
+  /* *done = 1 when the work before the record has finished. Does not block. */
+  dlhost_status* (*event_query)(dlhost_event* event, int32_t* done);
+  /* Blocks until the work before the record has finished. */
+  dlhost_status* (*event_synchronize)(dlhost_event* event);
+  /* Milliseconds of device time between two finished events of one model's stream (FAILED
+   * PRECONDITION when either has not finished or was never recorded). */
+  dlhost_status* (*event_elapsed_ms)(dlhost_event* start, dlhost_event* end, double* ms);
+} dlhost_events_ext;
+#define DLHOST_EVENTS_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_events_ext, event_elapsed_ms)
+
+/* ---------------------------------------------------------------------------------------------
+ * Device memory: statistics, buffers for the host's own use (comm-bench, gradient arenas), copies,
+ * pinned host memory. */
+typedef struct dlhost_memory_stats {
+  size_t struct_size;
+  uint64_t in_use_bytes; /* held by the model now */
+  uint64_t peak_bytes;   /* the most it held since compile */
+  uint64_t free_bytes;   /* free on the device now (0 when unknown) */
+  uint64_t total_bytes;  /* the device's memory */
+} dlhost_memory_stats;
+#define DLHOST_MEMORY_STATS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_memory_stats, total_bytes)
+
+typedef struct dlhost_device_memory_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_DEVICE_MEMORY */
+  const dlhost_extension* next;
+  /* Fills a caller-owned struct. Synchronizes nothing: numbers of the allocator, not of work. */
+  dlhost_status* (*memory_stats)(dlhost_model* model, dlhost_memory_stats* out);
+  /* A device buffer of `bytes` on the context's device, for the host's own use. `out` is
+   * caller-owned and filled (data, bytes, dtype, memory_space = DEVICE, device). Allocation is
+   * slow: the host allocates before timing and never inside a step. */
+  dlhost_status* (*buffer_alloc)(dlhost_context* context, uint64_t bytes, int32_t dtype,
+                                 dlhost_buffer* out);
+  void (*buffer_free)(dlhost_context* context, const dlhost_buffer* buffer); /* accepts NULL */
+  /* Copies between a device buffer (from a model or buffer_alloc) and host memory, ordered on the
+   * model's stream when `model` is not NULL (else on the context's default queue), and waits for
+   * the copy. `offset` and `bytes` are in bytes; host memory is borrowed for the call. */
+  dlhost_status* (*copy_to_host)(dlhost_context* context, dlhost_model* model,
+                                 const dlhost_buffer* src, uint64_t offset, void* dst,
+                                 uint64_t bytes);
+  dlhost_status* (*copy_from_host)(dlhost_context* context, dlhost_model* model, const void* src,
+                                   const dlhost_buffer* dst, uint64_t offset, uint64_t bytes);
+  /* Page-locked host memory for fast uploads (set_input of a per-step upload reads it); free
+   * with host_free. Backends without pinning may return ordinary memory. */
+  dlhost_status* (*host_alloc)(dlhost_context* context, uint64_t bytes, void** out);
+  void (*host_free)(dlhost_context* context, void* ptr); /* accepts NULL */
+} dlhost_device_memory_ext;
+#define DLHOST_DEVICE_MEMORY_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_device_memory_ext, host_free)
+
+/* ---------------------------------------------------------------------------------------------
+ * The options a plugin reads, declared so that the host can list them (`dlhost plugins -v`) and
+ * refuse an unknown or mistyped one naming the plugin and the option. Host-set keys (threads,
+ * seed, precision, loss_scale) are not declared. */
+typedef enum dlhost_option_type {
+  DLHOST_OPTION_BOOL = 1,   /* "true"/"false"/"1"/"0" */
+  DLHOST_OPTION_INT = 2,    /* a decimal integer */
+  DLHOST_OPTION_FLOAT = 3,  /* a decimal number */
+  DLHOST_OPTION_STRING = 4, /* anything */
+  DLHOST_OPTION_ENUM = 5    /* one of `choices` */
+} dlhost_option_type;
+
+/* Plugin-owned; strings live as long as the library. */
+typedef struct dlhost_option_decl {
+  size_t struct_size;
+  const char* name;          /* [a-z0-9_] */
+  int32_t type;              /* dlhost_option_type */
+  const char* default_value; /* as text; NULL when the option has no default */
+  const char* help;          /* one line */
+  const char* choices;       /* DLHOST_OPTION_ENUM: "a|b|c"; else NULL */
+} dlhost_option_decl;
+#define DLHOST_OPTION_DECL_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_option_decl, choices)
+
+typedef struct dlhost_option_schema_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_OPTION_SCHEMA */
+  const dlhost_extension* next;
+  int32_t count;
+  const dlhost_option_decl* const*
+      options; /* count pointers (arrays of pointers: a decl may grow) */
+} dlhost_option_schema_ext;
+#define DLHOST_OPTION_SCHEMA_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_option_schema_ext, options)
+
+/* ---------------------------------------------------------------------------------------------
+ * Comm on device memory. The host hands a comm the stream of the rank's model in
+ * dlhost_comm_init_args.extensions. A comm that accepts it orders every collective on that
+ * stream: the collective starts after the work enqueued on the stream before the call and work
+ * enqueued after the call sees its result. Its request is then complete as soon as the collective
+ * is ordered on the stream (test/wait do not wait for the device); the host reads a result in
+ * host memory only after synchronizing the stream (an event). Without this extension, or for a
+ * comm that ignores it, a request completes when the data is in place, as in 1.1. */
+typedef struct dlhost_comm_stream_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_COMM_STREAM */
+  const dlhost_extension* next;
+  dlhost_stream stream; /* borrowed for init; the handle lives as long as the comm */
+} dlhost_comm_stream_ext;
+#define DLHOST_COMM_STREAM_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_comm_stream_ext, stream)
+
+/* Collectives issued between group_start and group_end are launched together (NCCL's group
+ * calls): their requests complete only after group_end. */
+typedef struct dlhost_comm_group_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_COMM_GROUP */
+  const dlhost_extension* next;
+  dlhost_status* (*group_start)(dlhost_comm* comm);
+  dlhost_status* (*group_end)(dlhost_comm* comm);
+} dlhost_comm_group_ext;
+#define DLHOST_COMM_GROUP_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_comm_group_ext, group_end)
+
+/* Ends every pending collective of `comm` with ABORTED, so that a rank whose peer died is never
+ * left waiting. The one call that may come from another thread than the comm's user (the host's
+ * watchdog); after it, only request_free and finalize may be called. */
+typedef struct dlhost_comm_abort_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_COMM_ABORT */
+  const dlhost_extension* next;
+  void (*abort)(dlhost_comm* comm);
+} dlhost_comm_abort_ext;
+#define DLHOST_COMM_ABORT_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_comm_abort_ext, abort)
+
+/* Finds the extension of `type` in a chain, or NULL. A reader then checks struct_size against
+ * the part it needs. */
+static inline const dlhost_extension* dlhost_find_extension(const dlhost_extension* chain,
+                                                            int32_t type) {
+  for (; chain != NULL; chain = chain->next)
+    if (chain->type == type) return chain;
+  return NULL;
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DLHOST_DEVICE_H */
