@@ -48,7 +48,17 @@ run_gtests() {  # BUILD-DIR LOG-DIR
   for t in $(gtest_executables "$1"); do
     echo "--- $t"
     # From the build folder, as ctest runs them (the tests find plugins by absolute paths).
-    (cd "$1/tests" && "$t" --gtest_brief=1) || failed="$failed $(basename "$t")"
+    opts="$ASAN_OPTIONS"
+    case "$(basename "$t")" in
+      # Leak checking off for these two only; address and UB errors still stop them.
+      # test_comm_mpi: Open MPI's process-lifetime allocations have unnamed frames
+      #   ("<unknown module>": its dlclose'd components), which no suppression can name.
+      # test_cpu_onednn: LeakSanitizer's own tracer dies (SIGSEGV, "Tracer caught signal 11")
+      #   while stopping oneDNN's OpenMP threads at exit; the backend's buffers are checked for
+      #   leaks by test_cpu_onednn_internals.
+      test_comm_mpi | test_cpu_onednn) opts="$opts:detect_leaks=0" ;;
+    esac
+    (cd "$1/tests" && ASAN_OPTIONS="$opts" "$t" --gtest_brief=1) || failed="$failed $(basename "$t")"
   done
   check_logs "$2" "the unit tests"
   [ -z "$failed" ] || fail "unit tests:$failed"
