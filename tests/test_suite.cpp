@@ -30,7 +30,7 @@ const char* const kCaseKeys =
     "clip_norm, oversubscribe, options, tags, launcher_args";
 
 SuiteCatalog test_catalog() {
-  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, ""};
+  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, "", {}};
 }
 
 constexpr int kCores = 4;

@@ -84,6 +84,7 @@ std::string resolve_backend(const PluginRegistry& registry,
       return std::string(role) + " " + given + " cannot be used: " +
              (own.refused().empty() ? "refused" : own.refused().back().reason);
     out.plugin = &own.plugins().back();
+    own.probe(*out.plugin);
     if (out.plugin->kind != DLHOST_PLUGIN_BACKEND)
       return std::string(role) + " " + given + " is a " + kind_name(out.plugin->kind) +
              " plugin, not a backend";
@@ -125,12 +126,13 @@ class Session {
                    name_ + " set_input " + graph_.tensor(in.tensor).name);
   }
   void write_param(int32_t p, const std::vector<float>& v) {
-    check_status(api_->write_param(model_.get(), p, DLHOST_PARAM_VALUE, v.data(), v.size() * 4),
-                 name_ + " write_param " + graph_.param(p).name);
+    check_status(
+        api_->write_param(model_.get(), p, DLHOST_PARAM_VALUE, v.data(), graph_.param_bytes(p)),
+        name_ + " write_param " + graph_.param(p).name);
   }
   std::vector<float> read_param(int32_t p, dlhost_param_part part) {
     std::vector<float> v(static_cast<size_t>(graph_.param(p).count));
-    check_status(api_->read_param(model_.get(), p, part, v.data(), v.size() * 4),
+    check_status(api_->read_param(model_.get(), p, part, v.data(), graph_.param_bytes(p)),
                  name_ + " read_param " + graph_.param(p).name);
     return v;
   }
