@@ -137,6 +137,18 @@ TEST(OptionSchema, PluginsVerboseListsOptionsAndCapabilities) {
 
 // --- precision ---------------------------------------------------------------------------------
 
+// No shipped backend implements bf16: conform says so for every problem instead of comparing
+// fp32 results against bf16 tolerances.
+TEST(Precision, ConformInAModeTheBackendLacksIsUnimplemented) {
+  std::string out = run_command(
+      "conform --backend cpu_onednn --precision bf16 --ops fc --networks "
+      "none --json /dev/null");
+  EXPECT_NE(out.find("precision bf16"), std::string::npos) << out;
+  EXPECT_NE(out.find("implements precision fp32; the case asks for bf16"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("FAILED"), std::string::npos) << out;
+}
+
 json run_precision(const std::string& backend_name, const std::string& precision) {
   auto networks = dlhost::list_networks(registry());
   dlhost::RunContext ctx;
