@@ -134,7 +134,7 @@ TEST_F(suite_loader, DefaultsAreFilledInKeyOrder) {
             R"({"network":"fcn5","backend":"cpu_onednn","threads":0,"iterations":24,"warmup":8,)"
             R"("timeout":600,"seed":42,"device":0,"comm":"none","ranks":1,"launcher":"mpirun",)"
             R"("scaling":"strong","overlap":true,"bucket_mb":25,"lr":0.05,"precision":"fp32",)"
-      R"("oversubscribe":false})");
+            R"("oversubscribe":false})");
   EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");
 }
