@@ -154,6 +154,20 @@ TEST(ConformTolerance, Formulas) {
   EXPECT_DOUBLE_EQ(dlhost::conform::network_rtol(3), 4e-3);
 }
 
+// `dlhost conform --precision`: the tolerances follow the mode's epsilon.
+TEST(ConformTolerance, ScaleWithThePrecisionMode) {
+  using dlhost::conform::precision_eps;
+  EXPECT_DOUBLE_EQ(precision_eps("fp32"), kEpsF32);
+  EXPECT_DOUBLE_EQ(precision_eps("tf32"), 1.0 / 1024);
+  EXPECT_DOUBLE_EQ(precision_eps("fp16"), 1.0 / 1024);
+  EXPECT_DOUBLE_EQ(precision_eps("bf16"), 1.0 / 128);
+  EXPECT_THROW(precision_eps("int8"), dlhost::sdk::Error);
+  EXPECT_DOUBLE_EQ(dlhost::conform::op_rtol(100, precision_eps("bf16")), 640.0 / 128);
+  EXPECT_DOUBLE_EQ(dlhost::conform::network_rtol(1, precision_eps("bf16")), 8.0 / 128);
+  EXPECT_DOUBLE_EQ(dlhost::conform::network_rtol(2, precision_eps("tf32")), 16.0 / 1024);
+  EXPECT_DOUBLE_EQ(dlhost::conform::network_rtol(1, precision_eps("fp32")), 1e-3);
+}
+
 // --- array comparison ----------------------------------------------------------------------------
 
 std::vector<float> ramp(size_t n) {

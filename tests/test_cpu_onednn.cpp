@@ -617,6 +617,7 @@ TEST(cpu_onednn, BlockedConvWeightRoundTrips) {
     EXPECT_EQ(s.get(w, part), values);
   }
   dlhost_buffer value{}, grad{};
+  value.struct_size = grad.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
   check_status(s.api()->param_buffers(s.model(), w, &value, &grad), "param_buffers");
   ASSERT_GE(value.bytes, uint64_t(s.count(w) * 4));
   EXPECT_EQ(value.bytes, grad.bytes);
@@ -1253,6 +1254,7 @@ TEST(cpu_onednn, LstmWeightsRoundTripInCanonicalLayout) {
   for (size_t i = 0; i < canonical.size(); ++i) canonical[i] = float(i);
   s.put(w, canonical);
   dlhost_buffer value{};
+  value.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
   check_status(s.api()->param_buffers(s.model(), w, &value, nullptr), "param_buffers");
   ASSERT_EQ(value.bytes, canonical.size() * 4);
   const float* raw = static_cast<const float*>(value.data);

@@ -928,6 +928,7 @@ TEST(CpuReference, ParametersAreHostBuffersInTheCanonicalLayout) {
   b.mse_loss("loss", y, target);
   Session s(b.finish(), sgd(0.1f, 0.9f));
   dlhost_buffer value{}, grad{};
+  value.struct_size = grad.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
   ok(api()->param_buffers(s.model(), 0, &value, &grad));
   EXPECT_EQ(value.bytes, 24u);
   EXPECT_EQ(grad.bytes, 24u);

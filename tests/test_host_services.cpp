@@ -57,9 +57,12 @@ TEST(HostApi, StoreSetGetWaitsAndTimesOut) {
   dlhost::StatusPtr dup(h->store_set("nccl_id", "x", 1));
   ASSERT_NE(dup, nullptr);
   EXPECT_EQ(dup->code, DLHOST_CODE_ALREADY_EXISTS);
+  size = 99;
   dlhost::StatusPtr small(h->store_get("nccl_id", 0, buf, 2, &size));
   ASSERT_NE(small, nullptr);
   EXPECT_EQ(small->code, DLHOST_CODE_OUT_OF_RANGE);
+  EXPECT_EQ(size, 99u) << "on error *size is left untouched (ABI 1.2)";
+  EXPECT_EQ(h->store_size("nccl_id", 0, &size), nullptr);
   EXPECT_EQ(size, 4u);
   dlhost::StatusPtr late(h->store_get("never", 20, buf, sizeof(buf), &size));
   ASSERT_NE(late, nullptr);

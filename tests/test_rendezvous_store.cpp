@@ -293,7 +293,10 @@ TEST(RendezvousStore, HostApiUsesTheServerWhenDlhostStoreIsSet) {
     char buf[2] = {};
     size_t size = 0;
     dlhost::StatusPtr small(h->store_get("from_direct", 1000, buf, sizeof(buf), &size));
-    if (small == nullptr || small->code != DLHOST_CODE_OUT_OF_RANGE || size != 3) _exit(11);
+    // ABI 1.2: *size untouched on error; store_size says how much room the value needs.
+    if (small == nullptr || small->code != DLHOST_CODE_OUT_OF_RANGE || size != 0) _exit(11);
+    dlhost::StatusPtr sized(h->store_size("from_direct", 1000, &size));
+    if (sized != nullptr || size != 3) _exit(13);
     dlhost::StatusPtr late(h->store_get("never", 50, buf, sizeof(buf), &size));
     if (late == nullptr || late->code != DLHOST_CODE_DEADLINE_EXCEEDED) _exit(12);
     _exit(0);
@@ -302,7 +305,8 @@ TEST(RendezvousStore, HostApiUsesTheServerWhenDlhostStoreIsSet) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "9: setenv, 10: store_set, 11: OUT_OF_RANGE with the size, 12: DEADLINE_EXCEEDED";
+      << "9: setenv, 10: store_set, 11: OUT_OF_RANGE leaving the size, 12: DEADLINE_EXCEEDED, "
+         "13: store_size";
   std::string got;
   ASSERT_TRUE(get_text(direct, "via_host_api", 0, &got).ok());
   EXPECT_EQ(got, "abc");

@@ -27,10 +27,10 @@ const char* const kCaseKeys =
     "network, backend, batch, threads, iterations, warmup, timeout, memory_limit_mb, seed, device, "
     "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, lr, momentum, weight_decay, "
-    "clip_norm, oversubscribe, options, tags, launcher_args";
+    "clip_norm, precision, loss_scale, oversubscribe, options, tags, launcher_args";
 
 SuiteCatalog test_catalog() {
-  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, ""};
+  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, "", {}};
 }
 
 constexpr int kCores = 4;
@@ -133,7 +133,8 @@ TEST_F(suite_loader, DefaultsAreFilledInKeyOrder) {
   EXPECT_EQ(s.cases[0].params.dump(),
             R"({"network":"fcn5","backend":"cpu_onednn","threads":0,"iterations":24,"warmup":8,)"
             R"("timeout":600,"seed":42,"device":0,"comm":"none","ranks":1,"launcher":"mpirun",)"
-            R"("scaling":"strong","overlap":true,"bucket_mb":25,"lr":0.05,"oversubscribe":false})");
+            R"("scaling":"strong","overlap":true,"bucket_mb":25,"lr":0.05,"precision":"fp32",)"
+            R"("oversubscribe":false})");
   EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");
 }

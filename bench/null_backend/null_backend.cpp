@@ -162,8 +162,7 @@ dlhost_status* param_buffers(dlhost_model* model, int32_t id, dlhost_buffer* val
   return sdk::guard([&] {
     Param& p = param_of(model_of(model), id);
     auto fill = [](dlhost_buffer* out, std::vector<float>& v) {
-      if (out == nullptr) return;
-      out->struct_size = DLHOST_BUFFER_STRUCT_SIZE;
+      if (out == nullptr) return;  // struct_size is the host's (dlhost_backend.h)
       out->data = v.data();
       out->bytes = v.size() * 4;
       out->dtype = DLHOST_DTYPE_F32;

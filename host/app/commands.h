@@ -11,7 +11,8 @@
 
 namespace dlhost {
 
-int cmd_plugins(const PluginRegistry& registry, bool as_json);
+// `verbose`: also each plugin's declared options and a backend's capabilities.
+int cmd_plugins(const PluginRegistry& registry, bool as_json, bool verbose);
 int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool describe);
 
 struct RunOptions {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "core/compatibility.h"
 #include "core/graph.h"
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
@@ -38,9 +39,57 @@ std::string with_commas(int64_t n) {
 
 // --- dlhost plugins --------------------------------------------------------------------------
 
+// The options a plugin declares (ABI 1.2), or null when it declares none (then its options are
+// passed unchecked).
+json options_json(const LoadedPlugin& p) {
+  if (p.extensions.option_schema == nullptr) return nullptr;
+  json out = json::array();
+  for (const OptionDecl& o : p.options) {
+    json j{{"name", o.name}, {"type", option_type_name(o.type)}, {"help", o.help}};
+    j["default"] = o.default_value ? json(*o.default_value) : json(nullptr);
+    if (!o.choices.empty()) j["choices"] = o.choices;
+    out.push_back(j);
+  }
+  return out;
+}
+
+json caps_json(const LoadedPlugin& p) {
+  BackendCaps caps = backend_caps(p);
+  json ops = json::array();
+  for (int32_t op : caps.ops) ops.push_back(sdk::op_name(op));
+  return json{{"published", caps.published},
+              {"precisions", caps_precisions_text(caps)},
+              {"asynchronous", caps.asynchronous},
+              {"ops", ops}};
+}
+
+void print_details(const json& j) {
+  if (j.contains("capabilities")) {
+    const json& c = j["capabilities"];
+    std::printf("    precision: %s%s; %zu ops%s\n", c["precisions"].get<std::string>().c_str(),
+                c["published"].get<bool>() ? "" : " (assumed: no capabilities published)",
+                c["ops"].size(), c["asynchronous"].get<bool>() ? "; asynchronous" : "");
+  }
+  if (!j.contains("options")) return;
+  if (j["options"].is_null()) {
+    std::printf("    options: not declared (passed unchecked)\n");
+    return;
+  }
+  if (j["options"].empty()) std::printf("    options: none of its own\n");
+  for (const auto& o : j["options"]) {
+    std::string type = o["type"].get<std::string>();
+    if (o.contains("choices"))
+      for (size_t i = 0; i < o["choices"].size(); ++i)
+        type += (i ? "|" : " ") + o["choices"][i].get<std::string>();
+    std::printf("    option %s (%s, default %s): %s\n", o["name"].get<std::string>().c_str(),
+                type.c_str(), o["default"].is_null() ? "none" : o["default"].dump().c_str(),
+                o["help"].get<std::string>().c_str());
+  }
+}
+
 // One plugin as `dlhost plugins --json` shows it: with its devices (a backend), its library (a
 // comm) or its number of networks.
-json plugin_json(const LoadedPlugin& p) {
+json plugin_json(const LoadedPlugin& p, bool verbose) {
   json j{{"name", p.name},
          {"kind", kind_name(p.kind)},
          {"version", p.version},
@@ -65,6 +114,10 @@ json plugin_json(const LoadedPlugin& p) {
     j["devices"] = devices;
   }
   if (p.kind == DLHOST_PLUGIN_NETWORK) j["networks"] = p.table->network->count();
+  if (verbose) {
+    j["options"] = options_json(p);
+    if (p.kind == DLHOST_PLUGIN_BACKEND) j["capabilities"] = caps_json(p);
+  }
   if (p.kind == DLHOST_PLUGIN_COMM && p.usable) {
     dlhost_comm_caps caps{};
     caps.struct_size = DLHOST_COMM_CAPS_STRUCT_SIZE;
@@ -98,6 +151,7 @@ void print_plugins(const json& out, const json& refused) {
                   j["comm"]["device_memory"].get<bool>() ? " device" : "");
     if (j.contains("networks"))
       std::printf("    %d networks (see `dlhost networks`)\n", j["networks"].get<int>());
+    print_details(j);
   }
   if (out.empty()) std::printf("(no plugins found)\n");
   for (const auto& r : refused)
@@ -111,9 +165,10 @@ void print_plugins(const json& out, const json& refused) {
 
 }  // namespace
 
-int cmd_plugins(const PluginRegistry& registry, bool as_json) {
+int cmd_plugins(const PluginRegistry& registry, bool as_json, bool verbose) {
+  registry.probe_all();  // listing is what query() is for
   json out = json::array();
-  for (const auto& p : registry.plugins()) out.push_back(plugin_json(p));
+  for (const auto& p : registry.plugins()) out.push_back(plugin_json(p, verbose));
   json refused = json::array();
   for (const auto& r : registry.refused())
     refused.push_back(json{{"path", r.path}, {"reason", r.reason}});

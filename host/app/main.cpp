@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
   auto* plugins = app.add_subcommand(
       "plugins", "List the plugins found, their devices, and the files refused (with why)");
   plugins->add_flag("--json", as_json, "Print JSON");
+  bool plugins_verbose = false;
+  plugins->add_flag("-v,--verbose", plugins_verbose,
+                    "Also list each plugin's options and each backend's capabilities");
   auto* nets = app.add_subcommand(
       "networks", "List the networks: input shape, parameters, forward FLOPs per sample");
   nets->add_flag("--json", as_json, "Print JSON");
@@ -129,7 +132,7 @@ int main(int argc, char** argv) {
 
   for (const auto& c : commands)
     if (*c.sub) return c.run(registry, networks);
-  if (*plugins) return cmd_plugins(registry, as_json);
+  if (*plugins) return cmd_plugins(registry, as_json, plugins_verbose);
   if (*nets) return cmd_networks(networks, as_json, describe);
   if (*validate) return cmd_validate(registry, networks, validate_opts);
   return cmd_run(registry, networks, run_opts);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "core/compatibility.h"
 #include "core/environment.h"
 #include "isolate/case_process.h"
 #include "run/record.h"
@@ -41,6 +42,10 @@ SuiteCatalog make_catalog(const PluginRegistry& registry, const std::vector<Netw
   c.comms = registry.names(DLHOST_PLUGIN_COMM);
   if (const LoadedPlugin* best = registry.highest_priority(DLHOST_PLUGIN_BACKEND))
     c.preferred_backend = best->name;
+  c.check_option = [&registry](const std::string& plugin, const std::string& option,
+                               const std::string& value) {
+    return check_plugin_option(registry, plugin, option, value);
+  };
   return c;
 }
 

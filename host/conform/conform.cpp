@@ -55,6 +55,10 @@ struct Settings {
   std::string shapes = "small";
   int64_t threads = 0;
   std::string json_path;
+  // The backend's precision mode (the reference always runs fp32); tolerances scale with its
+  // epsilon (conform::precision_eps).
+  std::string precision = "fp32";
+  double eps() const { return conform::precision_eps(precision); }
 };
 
 // --- the two backends ----------------------------------------------------------------------------
@@ -84,6 +88,7 @@ std::string resolve_backend(const PluginRegistry& registry,
       return std::string(role) + " " + given + " cannot be used: " +
              (own.refused().empty() ? "refused" : own.refused().back().reason);
     out.plugin = &own.plugins().back();
+    own.probe(*out.plugin);
     if (out.plugin->kind != DLHOST_PLUGIN_BACKEND)
       return std::string(role) + " " + given + " is a " + kind_name(out.plugin->kind) +
              " plugin, not a backend";
@@ -125,12 +130,13 @@ class Session {
                    name_ + " set_input " + graph_.tensor(in.tensor).name);
   }
   void write_param(int32_t p, const std::vector<float>& v) {
-    check_status(api_->write_param(model_.get(), p, DLHOST_PARAM_VALUE, v.data(), v.size() * 4),
-                 name_ + " write_param " + graph_.param(p).name);
+    check_status(
+        api_->write_param(model_.get(), p, DLHOST_PARAM_VALUE, v.data(), graph_.param_bytes(p)),
+        name_ + " write_param " + graph_.param(p).name);
   }
   std::vector<float> read_param(int32_t p, dlhost_param_part part) {
     std::vector<float> v(static_cast<size_t>(graph_.param(p).count));
-    check_status(api_->read_param(model_.get(), p, part, v.data(), v.size() * 4),
+    check_status(api_->read_param(model_.get(), p, part, v.data(), graph_.param_bytes(p)),
                  name_ + " read_param " + graph_.param(p).name);
     return v;
   }
@@ -152,12 +158,16 @@ class Session {
   ModelHandle model_;
 };
 
-dlhost_options backend_options(const Settings& s) {
+dlhost_options backend_options(const Settings& s, const std::string& precision) {
   dlhost_options o;
   o.values["threads"] = std::to_string(s.threads);
   o.values["seed"] = std::to_string(kSeed);  // dropout's mask: the same on both backends
+  o.values["precision"] = precision;
   return o;
 }
+// The backend under test in the mode asked for; the reference is the fp32 answer.
+dlhost_options backend_options(const Settings& s) { return backend_options(s, s.precision); }
+dlhost_options reference_options(const Settings& s) { return backend_options(s, "fp32"); }
 
 // --- one row of the report -----------------------------------------------------------------------
 
@@ -290,7 +300,7 @@ Comparison finite_differences(const std::string& name, const LoadedPlugin& plugi
                               const conform::OpGraph& og,
                               const std::vector<std::vector<float>>& weights,
                               const std::vector<InputData>& inputs, const dlhost_options& options,
-                              Outcome& outcome, json& samples) {
+                              double eps, Outcome& outcome, json& samples) {
   const Graph& graph = *og.graph;
   // The loss with parameter `p` replaced by `values`. Dropout's mask changes with every forward,
   // so a step-dependent graph gets a fresh model per evaluation, whose first forward is step 0
@@ -336,7 +346,7 @@ Comparison finite_differences(const std::string& name, const LoadedPlugin& plugi
       probe.h2 = central(conform::kFdStep / 2, probe.plus_h2, probe.minus_h2);
       probe.h8 = central(conform::kFdStep / 8, probe.plus_h8, probe.minus_h8);
       if (!og.step_dependent) outcome.session->write_param(p, weights[p]);
-      conform::FdJudgement j = conform::judge_fd(probe, og.reduction_length);
+      conform::FdJudgement j = conform::judge_fd(probe, og.reduction_length, eps);
       ++total;
       std::string where =
           std::string(desc.name) + conform::multi_index(static_cast<int64_t>(i), param_dims(desc));
@@ -415,12 +425,12 @@ Row run_op_problem(const Descriptor& d, const Backend& backend, const Backend& r
   row.kind = "op";
   conform::OpGraph og = conform::build_op_graph(d);
   const Graph& graph = *og.graph;
-  const double rtol = conform::op_rtol(og.reduction_length);
+  const double rtol = conform::op_rtol(og.reduction_length, s.eps());
   row.extra["reduction_length"] = og.reduction_length;
   row.extra["rtol"] = rtol;
   auto weights = initial_params(graph, kSeed);
   auto inputs = synthetic_inputs(graph, kSeed);
-  dlhost_options options = backend_options(s);
+  dlhost_options options = backend_options(s), ref_options = reference_options(s);
 
   Outcome b;
   try {
@@ -434,7 +444,7 @@ Row run_op_problem(const Descriptor& d, const Backend& backend, const Backend& r
   Outcome r;
   std::string no_reference;
   try {
-    r = forward_backward(*reference.plugin, graph, weights, inputs, options);
+    r = forward_backward(*reference.plugin, graph, weights, inputs, ref_options);
   } catch (const Error& e) {
     no_reference = "reference " + reference.plugin->name +
                    (e.code() == DLHOST_CODE_UNIMPLEMENTED ? " lacks it: " : " failed: ") + e.what();
@@ -452,8 +462,8 @@ Row run_op_problem(const Descriptor& d, const Backend& backend, const Backend& r
   Comparison fd_backend, fd_reference;
   json samples_backend = json::array(), samples_reference = json::array();
   try {
-    fd_backend = finite_differences("fd backend", *backend.plugin, og, weights, inputs, options, b,
-                                    samples_backend);
+    fd_backend = finite_differences("fd backend", *backend.plugin, og, weights, inputs, options,
+                                    s.eps(), b, samples_backend);
   } catch (const Error& e) {
     row.status = Status::kFailed;
     row.reason = std::string("during finite differences: ") + e.what();
@@ -465,7 +475,7 @@ Row run_op_problem(const Descriptor& d, const Backend& backend, const Backend& r
   if (no_reference.empty()) {
     try {
       fd_reference = finite_differences("fd reference", *reference.plugin, og, weights, inputs,
-                                        options, r, samples_reference);
+                                        ref_options, conform::kEpsF32, r, samples_reference);
       row.checks.push_back(fd_reference);
       row.extra["fd_reference"] = samples_reference;
       reference_self_consistent = fd_reference.status != Status::kFailed;
@@ -508,7 +518,7 @@ Trajectory train(const LoadedPlugin& plugin, const Graph& graph,
 // any parameter moved on both backends.
 bool compare_network_updates(Row& row, const Graph& graph,
                              const std::vector<std::vector<float>>& weights, const Trajectory& b,
-                             const Trajectory& r, int64_t steps) {
+                             const Trajectory& r, int64_t steps, double eps) {
   // The updates are held to a looser bound than the loss: in a ReLU network a pre-activation
   // within rounding of zero (batch norm centres them there) flips between two correct backends
   // and changes the gradients it feeds by a few percent. Measured on ResNet-56 at batch 2: losses
@@ -517,7 +527,7 @@ bool compare_network_updates(Row& row, const Graph& graph,
   // are the precise ones.
   constexpr double kUpdateSlack = 20.0;      // model-wide: 2e-2 * 2^(N-1)
   constexpr double kParamUpdateSlack = 4.0;  // one parameter: 4x the model-wide bound
-  const double update_rtol = conform::network_rtol(static_cast<int>(steps)) * kUpdateSlack;
+  const double update_rtol = conform::network_rtol(static_cast<int>(steps), eps) * kUpdateSlack;
   {
     std::vector<float> all_initial, all_backend, all_reference;
     for (int32_t p = 0; p < graph.num_params(); ++p) {
@@ -573,7 +583,7 @@ Row run_network_problem(const Descriptor& d, const NetworkRef& net, const Backen
     return row;
   }
   try {
-    r = train(*reference.plugin, *graph, optimizer, weights, inputs, options, steps);
+    r = train(*reference.plugin, *graph, optimizer, weights, inputs, reference_options(s), steps);
   } catch (const Error& e) {
     row.status = Status::kSkipped;
     row.reason = "reference " + reference.plugin->name +
@@ -583,10 +593,10 @@ Row run_network_problem(const Descriptor& d, const NetworkRef& net, const Backen
   row.extra["losses"] = json{{"backend", b.losses}, {"reference", r.losses}};
   std::vector<double> tolerances;
   for (int64_t i = 1; i <= steps; ++i)
-    tolerances.push_back(conform::network_rtol(static_cast<int>(i)));
+    tolerances.push_back(conform::network_rtol(static_cast<int>(i), s.eps()));
   row.extra["loss_rtol"] = tolerances;
-  row.checks.push_back(conform::compare_losses(b.losses, r.losses));
-  const bool any_moved = compare_network_updates(row, *graph, weights, b, r, steps);
+  row.checks.push_back(conform::compare_losses(b.losses, r.losses, s.eps()));
+  const bool any_moved = compare_network_updates(row, *graph, weights, b, r, steps, s.eps());
   if (any_status(row.checks, Status::kFailed)) {
     // The loss first: it is what a person compares by eye; then the parameter most off.
     row.status = Status::kFailed;
@@ -618,6 +628,7 @@ std::string rerun_line(const Settings& s, const std::string& id) {
   std::string line = "dlhost conform --backend " + quote(s.backend);
   if (s.reference != kDefaultReference) line += " --reference " + quote(s.reference);
   if (s.threads != 0) line += " --threads " + std::to_string(s.threads);
+  if (s.precision != "fp32") line += " --precision " + s.precision;
   return line + " --case '" + id + "'";
 }
 
@@ -787,18 +798,21 @@ void print_summary(const std::vector<Row>& rows, std::map<Status, int>& counts, 
   std::fflush(stdout);
 }
 
-json tolerances_json() {
-  return json{{"op", "rtol = " + fmt("%g", conform::kOpToleranceFactor) +
-                         " * eps_f32 * sqrt(K); |b - r| <= rtol * (|r| + rms(r))"},
-              {"finite_differences",
-               "|g - fd| <= " + fmt("%g", conform::kFdRtol) + " * max(|g|, |fd|) + " +
-                   fmt("%g", conform::kFdNoise) +
-                   " * eps_f32 * sqrt(K) * |L| / h2; fd by central differences at h2 = " +
-                   fmt("%g", conform::kFdStep / 2) +
-                   ", checked against h = " + fmt("%g", conform::kFdStep)},
-              {"network",
-               "loss at step s: |b - r| <= 1e-3 * 2^(s-1) * |r|; update after N steps: "
-               "||dw_b - dw_r|| <= 1e-3 * 2^(N-1) * ||dw_r||"}};
+json tolerances_json(const Settings& s) {
+  const std::string eps = "eps = " + fmt("%g", s.eps()) + " (" + s.precision + ")";
+  const std::string base = fmt("%g", conform::network_rtol(1, s.eps()));
+  return json{
+      {"eps", eps},
+      {"op", "rtol = " + fmt("%g", conform::kOpToleranceFactor) +
+                 " * eps * sqrt(K); |b - r| <= rtol * (|r| + rms(r))"},
+      {"finite_differences", "|g - fd| <= " + fmt("%g", conform::kFdRtol) + " * max(|g|, |fd|) + " +
+                                 fmt("%g", conform::kFdNoise) +
+                                 " * eps * sqrt(K) * |L| / h2; fd by central differences at h2 = " +
+                                 fmt("%g", conform::kFdStep / 2) +
+                                 ", checked against h = " + fmt("%g", conform::kFdStep)},
+      {"network", "loss at step s: |b - r| <= " + base +
+                      " * 2^(s-1) * |r|; update after N steps: ||dw_b - dw_r|| <= " + base +
+                      " * 20 * 2^(N-1) * ||dw_r||"}};
 }
 
 // The --json document (dlhost-conform/1).
@@ -817,8 +831,12 @@ json conform_json(const std::vector<Row>& rows, std::map<Status, int>& counts, c
               {"backend", plugin_json(backend)},
               {"reference", plugin_json(reference)},
               {"settings",
-               {{"shapes", s.shapes}, {"steps", s.steps}, {"threads", s.threads}, {"seed", kSeed}}},
-              {"tolerances", tolerances_json()},
+               {{"shapes", s.shapes},
+                {"steps", s.steps},
+                {"threads", s.threads},
+                {"seed", kSeed},
+                {"precision", s.precision}}},
+              {"tolerances", tolerances_json(s)},
               {"checks", checks},
               {"summary",
                {{"passed", counts[Status::kPassed]},
@@ -856,8 +874,9 @@ int run_conform(const Settings& s, const PluginRegistry& registry,
   auto label = [](const Backend& b) {
     return b.plugin->name + " " + b.plugin->version + " (" + b.plugin->path + ")";
   };
-  std::printf("dlhost conform: %s against reference %s; %zu problem%s\n", label(backend).c_str(),
-              label(reference).c_str(), plan.size(), plan.size() == 1 ? "" : "s");
+  std::printf("dlhost conform: %s in precision %s against reference %s (fp32); %zu problem%s\n",
+              label(backend).c_str(), s.precision.c_str(), label(reference).c_str(), plan.size(),
+              plan.size() == 1 ? "" : "s");
   std::printf("%-13s %8s %8s  %s\n", "STATUS", "TIME", "ERR/TOL", "PROBLEM");
   std::fflush(stdout);
 
@@ -906,6 +925,11 @@ Command add_conform_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--threads", s->threads, "CPU threads for both backends (0: their default)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--precision", s->precision,
+                  "Precision mode of the backend checked (the reference runs fp32); the "
+                  "tolerances scale with the mode's epsilon (docs/conform.md)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
   sub->add_option("--json", s->json_path, "Write every check as JSON to this file");
   sub->add_option("--case", s->cases,

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "dlhost/dlhost.hpp"
+
 namespace dlhost::conform {
 
 const char* status_name(Status status) {
@@ -25,12 +27,22 @@ const char* status_name(Status status) {
   return "?";
 }
 
-double op_rtol(int64_t reduction_length) {
-  return kOpToleranceFactor * kEpsF32 *
+double precision_eps(const std::string& precision) {
+  if (precision == "fp32") return kEpsF32;
+  if (precision == "tf32" || precision == "fp16") return std::ldexp(1.0, -10);
+  if (precision == "bf16") return std::ldexp(1.0, -7);
+  throw sdk::Error(DLHOST_CODE_INVALID_ARGUMENT,
+                   "unknown precision '" + precision + "' (fp32, tf32, bf16 or fp16)");
+}
+
+double op_rtol(int64_t reduction_length, double eps) {
+  return kOpToleranceFactor * eps *
          std::sqrt(static_cast<double>(std::max<int64_t>(reduction_length, 1)));
 }
 
-double network_rtol(int step) { return 1e-3 * std::ldexp(1.0, std::max(step, 1) - 1); }
+double network_rtol(int step, double eps) {
+  return std::max(1e-3, 8 * eps) * std::ldexp(1.0, std::max(step, 1) - 1);
+}
 
 std::string multi_index(int64_t flat, const std::vector<int64_t>& dims) {
   if (dims.empty()) return "[" + std::to_string(flat) + "]";
@@ -121,11 +133,11 @@ Comparison compare_arrays(const std::string& name, const std::vector<float>& bac
   return c;
 }
 
-FdJudgement judge_fd(const FdProbe& p, int64_t reduction_length) {
+FdJudgement judge_fd(const FdProbe& p, int64_t reduction_length, double eps) {
   FdJudgement j;
   const double coarse = (p.plus_h - p.minus_h) / (2.0 * p.h);
   j.fd = (p.plus_h2 - p.minus_h2) / (2.0 * p.h2);
-  const double noise = kFdNoise * kEpsF32 *
+  const double noise = kFdNoise * eps *
                        std::sqrt(static_cast<double>(std::max<int64_t>(reduction_length, 1))) *
                        std::fabs(p.loss) / p.h2;
   j.tol = kFdRtol * std::max(std::fabs(p.analytic), std::fabs(j.fd)) + noise;
@@ -156,7 +168,8 @@ FdJudgement judge_fd(const FdProbe& p, int64_t reduction_length) {
   return j;
 }
 
-Comparison compare_losses(const std::vector<float>& backend, const std::vector<float>& reference) {
+Comparison compare_losses(const std::vector<float>& backend, const std::vector<float>& reference,
+                          double eps) {
   Comparison c;
   c.name = "loss";
   if (backend.size() != reference.size()) {
@@ -174,7 +187,7 @@ Comparison compare_losses(const std::vector<float>& backend, const std::vector<f
       c.reason = "loss: the reference's loss is " + sci(r) + " at " + c.where;
       return c;
     }
-    double tol = network_rtol(static_cast<int>(s + 1));
+    double tol = network_rtol(static_cast<int>(s + 1), eps);
     double err = std::isfinite(b) ? std::fabs(b - r) / std::max(std::fabs(r), 1e-30)
                                   : std::numeric_limits<double>::infinity();
     double ratio = err / tol;

@@ -26,14 +26,21 @@ constexpr double kEpsF32 = 1.1920928955078125e-07;
 // (blocked, Winograd, split reductions) and a few ulps of exp/tanh/pow per element.
 constexpr double kOpToleranceFactor = 64.0;
 
+// The machine epsilon of the products a precision mode (`dlhost conform --precision`) computes
+// with, which every tolerance below scales with: fp32 2^-23, tf32 and fp16 2^-10 (10 stored
+// mantissa bits), bf16 2^-7 (7 bits). The reference always runs fp32. INVALID_ARGUMENT (thrown)
+// for an unknown name.
+double precision_eps(const std::string& precision);
+
 // Relative tolerance of an op problem whose longest reduction has K terms. Rounding errors of K
 // float32 additions in random order grow like sqrt(K) * eps; the worst case (K * eps) does not
 // happen with real data and would hide real bugs at large K.
-double op_rtol(int64_t reduction_length);
+double op_rtol(int64_t reduction_length, double eps = kEpsF32);
 
 // Relative tolerance on the loss of training step `step` (1-based) of a network: 1e-3 at the
-// first step, doubling per step, since the two backends' weights drift apart once updated.
-double network_rtol(int step);
+// first step in fp32 (max(1e-3, 8 eps) in a reduced mode), doubling per step, since the two
+// backends' weights drift apart once updated.
+double network_rtol(int step, double eps = kEpsF32);
 
 // --- comparisons -----------------------------------------------------------------------------
 
@@ -100,12 +107,13 @@ constexpr double kFdStep = 1e-2;
 // tol = kFdRtol * max(|g|, |fd|) + kFdNoise * eps * sqrt(K) * |L| / (h/2).
 // NonSmooth when the differences at h and h/2 disagree by more than tol: a ReLU or max-pool kink
 // lies within h, or the loss is too noisy, and the sample proves nothing either way.
-FdJudgement judge_fd(const FdProbe& probe, int64_t reduction_length);
+FdJudgement judge_fd(const FdProbe& probe, int64_t reduction_length, double eps = kEpsF32);
 
 // --- network checks --------------------------------------------------------------------------
 
 // Loss per training step: step s (1-based) passes when |b - r| <= network_rtol(s) * |r|.
-Comparison compare_losses(const std::vector<float>& backend, const std::vector<float>& reference);
+Comparison compare_losses(const std::vector<float>& backend, const std::vector<float>& reference,
+                          double eps = kEpsF32);
 
 // What N training steps did to one parameter, norm-wise (robust to the rare element that sits
 // on a ReLU kink in one backend and not the other):

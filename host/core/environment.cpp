@@ -79,7 +79,9 @@ nlohmann::ordered_json capture_environment(const PluginRegistry& registry) {
 
   nlohmann::ordered_json libraries = nlohmann::ordered_json::object();
   for (const auto& p : registry.plugins()) {
-    if (p.kind != DLHOST_PLUGIN_BACKEND || !p.usable) continue;
+    // Only backends already queried: a case worker describes the backend its case uses and
+    // never initializes another one (a GPU driver) just to name its library.
+    if (p.kind != DLHOST_PLUGIN_BACKEND || !p.queried || !p.usable) continue;
     const auto* api = p.table->backend;
     if (api->device_count() <= 0) continue;
     const dlhost_device_info* info = nullptr;

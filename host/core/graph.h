@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dlhost/dlhost.h"
+#include "dlhost/dlhost.hpp"
 
 namespace dlhost {
 
@@ -35,6 +36,12 @@ class Graph {
   const dlhost_node& node(int32_t index) const { return *node_ptrs_.at(index); }
   const dlhost_param_desc& param(int32_t id) const { return *param_ptrs_.at(id); }
   int32_t num_params() const { return static_cast<int32_t>(param_ptrs_.size()); }
+  // A parameter's dtype as read_param/write_param carry it: F32, the master weights' in every
+  // precision mode (dlhost_backend.h), and its bytes there (count * dtype size).
+  int32_t param_dtype(int32_t) const { return DLHOST_DTYPE_F32; }
+  size_t param_bytes(int32_t id) const {
+    return static_cast<size_t>(param(id).count) * sdk::dtype_size(param_dtype(id));
+  }
 
  private:
   friend class GraphBuilder;

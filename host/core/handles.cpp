@@ -1,6 +1,9 @@
 // handles.cpp — see handles.h.
 #include "core/handles.h"
 
+#include <atomic>
+
+#include "core/compatibility.h"
 #include "core/plugin_registry.h"
 
 namespace dlhost {
@@ -8,6 +11,9 @@ namespace dlhost {
 ContextHandle create_context(const LoadedPlugin& backend, int32_t device,
                              const dlhost_options& options) {
   const dlhost_backend_api* api = backend.table->backend;
+  const char* precision = host_api()->option_get(&options, "precision");
+  if (auto why = precision_gap(backend, precision != nullptr ? precision : "fp32"))
+    throw Error(DLHOST_CODE_UNIMPLEMENTED, *why);
   dlhost_context* context = nullptr;
   check_status(api->context_create(device, &options, &context), backend.name + " context_create");
   return ContextHandle(context, ContextDeleter{api});
@@ -17,14 +23,33 @@ ModelHandle compile_model(const LoadedPlugin& backend, dlhost_context* context,
                           const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer,
                           const dlhost_options& options) {
   const dlhost_backend_api* api = backend.table->backend;
+  // Never hand a backend what its ABI minor cannot see (a 1.0 backend would read a 1.1 op as
+  // garbage or train the wrong network), nor an op its capabilities do not list.
+  if (auto why = abi_gap(backend, *graph)) throw Error(DLHOST_CODE_UNIMPLEMENTED, *why);
+  if (auto why = ops_gap(backend, *graph)) throw Error(DLHOST_CODE_UNIMPLEMENTED, *why);
   dlhost_model* model = nullptr;
   check_status(api->compile(context, graph, &optimizer, &options, &model),
                backend.name + " compile");
   return ModelHandle(model, ModelDeleter{api});
 }
 
+namespace {
+
+// "comm<n>.<plugin>/", n counting the comms this process has made. Every rank of a case runs the
+// same code and so makes its comms in the same order: the ranks agree on each comm's prefix, and
+// two comms of one case (or of two cases run in one process) never share one.
+std::string next_store_prefix(const std::string& plugin) {
+  static std::atomic<int> made{0};
+  return "comm" + std::to_string(made++) + "." + plugin + "/";
+}
+
+}  // namespace
+
 CommSession::CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost_options options)
-    : plugin_(plugin), api_(plugin.table->comm), options_(std::move(options)) {
+    : plugin_(plugin),
+      api_(plugin.table->comm),
+      options_(std::move(options)),
+      store_prefix_(next_store_prefix(plugin.name)) {
   caps_.struct_size = DLHOST_COMM_CAPS_STRUCT_SIZE;
   check_status(api_->capabilities(&caps_), "comm '" + name() + "' capabilities");
   dlhost_comm_init_args args{};
@@ -35,6 +60,7 @@ CommSession::CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost
   args.local_size = rank.local_size;
   args.device = -1;
   args.options = &options_;
+  args.store_prefix = store_prefix_.c_str();
   check_status(api_->init(&args, &comm_), "comm '" + name() + "' init (rank " +
                                               std::to_string(rank.rank) + " of " +
                                               std::to_string(rank.size) + ")");

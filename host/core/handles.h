@@ -30,16 +30,20 @@ struct ModelDeleter {
 using ContextHandle = std::unique_ptr<dlhost_context, ContextDeleter>;
 using ModelHandle = std::unique_ptr<dlhost_model, ModelDeleter>;
 
-// A context of `backend` on `device`; errors name the plugin.
+// A context of `backend` on `device`; errors name the plugin. UNIMPLEMENTED, naming the backend,
+// when it does not implement the options' "precision" (compatibility.h).
 ContextHandle create_context(const LoadedPlugin& backend, int32_t device,
                              const dlhost_options& options);
-// `graph` compiled in `context` with `optimizer`; errors name the plugin.
+// `graph` compiled in `context` with `optimizer`; errors name the plugin. UNIMPLEMENTED, before
+// the backend sees the graph, when an op or attribute needs a newer ABI minor than the backend
+// speaks or is missing from its published capabilities.
 ModelHandle compile_model(const LoadedPlugin& backend, dlhost_context* context,
                           const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer,
                           const dlhost_options& options);
 
 // A communicator of a comm plugin, initialized for this rank (host memory, no device) and
-// finalized on destruction. The blocking helpers wait for and free their request.
+// finalized on destruction. The blocking helpers wait for and free their request. Each has its
+// own rendezvous-store namespace (dlhost_comm_init_args.store_prefix, store_prefix()).
 class CommSession {
  public:
   CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost_options options = {});
@@ -54,6 +58,7 @@ class CommSession {
   const dlhost_comm_caps& caps() const { return caps_; }
   std::string library() const { return caps_.library != nullptr ? caps_.library : ""; }
   bool supports(int32_t dtype) const { return (caps_.dtypes >> dtype) & 1u; }
+  const std::string& store_prefix() const { return store_prefix_; }
 
   // Waits for `r`; on failure frees it and throws. On success the caller still frees it.
   void wait(dlhost_request* r, const std::string& what) const;
@@ -72,6 +77,7 @@ class CommSession {
   dlhost_comm* comm_ = nullptr;
   dlhost_comm_caps caps_{};
   dlhost_options options_;  // must outlive the communicator: init keeps the pointer
+  std::string store_prefix_;
 };
 
 }  // namespace dlhost

@@ -20,7 +20,15 @@ namespace dlhost {
 namespace {
 
 dlhost_status* status_create(int32_t code, const char* message) {
-  return new dlhost_status{code, message != nullptr ? message : ""};
+  const std::string text = message != nullptr ? message : "";
+  // A status is an error (dlhost_abi.h): one made with code OK is a plugin's bug, recorded as
+  // such instead of as a failure that reads "OK: ...".
+  if (code == DLHOST_CODE_OK)
+    return new dlhost_status{DLHOST_CODE_INTERNAL,
+                             "a plugin returned an error status with code OK (a bug in the "
+                             "plugin; its message: '" +
+                                 text + "')"};
+  return new dlhost_status{code, text};
 }
 int32_t status_code(const dlhost_status* s) { return s != nullptr ? s->code : DLHOST_CODE_OK; }
 const char* status_message(const dlhost_status* s) {
@@ -97,36 +105,74 @@ dlhost_status* store_set(const char* key, const void* value, size_t size) {
   return nullptr;
 }
 
+// Waits for `key` in the in-process store; the lock is held on return when found.
+bool wait_for_key(std::unique_lock<std::mutex>& lock, const char* key, int64_t timeout_ms) {
+  auto& s = store();
+  return s.changed.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)),
+                            [&] { return s.values.count(key) != 0; });
+}
+
+dlhost_status* not_set(const char* call, const char* key, int64_t timeout_ms) {
+  return status_create(DLHOST_CODE_DEADLINE_EXCEEDED,
+                       (std::string(call) + ": key '" + key + "' not set within " +
+                        std::to_string(timeout_ms) + " ms")
+                           .c_str());
+}
+
+// The network client reports the size needed on OUT_OF_RANGE; the ABI (1.2) leaves *size alone
+// on every error, so the client writes into a local first.
 dlhost_status* store_get(const char* key, int64_t timeout_ms, void* value, size_t capacity,
                          size_t* size) {
   if (key == nullptr || size == nullptr)
     return status_create(DLHOST_CODE_INVALID_ARGUMENT, "store_get: NULL key or size");
-  if (RendezvousClient* net = network_store())
-    return to_status(net->get(key, timeout_ms, value, capacity, size));
+  size_t got = 0;
+  if (RendezvousClient* net = network_store()) {
+    StoreStatus st = net->get(key, timeout_ms, value, capacity, &got);
+    if (st.ok()) *size = got;
+    return to_status(st);
+  }
   auto& s = store();
   std::unique_lock<std::mutex> lock(s.mutex);
-  bool found = s.changed.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)),
-                                  [&] { return s.values.count(key) != 0; });
-  if (!found)
-    return status_create(DLHOST_CODE_DEADLINE_EXCEEDED,
-                         (std::string("store_get: key '") + key + "' not set within " +
-                          std::to_string(timeout_ms) + " ms")
-                             .c_str());
+  if (!wait_for_key(lock, key, timeout_ms)) return not_set("store_get", key, timeout_ms);
   const auto& bytes = s.values[key];
-  if (bytes.size() > capacity) {
-    *size = bytes.size();
-    return status_create(DLHOST_CODE_OUT_OF_RANGE, "store_get: buffer too small");
-  }
+  if (bytes.size() > capacity)
+    return status_create(
+        DLHOST_CODE_OUT_OF_RANGE,
+        ("store_get: key '" + std::string(key) + "' holds " + std::to_string(bytes.size()) +
+         " bytes, more than the " + std::to_string(capacity) + " given (ask store_size first)")
+            .c_str());
   if (!bytes.empty()) std::memcpy(value, bytes.data(), bytes.size());
   *size = bytes.size();
   return nullptr;
 }
 
-dlhost_host_api make_table() {
+dlhost_status* store_size(const char* key, int64_t timeout_ms, size_t* size) {
+  if (key == nullptr || size == nullptr)
+    return status_create(DLHOST_CODE_INVALID_ARGUMENT, "store_size: NULL key or size");
+  if (RendezvousClient* net = network_store()) {
+    // A get into no room: OUT_OF_RANGE carries the size, OK means an empty value.
+    size_t got = 0;
+    StoreStatus st = net->get(key, timeout_ms, nullptr, 0, &got);
+    if (st.ok() || st.code == DLHOST_CODE_OUT_OF_RANGE) {
+      *size = got;
+      return nullptr;
+    }
+    return to_status(st);
+  }
+  auto& s = store();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  if (!wait_for_key(lock, key, timeout_ms)) return not_set("store_size", key, timeout_ms);
+  *size = s.values[key].size();
+  return nullptr;
+}
+
+dlhost_host_api make_table(uint32_t minor) {
   dlhost_host_api t{};
-  t.struct_size = DLHOST_HOST_API_STRUCT_SIZE;
+  // A host pretending to be older hands out the older table: its size and minor (1.0 and 1.1
+  // had the same host table).
+  t.struct_size = minor >= 2 ? DLHOST_HOST_API_STRUCT_SIZE : DLHOST_HOST_API_STRUCT_SIZE_1_0;
   t.abi_major = DLHOST_ABI_MAJOR;
-  t.abi_minor = DLHOST_ABI_MINOR;
+  t.abi_minor = minor;
   t.status_create = status_create;
   t.status_code = status_code;
   t.status_message = status_message;
@@ -136,6 +182,7 @@ dlhost_host_api make_table() {
   t.option_get = option_get;
   t.store_set = store_set;
   t.store_get = store_get;
+  if (minor >= 2) t.store_size = store_size;
   return t;
 }
 
@@ -144,11 +191,18 @@ dlhost_host_api make_table() {
 const dlhost_host_api* host_api() {
   // The SDK's helpers (guard, check), used by the host too, reach the host through this slot.
   static const dlhost_host_api* const table = [] {
-    static const dlhost_host_api t = make_table();
+    static const dlhost_host_api t = make_table(DLHOST_ABI_MINOR);
     sdk::host_slot() = &t;
     return &t;
   }();
   return table;
+}
+
+const dlhost_host_api* host_api(uint32_t abi_minor) {
+  if (abi_minor >= DLHOST_ABI_MINOR) return host_api();
+  host_api();  // the SDK's slot stays on the real table
+  static const dlhost_host_api v1_0 = make_table(0), v1_1 = make_table(1);
+  return abi_minor == 0 ? &v1_0 : &v1_1;
 }
 
 dlhost_status* make_status(dlhost_code code, const std::string& message) {

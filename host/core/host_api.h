@@ -25,6 +25,10 @@ namespace dlhost {
 
 // The table every plugin receives; lives as long as the process.
 const dlhost_host_api* host_api();
+// The table of a host that speaks ABI 1.`abi_minor` (older minors: the older table's size and
+// minor, so a plugin behaves as it would in that host). For compatibility tests only: the real
+// host always hands out host_api().
+const dlhost_host_api* host_api(uint32_t abi_minor);
 
 // An error raised by the host or carried out of a plugin's status: the SDK's own (dlhost.hpp),
 // so host and plugin code throw and catch one type.

@@ -10,6 +10,7 @@ namespace dlhost {
 
 std::vector<NetworkRef> list_networks(const PluginRegistry& registry) {
   std::vector<NetworkRef> out;
+  registry.probe_kind(DLHOST_PLUGIN_NETWORK);
   for (const auto& p : registry.plugins()) {
     if (p.kind != DLHOST_PLUGIN_NETWORK || !p.usable) continue;
     const dlhost_network_api* api = p.table->network;

@@ -24,6 +24,9 @@ struct PluginRegistry::Impl {
 };
 
 PluginRegistry::PluginRegistry() : impl_(std::make_unique<Impl>()) {}
+PluginRegistry::PluginRegistry(uint32_t host_abi_minor)
+    : impl_(std::make_unique<Impl>()),
+      host_abi_minor_(std::min<uint32_t>(host_abi_minor, DLHOST_ABI_MINOR)) {}
 PluginRegistry::~PluginRegistry() {
   // Deliberately leak the libraries: plugin threads and TLS destructors may still refer to code
   // in them at exit, and unloading them first is how such processes crash on the way out.
@@ -83,16 +86,17 @@ bool valid_name(const char* name) {
   return name != nullptr && std::regex_match(name, pattern);
 }
 
-// Minimum size of each kind's table in ABI 1.0: a plugin reporting less is refused rather than
-// read past its end.
+// Minimum size of each kind's table: ABI 1.0's, frozen (never the current size, which grows with
+// every minor and would refuse every older plugin). A plugin reporting less is refused rather
+// than read past its end.
 size_t min_table_size(int32_t kind) {
   switch (kind) {
     case DLHOST_PLUGIN_BACKEND:
-      return DLHOST_BACKEND_API_STRUCT_SIZE;
+      return DLHOST_BACKEND_API_STRUCT_SIZE_1_0;
     case DLHOST_PLUGIN_COMM:
-      return DLHOST_COMM_API_STRUCT_SIZE;
+      return DLHOST_COMM_API_STRUCT_SIZE_1_0;
     case DLHOST_PLUGIN_NETWORK:
-      return DLHOST_NETWORK_API_STRUCT_SIZE;
+      return DLHOST_NETWORK_API_STRUCT_SIZE_1_0;
     default:
       return 0;
   }
@@ -144,7 +148,7 @@ bool PluginRegistry::load_file(const std::string& path) {
     return refuse("no entry symbol '" DLHOST_PLUGIN_ENTRY_SYMBOL "': not a dlhost plugin");
 
   auto entry = lib.get<const dlhost_plugin*(const dlhost_host_api*)>(DLHOST_PLUGIN_ENTRY_SYMBOL);
-  const dlhost_plugin* p = entry(host_api());
+  const dlhost_plugin* p = entry(host_api(host_abi_minor_));
   if (p == nullptr)
     return refuse("entry returned NULL: the plugin could not initialize (see its log)");
   // The first three fields never move in any major version, so they can be read before
@@ -156,10 +160,10 @@ bool PluginRegistry::load_file(const std::string& path) {
                   std::to_string(p->abi_minor) + "; this host speaks ABI " +
                   std::to_string(DLHOST_ABI_MAJOR) + "." + std::to_string(DLHOST_ABI_MINOR) +
                   " (the major version must match): rebuild the plugin against this SDK");
-  if (p->struct_size < DLHOST_STRUCT_SIZE(dlhost_plugin, network))
+  if (p->struct_size < DLHOST_PLUGIN_STRUCT_SIZE_1_0)
     return refuse("plugin table smaller than ABI 1.0's (struct_size " +
                   std::to_string(p->struct_size) + " < " +
-                  std::to_string(DLHOST_STRUCT_SIZE(dlhost_plugin, network)) + ")");
+                  std::to_string(DLHOST_PLUGIN_STRUCT_SIZE_1_0) + ")");
   if (p->kind < DLHOST_PLUGIN_BACKEND || p->kind > DLHOST_PLUGIN_NETWORK)
     return refuse("unknown plugin kind " + std::to_string(p->kind));
   if (!valid_name(p->name)) return refuse("invalid plugin name (must match [a-z0-9_]{1,64})");
@@ -168,7 +172,7 @@ bool PluginRegistry::load_file(const std::string& path) {
                   " table is missing or smaller than ABI 1.0's (struct_size " +
                   std::to_string(table_size(p)) + " < " + std::to_string(min_table_size(p->kind)) +
                   ")");
-  if (const LoadedPlugin* other = find(static_cast<dlhost_plugin_kind>(p->kind), p->name))
+  if (const LoadedPlugin* other = lookup(static_cast<dlhost_plugin_kind>(p->kind), p->name))
     return refuse(std::string("duplicate ") + kind_name(p->kind) + " plugin '" + p->name +
                   "', already loaded from " + other->path);
 
@@ -181,15 +185,14 @@ bool PluginRegistry::load_file(const std::string& path) {
   loaded.kind = static_cast<dlhost_plugin_kind>(p->kind);
   loaded.abi_major = p->abi_major;
   loaded.abi_minor = p->abi_minor;
-  if (p->query != nullptr) {
-    int32_t priority = 0;
-    StatusPtr why(p->query(&priority));
-    if (why) {
-      loaded.usable = false;
-      loaded.unusable_reason = why->message;
-    } else {
-      loaded.priority = priority;
+  loaded.speaks_minor = std::min(p->abi_minor, host_abi_minor_);
+  if (loaded.speaks_minor >= 2) {
+    try {
+      loaded.extensions = resolve_extensions(*p);
+    } catch (const std::exception& e) {
+      return refuse(std::string("broken extension chain: ") + e.what());
     }
+    loaded.options = declared_options(loaded.extensions);
   }
   spdlog::debug("loaded {} plugin '{}' {} (ABI {}.{}) from {}", kind_name(p->kind), loaded.name,
                 loaded.version, loaded.abi_major, loaded.abi_minor, path);
@@ -198,10 +201,41 @@ bool PluginRegistry::load_file(const std::string& path) {
   return true;
 }
 
-const LoadedPlugin* PluginRegistry::find(dlhost_plugin_kind kind, const std::string& name) const {
+void PluginRegistry::probe(const LoadedPlugin& p) const {
+  if (p.queried) return;
+  p.queried = true;
+  if (p.table->query == nullptr) return;
+  int32_t priority = 0;
+  StatusPtr why(p.table->query(&priority));
+  if (why) {
+    p.usable = false;
+    p.unusable_reason = why->message;
+  } else {
+    p.priority = priority;
+  }
+  spdlog::debug("queried {} plugin '{}': {}", kind_name(p.kind), p.name,
+                p.usable ? "usable, priority " + std::to_string(p.priority) : p.unusable_reason);
+}
+
+void PluginRegistry::probe_all() const {
+  for (const auto& p : plugins_) probe(p);
+}
+
+void PluginRegistry::probe_kind(dlhost_plugin_kind kind) const {
+  for (const auto& p : plugins_)
+    if (p.kind == kind) probe(p);
+}
+
+const LoadedPlugin* PluginRegistry::lookup(dlhost_plugin_kind kind, const std::string& name) const {
   for (const auto& p : plugins_)
     if (p.kind == kind && p.name == name) return &p;
   return nullptr;
+}
+
+const LoadedPlugin* PluginRegistry::find(dlhost_plugin_kind kind, const std::string& name) const {
+  const LoadedPlugin* p = lookup(kind, name);
+  if (p != nullptr) probe(*p);
+  return p;
 }
 
 std::vector<std::string> PluginRegistry::names(dlhost_plugin_kind kind) const {
@@ -212,6 +246,7 @@ std::vector<std::string> PluginRegistry::names(dlhost_plugin_kind kind) const {
 }
 
 const LoadedPlugin* PluginRegistry::highest_priority(dlhost_plugin_kind kind) const {
+  probe_kind(kind);
   const LoadedPlugin* best = nullptr;
   for (const auto& p : plugins_)
     if (p.kind == kind && p.usable && (best == nullptr || p.priority > best->priority)) best = &p;

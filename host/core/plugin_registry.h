@@ -3,13 +3,19 @@
 // Plugins are loaded with Boost.DLL (RTLD_NOW | RTLD_LOCAL) and never unloaded: CUDA, NCCL and
 // MPI start threads and keep TLS, and every pointer a plugin hands out lives only while its
 // library does. A file that cannot be used is refused with its path and the reason, and the
-// others still load. Not thread-safe: load from one thread, then read from any.
+// others still load. Not thread-safe: load and look up from one thread (a lookup may query).
+//
+// A plugin's query() runs lazily (ABI 1.2), the first time the plugin is looked up with find()
+// or probe(): a case worker initializes only the plugins its case uses (a GPU plugin does not
+// start its driver for a CPU-only case). `usable`, `unusable_reason` and `priority` are valid
+// once `queried` is true.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/plugin_extensions.h"
 #include "dlhost/dlhost.h"
 
 namespace dlhost {
@@ -20,9 +26,16 @@ struct LoadedPlugin {
   std::string name, version, description;
   dlhost_plugin_kind kind = DLHOST_PLUGIN_BACKEND;
   uint32_t abi_major = 0, abi_minor = 0;
-  bool usable = true;           // the plugin's query() said so
-  std::string unusable_reason;  // when not usable
-  int32_t priority = 0;
+  // The minor both sides speak: the plugin's, or the host's when the host is older (tests). Every
+  // 1.1 and 1.2 behaviour is gated on it.
+  uint32_t speaks_minor = 0;
+  PluginExtensions extensions;      // only for speaks_minor >= 2
+  std::vector<OptionDecl> options;  // declared (DLHOST_EXT_OPTION_SCHEMA); empty: not checked
+  // Filled by the first find()/probe(): lazily, hence mutable behind the registry's const view.
+  mutable bool queried = false;
+  mutable bool usable = true;           // the plugin's query() said so
+  mutable std::string unusable_reason;  // when not usable
+  mutable int32_t priority = 0;
 };
 
 struct RefusedPlugin {
@@ -35,6 +48,9 @@ const char* kind_name(int32_t kind);
 class PluginRegistry {
  public:
   PluginRegistry();
+  // A host that pretends to speak ABI 1.`host_abi_minor` (< DLHOST_ABI_MINOR): its plugins see
+  // the older host table and get the older behaviour. For compatibility tests only.
+  explicit PluginRegistry(uint32_t host_abi_minor);
   ~PluginRegistry();
   PluginRegistry(const PluginRegistry&) = delete;
   PluginRegistry& operator=(const PluginRegistry&) = delete;
@@ -52,15 +68,24 @@ class PluginRegistry {
   const std::vector<LoadedPlugin>& plugins() const { return plugins_; }
   const std::vector<RefusedPlugin>& refused() const { return refused_; }
 
+  // The plugin of `kind` and `name`, queried (see above); NULL when not loaded.
   const LoadedPlugin* find(dlhost_plugin_kind kind, const std::string& name) const;
+  // Runs the plugin's query() once; later calls return at once.
+  void probe(const LoadedPlugin& plugin) const;
+  // Queries every plugin (listing them), or every plugin of one kind.
+  void probe_all() const;
+  void probe_kind(dlhost_plugin_kind kind) const;
   std::vector<std::string> names(dlhost_plugin_kind kind) const;
   // The usable plugin of `kind` with the highest priority (the first found among equals); NULL
-  // when none is usable. What a suite that leaves `backend` unset runs on.
+  // when none is usable. What a suite that leaves `backend` unset runs on. Queries that kind.
   const LoadedPlugin* highest_priority(dlhost_plugin_kind kind) const;
 
  private:
+  // Without querying.
+  const LoadedPlugin* lookup(dlhost_plugin_kind kind, const std::string& name) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  uint32_t host_abi_minor_ = DLHOST_ABI_MINOR;
   std::vector<LoadedPlugin> plugins_;
   std::vector<RefusedPlugin> refused_;
 };

@@ -522,6 +522,10 @@ int case_worker_main(const std::string& job_json) {
   PluginRegistry registry;
   registry.discover(job.plugin_folders);
   std::vector<NetworkRef> networks = list_networks(registry);
+  // Query only the case's backend before the environment is described (query() is lazy: the
+  // comm is queried when the case finds it, and no other plugin is initialized here).
+  if (auto b = job.input.params.find("backend"); b != job.input.params.end() && b->is_string())
+    registry.find(DLHOST_PLUGIN_BACKEND, b->get<std::string>());
   RunContext ctx;
   ctx.registry = &registry;
   ctx.networks = &networks;

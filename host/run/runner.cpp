@@ -17,6 +17,7 @@
 #include <fstream>
 #include <memory>
 
+#include "core/compatibility.h"
 #include "core/graph.h"
 #include "core/handles.h"
 #include "core/host_api.h"
@@ -91,6 +92,7 @@ dlhost_options backend_options(const json& params, const std::string& backend) {
   dlhost_options opts = plugin_options(params, backend);
   opts.values["threads"] = std::to_string(case_value<int64_t>(params, "threads"));
   opts.values["seed"] = std::to_string(case_value<int64_t>(params, "seed"));
+  add_precision_options(params, opts);
   return opts;
 }
 
@@ -206,7 +208,7 @@ void load_weights_and_data(const Plan& plan, const json& p, int rank, Prepared& 
   auto weights = initial_params(graph, seed);
   for (int32_t i = 0; i < graph.num_params(); ++i)
     check_status(api->write_param(m.model.get(), i, DLHOST_PARAM_VALUE, weights[i].data(),
-                                  weights[i].size() * 4),
+                                  graph.param_bytes(i)),
                  "write_param " + std::string(graph.param(i).name));
   weights.clear();
   for (const auto& input : synthetic_inputs(graph, seed, plan.batch * rank))
@@ -252,6 +254,7 @@ json resolved_json(const Plan& plan, const json& p, const Prepared& m) {
               {"global_batch", plan.global_batch},
               {"threads_requested", case_value<int64_t>(p, "threads")},
               {"threads_used", info.threads},
+              {"precision", case_value<std::string>(p, "precision")},
               {"optimizer",
                {{"kind", "sgd"},
                 {"lr", as_written(opt.learning_rate)},
@@ -392,7 +395,7 @@ void dump_params(const std::string& case_id, const dlhost_backend_api* api, dlho
   std::ofstream out(std::string(dir) + "/" + case_id + ".params", std::ios::binary);
   for (int32_t i = 0; i < graph.num_params(); ++i) {
     std::vector<float> values(static_cast<size_t>(graph.param(i).count));
-    check_status(api->read_param(m, i, DLHOST_PARAM_VALUE, values.data(), values.size() * 4),
+    check_status(api->read_param(m, i, DLHOST_PARAM_VALUE, values.data(), graph.param_bytes(i)),
                  "read_param");
     out.write(reinterpret_cast<const char*>(values.data()),
               static_cast<std::streamsize>(values.size() * 4));

@@ -48,6 +48,10 @@ const std::vector<KeySpec>& key_specs() {
     number("momentum", false, nullptr);
     number("weight_decay", false, nullptr);
     number("clip_norm", false, nullptr);
+    // Arithmetic of the model (dlhost_device.h's dlhost_precision): a backend whose capabilities
+    // lack the mode records the case SKIPPED. loss_scale is fp16's (0 or unset: dynamic).
+    choice("precision", {"fp32", "tf32", "bf16", "fp16"});
+    number("loss_scale", false, nullptr);
     boolean("oversubscribe", false);
     s.push_back({"options", KeyKind::kOptions, false, 0, false, {}, nullptr});
     s.push_back({"tags", KeyKind::kTags, false, 0, false, {}, nullptr});

@@ -581,6 +581,10 @@ class Loader {
                "'options." + plugin + "." + option +
                    "' must be a scalar (string, number or bool), got " + describe(option_value));
         }
+        if (catalog_.check_option) {
+          if (auto why = catalog_.check_option(plugin, option, option_value.Scalar()))
+            fail(where_of_value(option_value, option_key), *why);
+        }
         map[option] = scalar_to_json(option_value);
       }
     }

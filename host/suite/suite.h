@@ -5,6 +5,8 @@
 // all: a half-run sweep with a typo in its last case wastes hours of machine time.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,6 +29,11 @@ struct SuiteCatalog {
   // What a case that leaves `backend` unset runs on: the usable backend of highest priority
   // here. Empty: the first of `backends`.
   std::string preferred_backend;
+  // Checks one option a suite gives a plugin (`options: {plugin: {option: value}}`): the reason
+  // it is wrong (an unknown option, a mistyped value), or nullopt. Unset: options are not checked.
+  std::function<std::optional<std::string>(const std::string& plugin, const std::string& option,
+                                           const std::string& value)>
+      check_option;
 };
 
 struct CaseSpec {

@@ -17,7 +17,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "dlhost/comm_kit.hpp"
 
@@ -108,6 +110,8 @@ class MpiPlugin : public sdk::CommPlugin {
  public:
   sdk::CommCaps capabilities() const override;
   std::string library() const override { return library_version(); }
+  // Neither reads an option: MPI is configured by mpirun (MCA parameters), not by the suite.
+  std::optional<std::vector<sdk::OptionSpec>> options() const override { return sdk::no_options(); }
 };
 
 }  // namespace dlhost::comm_mpi

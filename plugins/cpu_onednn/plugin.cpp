@@ -6,7 +6,9 @@
 #include <omp.h>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "dlhost/backend_kit.hpp"
 #include "model.h"
@@ -65,6 +67,12 @@ class OnednnBackend final : public sdk::Backend<Context> {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
            std::to_string(v->patch) + " (cpu_runtime=" + runtime_name(v->cpu_runtime) + ")";
+  }
+  // No option of its own: the thread count and seed come from the host keys, nothing else.
+  std::optional<std::vector<sdk::OptionSpec>> options() const override { return sdk::no_options(); }
+  // Capabilities: all ABI 1.1 ops; oneDNN is asked for strict f32 primitives only.
+  std::optional<sdk::Capabilities> capabilities() const override {
+    return sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
   }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {

@@ -41,6 +41,12 @@ class ReferenceBackend final : public sdk::Backend<Context> {
   std::string library() const override { return "reference (OpenBLAS " + openblas_version() + ")"; }
   // Usable everywhere; ranked low so the host picks a fast backend first when free to choose.
   int32_t query() const override { return -100; }
+  // No option of its own: threads and seed are host-set: any option a suite gives it is a mistake.
+  std::optional<std::vector<sdk::OptionSpec>> options() const override { return sdk::no_options(); }
+  // Capabilities: every op of ABI 1.1; plain fp32 loops, no reduced precision.
+  std::optional<sdk::Capabilities> capabilities() const override {
+    return sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
+  }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
     auto context = std::make_unique<Context>();

@@ -1,5 +1,6 @@
 // store_comm.cpp — a test fixture: the comm plugin "store_check", which exists only to prove that
-// the host's rendezvous store crosses process boundaries. Its init sets "rank/<rank>" to its rank
+// the host's rendezvous store crosses process boundaries, and that the host gives each comm its
+// own key namespace. Its init sets "<store_prefix>rank/<rank>" to its rank
 // as text and reads every other rank's key (10 s each), failing init with a status that names
 // the missing or wrong key. Its collectives move no data between ranks (all-reduce copies send to
 // recv, requests complete at once), so a case using it runs but does not train as one.
@@ -15,6 +16,7 @@ namespace sdk = dlhost::sdk;
 struct Comm {
   int32_t rank = 0;
   int32_t world_size = 1;
+  std::string prefix;  // dlhost_comm_init_args.store_prefix (ABI 1.2), "" from an older host
 };
 
 constexpr int64_t kWaitMs = 10000;
@@ -31,8 +33,9 @@ dlhost_request* done_request() {
   return reinterpret_cast<dlhost_request*>(&token);
 }
 
-void check_peer(int32_t rank, int32_t peer) {
-  std::string key = "rank/" + std::to_string(peer);
+void check_peer(const Comm& c, int32_t peer) {
+  const int32_t rank = c.rank;
+  std::string key = c.prefix + "rank/" + std::to_string(peer);
   char buf[64] = {};
   size_t size = 0;
   dlhost_status* s = sdk::host()->store_get(key.c_str(), kWaitMs, buf, sizeof(buf), &size);
@@ -52,13 +55,15 @@ void check_peer(int32_t rank, int32_t peer) {
 
 dlhost_status* init(const dlhost_comm_init_args* args, dlhost_comm** out) {
   return sdk::guard([&] {
-    auto* c = new Comm{args->rank, args->world_size};
+    auto* c = new Comm{args->rank, args->world_size, {}};
+    if (DLHOST_HAS_FIELD(args, dlhost_comm_init_args, store_prefix) && args->store_prefix)
+      c->prefix = args->store_prefix;
     try {
-      std::string key = "rank/" + std::to_string(c->rank);
+      std::string key = c->prefix + "rank/" + std::to_string(c->rank);
       std::string value = std::to_string(c->rank);
       sdk::check(sdk::host()->store_set(key.c_str(), value.data(), value.size()));
       for (int32_t peer = 0; peer < c->world_size; ++peer)
-        if (peer != c->rank) check_peer(c->rank, peer);
+        if (peer != c->rank) check_peer(*c, peer);
     } catch (...) {
       delete c;
       throw;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,16 +56,72 @@ inline Device cpu_device(std::string isa, std::string name = "cpu0") {
   return d;
 }
 
-// Describes `count` floats of host memory as a parameter buffer (param_buffers); NULL `out` is
-// skipped, as the ABI allows either buffer to be left out.
-inline void host_buffer(dlhost_buffer* out, float* data, size_t count) {
+// Fills a caller-owned buffer description (param_buffers): only the fields its struct_size
+// covers, never struct_size itself (the caller's, which may be older and shorter than this
+// plugin's dlhost_buffer). NULL `out` is skipped, as the ABI allows either buffer to be left out.
+inline void fill_buffer(dlhost_buffer* out, void* data, uint64_t bytes, int32_t dtype,
+                        int32_t memory_space, int32_t device) {
   if (out == nullptr) return;
-  *out = make_struct<dlhost_buffer>(DLHOST_BUFFER_STRUCT_SIZE);
-  out->data = data;
-  out->bytes = static_cast<uint64_t>(count) * sizeof(float);
-  out->dtype = DLHOST_DTYPE_F32;
-  out->memory_space = DLHOST_MEMORY_HOST;
-  out->device = -1;
+  if (DLHOST_HAS_FIELD(out, dlhost_buffer, data)) out->data = data;
+  if (DLHOST_HAS_FIELD(out, dlhost_buffer, bytes)) out->bytes = bytes;
+  if (DLHOST_HAS_FIELD(out, dlhost_buffer, dtype)) out->dtype = dtype;
+  if (DLHOST_HAS_FIELD(out, dlhost_buffer, memory_space)) out->memory_space = memory_space;
+  if (DLHOST_HAS_FIELD(out, dlhost_buffer, device)) out->device = device;
+}
+
+// Describes `count` floats of host memory as a parameter buffer (fill_buffer's rules).
+inline void host_buffer(dlhost_buffer* out, float* data, size_t count) {
+  fill_buffer(out, data, static_cast<uint64_t>(count) * sizeof(float), DLHOST_DTYPE_F32,
+              DLHOST_MEMORY_HOST, -1);
+}
+
+// The bit of an enum value in a capability mask (dlhost_backend_caps).
+constexpr uint32_t bit(int32_t value) { return 1u << value; }
+
+// The name of a dlhost_precision as the "precision" option spells it; nullptr when unknown.
+inline const char* precision_name(int32_t precision) {
+  switch (precision) {
+    case DLHOST_PRECISION_FP32:
+      return "fp32";
+    case DLHOST_PRECISION_TF32:
+      return "tf32";
+    case DLHOST_PRECISION_BF16:
+      return "bf16";
+    case DLHOST_PRECISION_FP16:
+      return "fp16";
+    default:
+      return nullptr;
+  }
+}
+
+// The dlhost_precision named `name` ("fp32"...); 0 when unknown.
+inline int32_t precision_of(const std::string& name) {
+  for (int32_t p = DLHOST_PRECISION_FP32; p <= DLHOST_PRECISION_FP16; ++p)
+    if (name == precision_name(p)) return p;
+  return 0;
+}
+
+// The ops DLHOST_OP_INPUT .. `last`, for a backend that implements every op up to one.
+inline std::vector<int32_t> ops_through(int32_t last) {
+  std::vector<int32_t> ops;
+  for (int32_t op = DLHOST_OP_INPUT; op <= last; ++op) ops.push_back(op);
+  return ops;
+}
+
+// What a backend publishes as DLHOST_EXT_BACKEND_CAPS: readable by the host without a device.
+struct Capabilities {
+  std::vector<int32_t> ops;  // dlhost_op values compile accepts
+  uint32_t dtypes = bit(DLHOST_DTYPE_F32) | bit(DLHOST_DTYPE_I32);
+  uint32_t precisions = bit(DLHOST_PRECISION_FP32);
+  uint32_t memory_spaces = bit(DLHOST_MEMORY_HOST);
+  bool asynchronous = false;
+};
+
+// A synchronous host-memory backend of strict fp32 implementing every op up to `last_op`.
+inline Capabilities fp32_capabilities(int32_t last_op) {
+  Capabilities caps;
+  caps.ops = ops_through(last_op);
+  return caps;
 }
 
 // What model_info reports. `implementation` must live as long as the model.
@@ -91,7 +148,8 @@ class Model {
   // The loss of the last forward; the kit synchronizes before asking.
   virtual float loss() const = 0;
   virtual void param_buffers(int32_t param, dlhost_buffer* value, dlhost_buffer* grad) = 0;
-  // Canonical layout (dlhost_graph.h), exactly count * 4 bytes; `part` is a dlhost_param_part.
+  // Canonical layout (dlhost_graph.h), exactly count * dtype_size(parameter's dtype) bytes (F32
+  // master weights: count * 4); `part` is a dlhost_param_part.
   virtual void read_param(int32_t param, int32_t part, void* data, size_t bytes) = 0;
   virtual void write_param(int32_t param, int32_t part, const void* data, size_t bytes) = 0;
   virtual ModelInfo info() const = 0;
@@ -116,7 +174,13 @@ class Backend {
   // The priority among usable backends (higher wins); throw sdk::Error(UNAVAILABLE, why) when
   // this machine cannot run the backend.
   virtual int32_t query() const { return 0; }
-  // `device` is already checked against device_count().
+  // The options the backend reads beyond the host-set ones; nullopt publishes no schema (the host
+  // then passes any option unchecked), an empty list declares that it reads none.
+  virtual std::optional<std::vector<OptionSpec>> options() const { return std::nullopt; }
+  // Published as DLHOST_EXT_BACKEND_CAPS when set; asked once. Without it the host runs only
+  // fp32 cases on the backend.
+  virtual std::optional<Capabilities> capabilities() const { return std::nullopt; }
+  // `device` is already checked against device_count(), and "precision" against capabilities().
   virtual std::unique_ptr<ContextT> open(int32_t device, const Options& options) = 0;
   // Graph and optimizer are borrowed for the call and already checked for struct_size.
   virtual std::unique_ptr<Model> compile(ContextT& context, const dlhost_graph& graph,
@@ -192,10 +256,60 @@ struct BackendTable {
       *out = &devices()[static_cast<size_t>(index)].info;
     });
   }
+  // Asked once, for the library's lifetime (the ops array is handed out).
+  static const std::optional<Capabilities>& caps() {
+    static const std::optional<Capabilities> c = backend().capabilities();
+    return c;
+  }
+  static dlhost_status* capabilities(dlhost_backend_caps* out) {
+    return guard([&] {
+      deref(out, "capabilities", "out");
+      if (!caps())
+        fail(DLHOST_CODE_UNIMPLEMENTED, std::string(plugin_name()) + ": no capabilities");
+      const Capabilities& c = *caps();
+      if (DLHOST_HAS_FIELD(out, dlhost_backend_caps, op_count)) {
+        out->ops = c.ops.data();
+        out->op_count = static_cast<int32_t>(c.ops.size());
+      }
+      if (DLHOST_HAS_FIELD(out, dlhost_backend_caps, dtypes)) out->dtypes = c.dtypes;
+      if (DLHOST_HAS_FIELD(out, dlhost_backend_caps, precisions)) out->precisions = c.precisions;
+      if (DLHOST_HAS_FIELD(out, dlhost_backend_caps, memory_spaces))
+        out->memory_spaces = c.memory_spaces;
+      if (DLHOST_HAS_FIELD(out, dlhost_backend_caps, asynchronous))
+        out->asynchronous = c.asynchronous ? 1 : 0;
+    });
+  }
+  // A precision the backend does not implement is UNIMPLEMENTED (the host records SKIPPED); a
+  // backend without capabilities implements fp32 alone.
+  static void check_precision(const Options& options) {
+    const std::string mode = options.get("precision").value_or("fp32");
+    const uint32_t have = caps() ? caps()->precisions : bit(DLHOST_PRECISION_FP32);
+    const int32_t p = precision_of(mode);
+    if (p == 0 || !(have & bit(p)))
+      fail(DLHOST_CODE_UNIMPLEMENTED,
+           std::string(plugin_name()) + ": precision '" + mode + "' is not implemented");
+  }
+  // The plugin's extensions (option schema, capabilities), built once by the entry.
+  static const dlhost_extension* extensions() {
+    static ExtensionChain chain;
+    static dlhost_backend_caps_ext caps_ext{};
+    static std::once_flag once;
+    std::call_once(once, [] {
+      if (auto declared = backend().options()) chain.declare_options(std::move(*declared));
+      if (caps()) {
+        caps_ext = make_struct<dlhost_backend_caps_ext>(DLHOST_BACKEND_CAPS_EXT_STRUCT_SIZE);
+        caps_ext.type = DLHOST_EXT_BACKEND_CAPS;
+        caps_ext.capabilities = capabilities;
+        chain.link(&caps_ext);
+      }
+    });
+    return chain.head();
+  }
   static dlhost_status* context_create(int32_t device, const dlhost_options* options,
                                        dlhost_context** out) {
     return guard([&] {
       check_device("context_create", device);
+      check_precision(Options(options));
       deref(out, "context_create", "out");
       *out = reinterpret_cast<dlhost_context*>(backend().open(device, Options(options)).release());
     });
@@ -319,6 +433,7 @@ const dlhost_plugin* backend_plugin(const dlhost_host_api* host, const PluginInf
       [](dlhost_plugin& p) {
         p.kind = DLHOST_PLUGIN_BACKEND;
         p.backend = &Table::table();
+        p.extensions = Table::extensions();
       });
 }
 

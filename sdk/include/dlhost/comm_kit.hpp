@@ -20,7 +20,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "dlhost/plugin_kit.hpp"
 
@@ -72,7 +75,11 @@ class CommPlugin {
   virtual std::string library() const = 0;
   // Priority among usable comms (higher wins); throw sdk::Error(UNAVAILABLE, why) if unusable.
   virtual int32_t query() const { return 0; }
+  // The options the comm reads (ABI 1.2 schema); nullopt publishes none (options unchecked), an
+  // empty list declares that it reads none.
+  virtual std::optional<std::vector<OptionSpec>> options() const { return std::nullopt; }
   // Collective over every rank; `args` is checked for struct_size and borrowed for the call.
+  // Fields after ABI 1.0's (store_prefix) are there only when args.struct_size covers them.
   virtual std::unique_ptr<Comm> init(const dlhost_comm_init_args& args) = 0;
 };
 
@@ -122,7 +129,7 @@ struct CommTable {
   }
   static dlhost_status* init(const dlhost_comm_init_args* args, dlhost_comm** out) {
     return guard([&] {
-      if (deref(args, "init", "args").struct_size < DLHOST_COMM_INIT_ARGS_STRUCT_SIZE)
+      if (deref(args, "init", "args").struct_size < DLHOST_COMM_INIT_ARGS_STRUCT_SIZE_1_0)
         invalid(std::string(plugin_name()) + ": init: args older than ABI 1.0");
       deref(out, "init", "out");
       *out = reinterpret_cast<dlhost_comm*>(instance()->init(*args).release());
@@ -161,6 +168,16 @@ struct CommTable {
   }
   static void request_free(dlhost_request* r) { delete reinterpret_cast<Request*>(r); }
 
+  // The plugin's extensions (its option schema), built once by the entry.
+  static const dlhost_extension* extensions() {
+    static ExtensionChain chain;
+    static std::once_flag once;
+    std::call_once(once, [] {
+      if (auto declared = instance()->options()) chain.declare_options(std::move(*declared));
+    });
+    return chain.head();
+  }
+
   static const dlhost_comm_api& table() {
     static const dlhost_comm_api t = [] {
       auto a = make_struct<dlhost_comm_api>(DLHOST_COMM_API_STRUCT_SIZE);
@@ -198,6 +215,7 @@ const dlhost_plugin* comm_plugin(const dlhost_host_api* host, const PluginInfo& 
       [](dlhost_plugin& p) {
         p.kind = DLHOST_PLUGIN_COMM;
         p.comm = &Table::table();
+        p.extensions = Table::extensions();
       });
 }
 

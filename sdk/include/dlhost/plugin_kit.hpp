@@ -1,7 +1,9 @@
 // plugin_kit.hpp — what every kind of plugin kit shares: the plugin's identity written once
-// (PluginInfo: name, version, description), per-case options as a C++ object, the entry
-// function's work (attach the host, fill the dlhost_plugin table, catch what construction throws)
-// and the one cache that makes a version string outlive the call that reported it.
+// (PluginInfo: name, version, description), per-case options as a C++ object, the options a
+// plugin declares (OptionSpec, published as ABI 1.2's DLHOST_EXT_OPTION_SCHEMA), the extension
+// chain hung on dlhost_plugin.extensions, the entry function's work (attach the host, fill the
+// dlhost_plugin table, catch what construction throws) and the one cache that makes a version
+// string outlive the call that reported it.
 //
 // backend_kit.hpp and comm_kit.hpp build on it; a plugin includes one of those, not this file.
 // Header-only and compiled into the plugin; no C++ type crosses the ABI.
@@ -15,8 +17,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dlhost/dlhost.hpp"
+#include "dlhost/dlhost_device.h"
 
 namespace dlhost::sdk {
 
@@ -50,7 +54,63 @@ class Options {
   const dlhost_options* options_;
 };
 
+// One option the plugin reads, declared so that the host lists it (`dlhost plugins -v`) and
+// refuses an unknown or mistyped one before a case starts. Host-set keys (threads, seed,
+// precision, loss_scale) are not declared. Strings must live as long as the library (literals).
+struct OptionSpec {
+  const char* name;               // [a-z0-9_]
+  dlhost_option_type type;        // DLHOST_OPTION_BOOL/INT/FLOAT/STRING/ENUM
+  const char* default_value;      // as text; nullptr when there is none
+  const char* help;               // one line
+  const char* choices = nullptr;  // DLHOST_OPTION_ENUM: "a|b|c"
+};
+
+// The declaration of a plugin that reads no option of its own (only host-set keys).
+inline std::optional<std::vector<OptionSpec>> no_options() { return std::vector<OptionSpec>{}; }
+
 namespace detail {
+
+// A plugin's extension chain (dlhost_device.h), built once by the entry and living as long as
+// the library: every extension the kit publishes for the plugin is linked in here.
+class ExtensionChain {
+ public:
+  // Publishes `specs` as DLHOST_EXT_OPTION_SCHEMA (an empty list is a declaration too: the
+  // plugin reads no option of its own).
+  void declare_options(std::vector<OptionSpec> specs) {
+    specs_ = std::move(specs);
+    decls_.reserve(specs_.size());
+    for (const OptionSpec& o : specs_) {
+      auto d = make_struct<dlhost_option_decl>(DLHOST_OPTION_DECL_STRUCT_SIZE);
+      d.name = o.name;
+      d.type = o.type;
+      d.default_value = o.default_value;
+      d.help = o.help;
+      d.choices = o.choices;
+      decls_.push_back(d);
+    }
+    for (const auto& d : decls_) pointers_.push_back(&d);
+    schema_ = make_struct<dlhost_option_schema_ext>(DLHOST_OPTION_SCHEMA_EXT_STRUCT_SIZE);
+    schema_.type = DLHOST_EXT_OPTION_SCHEMA;
+    schema_.count = static_cast<int32_t>(pointers_.size());
+    schema_.options = pointers_.data();
+    link(&schema_);
+  }
+  // Links a typed extension (one starting with dlhost_extension's fields) that outlives the
+  // chain.
+  template <class Ext>
+  void link(Ext* ext) {
+    ext->next = head_;
+    head_ = reinterpret_cast<const dlhost_extension*>(ext);
+  }
+  const dlhost_extension* head() const { return head_; }
+
+ private:
+  std::vector<OptionSpec> specs_;
+  std::vector<dlhost_option_decl> decls_;
+  std::vector<const dlhost_option_decl*> pointers_;
+  dlhost_option_schema_ext schema_{};
+  const dlhost_extension* head_ = nullptr;
+};
 
 // The plugin's name for error messages, set by the entry before any other call.
 inline const char*& plugin_name() {
