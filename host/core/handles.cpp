@@ -23,7 +23,8 @@ ModelHandle compile_model(const LoadedPlugin& backend, dlhost_context* context,
   return ModelHandle(model, ModelDeleter{api});
 }
 
-CommSession::CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost_options options)
+CommSession::CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost_options options,
+                         CommDevice device)
     : plugin_(plugin), api_(plugin.table->comm), options_(std::move(options)) {
   caps_.struct_size = DLHOST_COMM_CAPS_STRUCT_SIZE;
   check_status(api_->capabilities(&caps_), "comm '" + name() + "' capabilities");
@@ -33,8 +34,9 @@ CommSession::CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost
   args.world_size = rank.size;
   args.local_rank = rank.local_rank;
   args.local_size = rank.local_size;
-  args.device = -1;
+  args.device = device.device;
   args.options = &options_;
+  args.extensions = device.extensions;
   check_status(api_->init(&args, &comm_), "comm '" + name() + "' init (rank " +
                                               std::to_string(rank.rank) + " of " +
                                               std::to_string(rank.size) + ")");
