@@ -129,11 +129,13 @@ TEST_F(suite_loader, DefaultsAreFilledInKeyOrder) {
   ASSERT_EQ(s.cases.size(), 1u);
   EXPECT_EQ(s.name, "filled");
   EXPECT_EQ(s.description, "every default");
-  // batch, ranks_per_node, momentum, weight_decay, clip_norm, options and tags stay absent.
+  // batch, device, ranks_per_node, momentum, weight_decay, clip_norm, options and tags stay
+  // absent.
   EXPECT_EQ(s.cases[0].params.dump(),
             R"({"network":"fcn5","backend":"cpu_onednn","threads":0,"iterations":24,"warmup":8,)"
-            R"("timeout":600,"seed":42,"device":0,"comm":"none","ranks":1,"launcher":"mpirun",)"
-            R"("scaling":"strong","overlap":true,"bucket_mb":25,"lr":0.05,"oversubscribe":false})");
+            R"("timeout":600,"seed":42,"comm":"none","ranks":1,"launcher":"mpirun",)"
+            R"("scaling":"strong","overlap":true,"bucket_mb":25,"lr":0.05,"oversubscribe":false,)"
+            R"("input":"resident"})");
   EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");
 }

@@ -76,10 +76,8 @@ BenchMemory::BenchMemory(size_t bytes, const DeviceRig* rig)
       expected_(host_buffer(bytes)) {
   if (rig_ == nullptr) return;
   // The dtype of a buffer is only a label for the allocator: the comm is told each call's.
-  send_ = std::make_unique<DeviceBuffer>(rig_->backend(), rig_->context(), bytes,
-                                         DLHOST_DTYPE_F32);
-  recv_ = std::make_unique<DeviceBuffer>(rig_->backend(), rig_->context(), bytes,
-                                         DLHOST_DTYPE_F32);
+  send_ = std::make_unique<DeviceBuffer>(rig_->backend(), rig_->context(), bytes, DLHOST_DTYPE_F32);
+  recv_ = std::make_unique<DeviceBuffer>(rig_->backend(), rig_->context(), bytes, DLHOST_DTYPE_F32);
 }
 
 BenchMemory::~BenchMemory() = default;
@@ -111,8 +109,8 @@ void BenchMemory::poison(size_t bytes) {
 
 const void* BenchMemory::results(size_t bytes) {
   if (rig_)
-    rig_->backend().copy_to_host(rig_->context(), rig_->model(), recv_->get(), 0,
-                                 host_recv_.get(), bytes);
+    rig_->backend().copy_to_host(rig_->context(), rig_->model(), recv_->get(), 0, host_recv_.get(),
+                                 bytes);
   return host_recv_.get();
 }
 

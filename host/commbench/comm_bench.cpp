@@ -86,18 +86,17 @@ dlhost_request* issue(const CommSession& comm, const Shape& s, const BenchMemory
   dlhost_request* r = nullptr;
   switch (s.op) {
     case Collective::kAllReduce:
-      check_status(api->all_reduce(comm.get(), m.send(), m.recv(), s.count, s.dtype, s.redop,
-                                   m.space(), &r),
-                   comm.name() + ": all_reduce");
+      check_status(
+          api->all_reduce(comm.get(), m.send(), m.recv(), s.count, s.dtype, s.redop, m.space(), &r),
+          comm.name() + ": all_reduce");
       break;
     case Collective::kBroadcast:
       check_status(api->broadcast(comm.get(), m.recv(), s.count, s.dtype, s.root, m.space(), &r),
                    comm.name() + ": broadcast");
       break;
     case Collective::kAllGather:
-      check_status(
-          api->all_gather(comm.get(), m.send(), m.recv(), s.count, s.dtype, m.space(), &r),
-          comm.name() + ": all_gather");
+      check_status(api->all_gather(comm.get(), m.send(), m.recv(), s.count, s.dtype, m.space(), &r),
+                   comm.name() + ": all_gather");
       break;
   }
   return r;
@@ -147,8 +146,8 @@ Sample measure(const CommSession& comm, ControlPlane& control, const Shape& s, B
     comm.release(r);
     out.iter_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     if (o.check)
-      out.wrong += comm_bench::count_wrong(b.results(recv_elems * esize), b.expected(), recv_elems,
-                                           s.dtype);
+      out.wrong +=
+          comm_bench::count_wrong(b.results(recv_elems * esize), b.expected(), recv_elems, s.dtype);
   }
   return out;
 }
@@ -366,8 +365,7 @@ void run_row(Bench& b, Collective op, uint64_t size) {
   Shape s{op, count, b.w.dtype, op == Collective::kAllReduce ? b.w.redop : 0,
           op == Collective::kBroadcast ? o.root : -1};
   if (o.check)
-    comm_bench::fill_expected(op, b.buffers.expected(), count, b.w.dtype, b.w.redop, world,
-                              o.root);
+    comm_bench::fill_expected(op, b.buffers.expected(), count, b.w.dtype, b.w.redop, world, o.root);
   const int rank = b.w.env.rank;
   Timing t =
       agree(b.control, measure(b.comm, b.control, s, b.buffers, o, rank, world), op, bytes, world);
@@ -450,8 +448,8 @@ bool write_json(const Bench& b, const Footer& f, const Placement& where) {
            {"plugin", describe(b.comm)},
            {"baseline", b.base ? describe(*b.base) : json()},
            {"memory", b.rig ? "device" : "host"},
-           {"backend", b.rig ? json{{"name", b.rig->backend().name()}, {"device", b.rig->device()}}
-                             : json()},
+           {"backend",
+            b.rig ? json{{"name", b.rig->backend().name()}, {"device", b.rig->device()}} : json()},
            {"control_plane", b.control.kind()},
            {"world_size", b.w.env.size},
            {"launcher", b.w.env.launcher},

@@ -76,7 +76,8 @@ class StorePlane : public ControlPlane {
     typed(dtype, [&](auto zero) {
       using T = decltype(zero);
       auto* acc = reinterpret_cast<T*>(all.data());
-      for (int r = 1; r < world_; ++r) combine(acc, acc + count * static_cast<uint64_t>(r), count, redop);
+      for (int r = 1; r < world_; ++r)
+        combine(acc, acc + count * static_cast<uint64_t>(r), count, redop);
       if (redop == DLHOST_REDUCE_AVG) divide(acc, count, world_);
     });
     std::memcpy(data, all.data(), bytes);

@@ -51,9 +51,9 @@ void BackendDevice::copy_from_host(dlhost_context* context, dlhost_model* model,
       name_ + " copy_from_host");
 }
 
-void BackendDevice::copy_device(dlhost_model* model, const dlhost_buffer& src,
-                                uint64_t src_offset, const dlhost_buffer& dst,
-                                uint64_t dst_offset, uint64_t bytes) const {
+void BackendDevice::copy_device(dlhost_model* model, const dlhost_buffer& src, uint64_t src_offset,
+                                const dlhost_buffer& dst, uint64_t dst_offset,
+                                uint64_t bytes) const {
   check_status(
       need_memory("copy_device").copy_device(model, &src, src_offset, &dst, dst_offset, bytes),
       name_ + " copy_device");

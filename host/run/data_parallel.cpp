@@ -86,16 +86,15 @@ DataParallel::DataParallel(const DataParallelTarget& t, ControlPlane& control, d
 void DataParallel::add_gradient(int32_t p, const dlhost_buffer& grad, uint64_t cap) {
   const bool on_device = path_ != GradientPath::kHost;
   if ((grad.memory_space == DLHOST_MEMORY_DEVICE) != on_device)
-    throw Error(DLHOST_CODE_UNIMPLEMENTED,
-                "parameter " + std::to_string(p) + "'s gradient is in another memory space than "
-                                                   "the others (mixed host and device gradients)");
+    throw Error(DLHOST_CODE_UNIMPLEMENTED, "parameter " + std::to_string(p) +
+                                               "'s gradient is in another memory space than "
+                                               "the others (mixed host and device gradients)");
   if (sdk::dtype_size(grad.dtype) == 0 || grad.bytes % sdk::dtype_size(grad.dtype) != 0)
-    throw Error(DLHOST_CODE_INVALID_ARGUMENT,
-                "parameter " + std::to_string(p) + "'s gradient: " + std::to_string(grad.bytes) +
-                    " bytes of dtype " + std::to_string(grad.dtype));
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT, "parameter " + std::to_string(p) +
+                                                  "'s gradient: " + std::to_string(grad.bytes) +
+                                                  " bytes of dtype " + std::to_string(grad.dtype));
   if (!session_.supports(grad.dtype))
-    throw Error(DLHOST_CODE_UNIMPLEMENTED, "comm '" + session_.name() +
-                                               "' does not reduce dtype " +
+    throw Error(DLHOST_CODE_UNIMPLEMENTED, "comm '" + session_.name() + "' does not reduce dtype " +
                                                std::to_string(grad.dtype) + " (parameter " +
                                                std::to_string(p) + "'s gradient)");
   if (buckets_.empty() || buckets_.back().dtype != grad.dtype ||
@@ -190,8 +189,7 @@ void DataParallel::start(Bucket& b) {
   // Packed in bucket order; the averages come back into the same places in finish().
   pack(b);
   void* data = path_ == GradientPath::kDevice ? b.arena->get().data : b.host.data();
-  const int32_t space =
-      path_ == GradientPath::kDevice ? DLHOST_MEMORY_DEVICE : DLHOST_MEMORY_HOST;
+  const int32_t space = path_ == GradientPath::kDevice ? DLHOST_MEMORY_DEVICE : DLHOST_MEMORY_HOST;
   // A device comm that does not order on the stream reads the arena at once: the packing
   // copies must have run.
   if (path_ == GradientPath::kDevice && !comm_on_stream_)

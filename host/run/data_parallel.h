@@ -93,8 +93,8 @@ class DataParallel {
     std::vector<dlhost_buffer> grads;
     int32_t dtype = DLHOST_DTYPE_F32;
     uint64_t bytes = 0;
-    std::vector<unsigned char> host;       // kHost, kStaged
-    std::unique_ptr<DeviceBuffer> arena;   // kDevice
+    std::vector<unsigned char> host;      // kHost, kStaged
+    std::unique_ptr<DeviceBuffer> arena;  // kDevice
     int ready = 0;
     dlhost_request* request = nullptr;
     bool started = false, done = false;

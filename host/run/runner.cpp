@@ -350,14 +350,17 @@ json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan&
   // Training costs about 3x the forward FLOPs (forward, backward data, backward weights).
   timing["train_gflops_per_second_est"] =
       step.median > 0 ? 3.0 * m.graph->forward_flops() * world_size / (step.median * 1e6) : 0.0;
-  timing["samples"] = json{{"step", s.step},         {"forward", s.forward},
-                           {"backward", s.backward}, {"update", s.update},
+  timing["samples"] = json{{"step", s.step},
+                           {"forward", s.forward},
+                           {"backward", s.backward},
+                           {"update", s.update},
                            {"wall_step", s.wall_step}};
   if (upload) timing["samples"]["upload"] = s.upload;
   return timing;
 }
 
-// --- data parallelism: the comm on the model's stream, a control plane, the all-reduce ------------
+// --- data parallelism: the comm on the model's stream, a control plane, the all-reduce
+// ------------
 
 // Declared after the Prepared model it serves, so it goes first: the comm may hold the model's
 // stream, and the gradient arenas live in the model's context.
@@ -408,7 +411,7 @@ void start_data_parallel(const json& p, const RunContext& ctx, const Plan& plan,
   d.control = d.comm->caps().host_memory
                   ? comm_control_plane(*d.comm)
                   : store_control_plane(world.rank, world.size, "dlhost/control/run/");
-  DataParallelTarget target{d.comm.get(), d.on_stream,         &device,
+  DataParallelTarget target{d.comm.get(),    d.on_stream,   &device,
                             m.context.get(), m.model.get(), m.graph->num_params()};
   d.dp = std::make_unique<DataParallel>(target, *d.control, case_value<double>(p, "bucket_mb"),
                                         case_value<bool>(p, "overlap"));
@@ -501,8 +504,7 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   // Data parallelism: the same weights everywhere, gradients averaged every step. The comm
   // starts after compile: a device comm needs the model's stream.
   Distributed d;
-  if (case_value<std::string>(p, "comm") != "none")
-    start_data_parallel(p, ctx, plan, device, m, d);
+  if (case_value<std::string>(p, "comm") != "none") start_data_parallel(p, ctx, plan, device, m, d);
   DataParallel* dp = d.dp.get();
 
   const dlhost_backend_api* api = device.api();

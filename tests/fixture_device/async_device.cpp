@@ -575,7 +575,10 @@ const dlhost_option_decl kDelay = {DLHOST_OPTION_DECL_STRUCT_SIZE,
                                    "microseconds every device task sleeps before it runs",
                                    nullptr};
 const dlhost_option_decl kMisreport = {
-    DLHOST_OPTION_DECL_STRUCT_SIZE, "misreport_memory_space", DLHOST_OPTION_BOOL, "false",
+    DLHOST_OPTION_DECL_STRUCT_SIZE,
+    "misreport_memory_space",
+    DLHOST_OPTION_BOOL,
+    "false",
     "param_buffers says HOST for device buffers (to test that a host reading them is caught)",
     nullptr};
 const dlhost_option_decl* const kDecls[] = {&kDelay, &kMisreport};

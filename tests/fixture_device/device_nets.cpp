@@ -41,8 +41,8 @@ const dlhost_network_api kApi = [] {
   t.count = [] { return int32_t{1}; };
   t.info = [](int32_t index, const dlhost_network_info** out) {
     return sdk::guard([&] {
-      if (index != 0) sdk::fail(DLHOST_CODE_OUT_OF_RANGE, "device_nets: no network " +
-                                                              std::to_string(index));
+      if (index != 0)
+        sdk::fail(DLHOST_CODE_OUT_OF_RANGE, "device_nets: no network " + std::to_string(index));
       *out = &kMlpSmall;
     });
   };
