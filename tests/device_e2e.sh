@@ -4,8 +4,9 @@
 # events; device_store: a comm on that memory, ordered on that stream; device_nets: mlp_small):
 #  1. event timing: the phases come from device events with one synchronize per step, and match
 #     the host's wall clock around the step: event step <= wall step (the events lie inside it)
-#     and >= 0.75 x wall step (generous: the host's own work per step is microseconds against
-#     the fixture's delay_us of 4 ms per device task); forward and update each >= 1 delay;
+#     and the event median >= 0.75 x the wall median (generous: the host's own work per step is
+#     microseconds against the fixture's delay_us of 4 ms per device task); forward and update
+#     each >= 1 delay;
 #  2. input: upload is its own phase (pinned memory from the backend); memory: peak/in use/free/
 #     total from the device memory extension; devices by local rank, or the suite's;
 #  3. 2 ranks on device memory (launcher: local, device_store, delay_us on so an early read would
@@ -61,9 +62,12 @@ for tag, r in recs.items():
 t = recs["events"]["timing"]
 assert t["timer"] == "device_events", t["timer"]
 delay_ms = 4.0
+# By construction every event lies inside its step's wall time (one clock, one process); the
+# lower bound is on medians, so one descheduled step cannot fail it.
 for ev, wall in zip(t["samples"]["step"], t["samples"]["wall_step"]):
     assert ev <= wall + 0.01, f"event step {ev} ms outside its wall step {wall} ms"
-    assert ev >= 0.75 * wall, f"event step {ev} ms < 0.75 x wall step {wall} ms"
+ev, wall = t["step"]["median"], t["wall_step"]["median"]
+assert ev >= 0.75 * wall, f"event step median {ev} ms < 0.75 x wall step median {wall} ms"
 assert t["forward"]["min"] >= 0.9 * delay_ms and t["update"]["min"] >= 0.9 * delay_ms, t
 parts = sum(t[k]["median"] for k in ("forward", "backward", "update"))
 print(f"events: step median {t['step']['median']:.3f} ms (event), wall {t['wall_step']['median']:.3f} ms, "
