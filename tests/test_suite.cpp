@@ -27,7 +27,7 @@ const char* const kCaseKeys =
     "network, backend, batch, threads, iterations, warmup, timeout, memory_limit_mb, seed, device, "
     "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, lr, momentum, weight_decay, "
-    "clip_norm, oversubscribe, options, tags, launcher_args";
+    "clip_norm, oversubscribe, input, options, tags, launcher_args";
 
 SuiteCatalog test_catalog() {
   return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, ""};
