@@ -7,8 +7,10 @@
 #     and the event median >= 0.75 x the wall median (generous: the host's own work per step is
 #     microseconds against the fixture's delay_us of 4 ms per device task); forward and update
 #     each >= 1 delay;
-#  2. input: upload is its own phase (pinned memory from the backend); memory: peak/in use/free/
-#     total from the device memory extension; devices by local rank, or the suite's;
+#  2. input: upload is its own phase (copy_from_host from the backend's pinned memory, the same
+#     losses as resident inputs, although nothing but the upload puts them on the device);
+#     memory: peak/in use/free/total from the device memory extension; devices by local rank, or
+#     the suite's;
 #  3. 2 ranks on device memory (launcher: local, device_store, delay_us on so an early read would
 #     be caught: the fixture fails a step that reads a gradient before its backward work) end
 #     with the same weights as 1 rank, with and without overlap; device gradients through the
@@ -78,6 +80,9 @@ assert parts <= t["step"]["median"] * 1.05 + 0.01, (parts, t["step"])
 # 2. Upload, memory, device selection.
 u = recs["upload"]["timing"]
 assert u["input"] == "upload" and u["upload_pinned"] is True and len(u["samples"]["upload"]) == 6, u
+assert u["upload_via"] == "copy_from_host", u["upload_via"]
+# The same batch, uploaded every step or resident: the same training, bit for bit.
+assert recs["upload"]["loss"]["values"] == recs["events"]["loss"]["values"], "upload changed the losses"
 m = recs["upload"]["memory"]
 assert m["source"] == "device_memory_ext", m
 d = m["device"]
@@ -85,6 +90,7 @@ assert d["total_bytes"] == 1 << 30 and 0 < d["in_use_bytes"] <= d["peak_bytes"],
 assert d["free_bytes"] + d["in_use_bytes"] <= d["total_bytes"], d
 o = recs["onednn"]
 assert o["timing"]["timer"] == "host_clock" and o["timing"]["upload_pinned"] is False, o["timing"]
+assert o["timing"]["upload_via"] == "set_input", o["timing"]
 assert o["memory"]["source"] == "memory_in_use" and o["memory"]["backend_peak_bytes"] >= o["memory"]["backend_bytes"] > 0
 assert recs["one"]["backend"]["device"]["selected_by"] == "local_rank"
 print(f"upload: median {u['upload']['median']:.4f} ms pinned; memory peak {d['peak_bytes']} B, "

@@ -21,6 +21,16 @@ std::optional<dlhost_stream> BackendDevice::stream(dlhost_model* model) const {
   return s;
 }
 
+std::optional<dlhost_buffer> BackendDevice::input_buffer(dlhost_model* model,
+                                                         int32_t tensor) const {
+  if (ext_.memory == nullptr) return std::nullopt;
+  dlhost_buffer b{};
+  b.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
+  check_status(ext_.memory->input_buffer(model, tensor, &b),
+               name_ + " input_buffer of tensor " + std::to_string(tensor));
+  return b;
+}
+
 std::optional<dlhost_memory_stats> BackendDevice::memory_stats(dlhost_model* model) const {
   if (ext_.memory == nullptr) return std::nullopt;
   dlhost_memory_stats s{};

@@ -32,6 +32,8 @@ class BackendDevice {
   const dlhost_device_memory_ext* memory() const { return ext_.memory; }  // NULL when absent
   // The model's stream; nullopt when the backend exports none.
   std::optional<dlhost_stream> stream(dlhost_model* model) const;
+  // The device buffer of an input tensor; nullopt without the memory extension.
+  std::optional<dlhost_buffer> input_buffer(dlhost_model* model, int32_t tensor) const;
   // The memory statistics of `model`; nullopt without the memory extension.
   std::optional<dlhost_memory_stats> memory_stats(dlhost_model* model) const;
 

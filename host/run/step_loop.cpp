@@ -23,10 +23,11 @@ enum Mark { kStart, kUploaded, kForward, kBackward, kReduced, kUpdated, kMarks }
 
 }  // namespace
 
-StepLoop::StepLoop(const BackendDevice& backend, dlhost_model* model, DataParallel* dp,
-                   const std::vector<Upload>& uploads, const RunContext& ctx)
+StepLoop::StepLoop(const BackendDevice& backend, dlhost_context* context, dlhost_model* model,
+                   DataParallel* dp, const std::vector<Upload>& uploads, const RunContext& ctx)
     : backend_(backend),
       api_(backend.api()),
+      context_(context),
       m_(model),
       dp_(dp),
       ready_(dp ? dp->grad_ready() : nullptr),
@@ -39,8 +40,12 @@ StepLoop::StepLoop(const BackendDevice& backend, dlhost_model* model, DataParall
 StepLoop::~StepLoop() = default;
 
 void StepLoop::upload() {
-  for (const Upload& u : uploads_)
-    check_status(api_->set_input(m_, u.tensor, u.memory->data(), u.bytes), "set_input (upload)");
+  for (const Upload& u : uploads_) {
+    if (u.device)
+      backend_.copy_from_host(context_, m_, u.memory->data(), *u.device, 0, u.bytes);
+    else
+      check_status(api_->set_input(m_, u.tensor, u.memory->data(), u.bytes), "set_input (upload)");
+  }
 }
 
 float StepLoop::warmup_step() {

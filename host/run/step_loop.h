@@ -25,12 +25,14 @@
 
 namespace dlhost {
 
-// A per-step input (`input: upload`): the batch in staging memory, copied to the device with
-// set_input at the start of every step.
+// A per-step input (`input: upload`): the batch in staging memory, copied to the device at the
+// start of every step: with copy_from_host into the tensor's device buffer where the backend
+// exports it (ABI 1.2), else with set_input.
 struct Upload {
   int32_t tensor = -1;
   size_t bytes = 0;
   std::unique_ptr<StagingMemory> memory;
+  std::optional<dlhost_buffer> device;  // the tensor's device buffer
 };
 
 // The largest figures of the backend's memory seen after any step.
@@ -52,8 +54,8 @@ struct Samples {
 class StepLoop {
  public:
   // Events are used when `backend` has them; `uploads` may be empty (resident inputs).
-  StepLoop(const BackendDevice& backend, dlhost_model* model, DataParallel* dp,
-           const std::vector<Upload>& uploads, const RunContext& ctx);
+  StepLoop(const BackendDevice& backend, dlhost_context* context, dlhost_model* model,
+           DataParallel* dp, const std::vector<Upload>& uploads, const RunContext& ctx);
   ~StepLoop();
   StepLoop(const StepLoop&) = delete;
   StepLoop& operator=(const StepLoop&) = delete;
@@ -73,6 +75,7 @@ class StepLoop {
 
   const BackendDevice& backend_;
   const dlhost_backend_api* api_;
+  dlhost_context* context_;
   dlhost_model* m_;
   DataParallel* dp_;
   const dlhost_grad_ready* ready_;

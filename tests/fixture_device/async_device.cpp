@@ -550,6 +550,16 @@ const dlhost_device_memory_ext kMemory = [] {
     });
   };
   e.host_free = [](dlhost_context*, void* p) { std::free(p); };
+  e.input_buffer = [](dlhost_model* m, int32_t tensor, dlhost_buffer* out) {
+    return sdk::guard([&] {
+      const Tensor& t = model_of(m).tensors.at(static_cast<size_t>(tensor));
+      out->data = t.value;
+      out->bytes = static_cast<uint64_t>(t.count) * 4;
+      out->dtype = t.dtype;
+      out->memory_space = DLHOST_MEMORY_DEVICE;
+      out->device = model_of(m).ctx->device;
+    });
+  };
   e.copy_device = [](dlhost_model* m, const dlhost_buffer* src, uint64_t src_offset,
                      const dlhost_buffer* dst, uint64_t dst_offset, uint64_t bytes) {
     return sdk::guard([&] {

@@ -190,9 +190,13 @@ typedef struct dlhost_device_memory_ext {
    * all-reduce arena with, so no gradient is read before the work that writes it. */
   dlhost_status* (*copy_device)(dlhost_model* model, const dlhost_buffer* src, uint64_t src_offset,
                                 const dlhost_buffer* dst, uint64_t dst_offset, uint64_t bytes);
+  /* Fills a caller-owned struct with the device buffer that holds input tensor `tensor` of
+   * `model` (valid as long as the model): a per-step upload copies the batch into it with
+   * copy_from_host, from host_alloc'ed memory. */
+  dlhost_status* (*input_buffer)(dlhost_model* model, int32_t tensor, dlhost_buffer* out);
 } dlhost_device_memory_ext;
 #define DLHOST_DEVICE_MEMORY_EXT_STRUCT_SIZE \
-  DLHOST_STRUCT_SIZE(dlhost_device_memory_ext, copy_device)
+  DLHOST_STRUCT_SIZE(dlhost_device_memory_ext, input_buffer)
 
 /* ---------------------------------------------------------------------------------------------
  * The options a plugin reads, declared so that the host can list them (`dlhost plugins -v`) and
