@@ -27,7 +27,7 @@ const char* const kCaseKeys =
     "network, backend, batch, threads, iterations, warmup, timeout, memory_limit_mb, seed, device, "
     "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, lr, momentum, weight_decay, "
-    "clip_norm, precision, loss_scale, oversubscribe, options, tags, launcher_args";
+    "clip_norm, precision, loss_scale, oversubscribe, input, options, tags, launcher_args";
 
 SuiteCatalog test_catalog() {
   return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, "", {}};
@@ -129,12 +129,13 @@ TEST_F(suite_loader, DefaultsAreFilledInKeyOrder) {
   ASSERT_EQ(s.cases.size(), 1u);
   EXPECT_EQ(s.name, "filled");
   EXPECT_EQ(s.description, "every default");
-  // batch, ranks_per_node, momentum, weight_decay, clip_norm, options and tags stay absent.
+  // batch, device, ranks_per_node, momentum, weight_decay, clip_norm, options and tags stay
+  // absent.
   EXPECT_EQ(s.cases[0].params.dump(),
             R"({"network":"fcn5","backend":"cpu_onednn","threads":0,"iterations":24,"warmup":8,)"
-            R"("timeout":600,"seed":42,"device":0,"comm":"none","ranks":1,"launcher":"mpirun",)"
+            R"("timeout":600,"seed":42,"comm":"none","ranks":1,"launcher":"mpirun",)"
             R"("scaling":"strong","overlap":true,"bucket_mb":25,"lr":0.05,"precision":"fp32",)"
-            R"("oversubscribe":false})");
+            R"("oversubscribe":false,"input":"resident"})");
   EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");
 }

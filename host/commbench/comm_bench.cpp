@@ -10,6 +10,13 @@
 // size alongside, so the plugin's overhead reads as a ratio. Buffers are allocated and touched
 // once for the largest size: a fresh page costs ~12 us here, which would swamp the collective.
 //
+// A comm on device memory (caps.device_memory; NCCL, device_store) runs on device buffers that
+// a backend allocates (--backend; ABI 1.2's device memory extension): the comm is handed the
+// stream of a one-layer model compiled for the purpose, inputs and checked results cross with
+// copy_from_host / copy_to_host, and each timed collective ends with that stream's synchronize.
+// The host's own reductions (timings, #wrong, who runs where) then go over the rendezvous store
+// when the comm takes no host memory (control_plane.h).
+//
 // Rank 0 prints the header, one table per collective and the footer, and writes the JSON.
 // Exit code: 0 all values right, 1 a wrong value or a failed collective, 2 a usage error.
 #include <unistd.h>
@@ -28,9 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "commbench/bench_memory.h"
 #include "commbench/comm_bench_data.h"
 #include "core/command.h"
+#include "core/control_plane.h"
+#include "core/device.h"
 #include "core/environment.h"
+#include "core/graph.h"
 #include "core/handles.h"
 #include "core/host_api.h"
 #include "distributed/rank_env.h"
@@ -52,34 +63,12 @@ struct Options {
   int root = 0;
   int check = 1;
   std::string json_path;
+  std::string backend;  // device buffers from this backend; empty: host memory
+  int device = -1;      // -1: local rank modulo the backend's devices
 };
 
 // The baseline each plugin is compared with when --baseline is not given.
 std::string default_baseline(const std::string& comm) { return comm == "mpi" ? "mpi_raw" : ""; }
-
-// Page-aligned host memory, zeroed on allocation so every page is faulted in before any timing.
-class HostBuffer {
- public:
-  explicit HostBuffer(size_t bytes) {
-    bytes_ = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
-    data_ = std::aligned_alloc(4096, bytes_);
-    if (data_ == nullptr) throw std::bad_alloc();
-    std::memset(data_, 0, bytes_);
-  }
-  ~HostBuffer() { std::free(data_); }
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
-  void* data() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-struct Buffers {
-  HostBuffer send, recv, expected;
-  explicit Buffers(size_t bytes) : send(bytes), recv(bytes), expected(bytes) {}
-};
 
 // What one row moves: elements per rank, their type, and the op's parameters.
 struct Shape {
@@ -92,27 +81,31 @@ struct Shape {
 
 // Issues the collective of shape `s` on `comm` and returns its request; the caller waits on it
 // and frees it. Errors become dlhost::Error naming the plugin.
-dlhost_request* issue(const CommSession& comm, const Shape& s, const void* send, void* recv) {
+dlhost_request* issue(const CommSession& comm, const Shape& s, const BenchMemory& m) {
   const dlhost_comm_api* api = comm.api();
   dlhost_request* r = nullptr;
   switch (s.op) {
     case Collective::kAllReduce:
-      check_status(api->all_reduce(comm.get(), send, recv, s.count, s.dtype, s.redop,
-                                   DLHOST_MEMORY_HOST, &r),
-                   comm.name() + ": all_reduce");
+      check_status(
+          api->all_reduce(comm.get(), m.send(), m.recv(), s.count, s.dtype, s.redop, m.space(), &r),
+          comm.name() + ": all_reduce");
       break;
     case Collective::kBroadcast:
-      check_status(
-          api->broadcast(comm.get(), recv, s.count, s.dtype, s.root, DLHOST_MEMORY_HOST, &r),
-          comm.name() + ": broadcast");
+      check_status(api->broadcast(comm.get(), m.recv(), s.count, s.dtype, s.root, m.space(), &r),
+                   comm.name() + ": broadcast");
       break;
     case Collective::kAllGather:
-      check_status(
-          api->all_gather(comm.get(), send, recv, s.count, s.dtype, DLHOST_MEMORY_HOST, &r),
-          comm.name() + ": all_gather");
+      check_status(api->all_gather(comm.get(), m.send(), m.recv(), s.count, s.dtype, m.space(), &r),
+                   comm.name() + ": all_gather");
       break;
   }
   return r;
+}
+
+// One collective to its end: the request, and on a stream-ordered comm the stream.
+void complete(const CommSession& comm, const Shape& s, const BenchMemory& m) {
+  comm.complete(issue(comm, s, m), "wait");
+  m.drain();
 }
 
 // One rank's timings of one row, and the wrong elements it saw.
@@ -124,36 +117,37 @@ struct Sample {
 // Times `o.iters` collectives of shape `s` through `comm`; with --check, every result is compared
 // with `b.expected` (filled by the caller), after re-poisoning the receive buffer so a collective
 // that writes nothing cannot pass on the previous iteration's values.
-Sample measure(const CommSession& comm, const Shape& s, Buffers& b, const Options& o, int rank,
-               int world) {
+Sample measure(const CommSession& comm, ControlPlane& control, const Shape& s, BenchMemory& b,
+               const Options& o, int rank, int world) {
   const size_t esize = comm_bench::dtype_size(s.dtype);
   const uint64_t recv_elems = s.op == Collective::kAllGather ? s.count * world : s.count;
   const bool keeps_input = s.op == Collective::kBroadcast && rank == s.root;
   // Broadcast works in place on `recv`: the root's copy is its input.
-  if (keeps_input) std::memcpy(b.recv.data(), b.send.data(), s.count * esize);
+  if (keeps_input) b.input_to_recv(s.count * esize);
   auto poison = [&] {
-    if (!keeps_input) std::memset(b.recv.data(), 0x7f, recv_elems * esize);  // never expected
+    if (!keeps_input) b.poison(recv_elems * esize);  // never expected
   };
 
-  for (int i = 0; i < o.warmup; ++i)
-    comm.complete(issue(comm, s, b.send.data(), b.recv.data()), "wait");
-  comm.barrier();
+  for (int i = 0; i < o.warmup; ++i) complete(comm, s, b);
+  control.barrier();
   Sample out;
   out.iter_us.reserve(static_cast<size_t>(o.iters));
   for (int i = 0; i < o.iters; ++i) {
     if (o.check) {
       poison();
       // Checking takes longer on some ranks; start every timed collective together.
-      comm.barrier();
+      control.barrier();
     }
     auto t0 = std::chrono::steady_clock::now();
-    dlhost_request* r = issue(comm, s, b.send.data(), b.recv.data());
+    dlhost_request* r = issue(comm, s, b);
     comm.wait(r, "wait");
+    b.drain();
     auto t1 = std::chrono::steady_clock::now();
     comm.release(r);
     out.iter_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     if (o.check)
-      out.wrong += comm_bench::count_wrong(b.recv.data(), b.expected.data(), recv_elems, s.dtype);
+      out.wrong +=
+          comm_bench::count_wrong(b.results(recv_elems * esize), b.expected(), recv_elems, s.dtype);
   }
   return out;
 }
@@ -166,8 +160,8 @@ struct Timing {
   int64_t wrong = 0;            // summed over ranks
 };
 
-// Reduces a rank's sample over all ranks through `via` (the plugin under test).
-Timing agree(const CommSession& via, const Sample& s, Collective op, uint64_t bytes, int world) {
+// Reduces a rank's sample over all ranks through `via` (the plugin under test, or the store).
+Timing agree(ControlPlane& via, const Sample& s, Collective op, uint64_t bytes, int world) {
   std::vector<double> v(1 + s.iter_us.size());
   double sum = 0;
   for (double t : s.iter_us) sum += t;
@@ -268,12 +262,17 @@ Sweep parse_sweep(const Options& o) {
   return w;
 }
 
-// Why `c` cannot run this sweep ("" when it can).
-std::string unfit(const CommSession& c, int32_t dtype, const Options& o) {
+// Why `c` cannot run this sweep ("" when it can). `device`: on a backend's device buffers;
+// `control`: comm-bench's own reductions go through `c`.
+std::string unfit(const CommSession& c, int32_t dtype, const Options& o, bool device,
+                  bool control) {
   std::string why;
-  if (!c.caps().host_memory) why = "accepts no host memory (comm-bench uses host buffers)";
+  if (!device && !c.caps().host_memory)
+    why = "accepts no host memory: name a backend (--backend NAME) whose device buffers it uses";
+  if (device && !c.caps().device_memory)
+    why = "accepts no device memory (--backend " + o.backend + " gives it device buffers)";
   if (!c.supports(dtype)) why = std::string("does not support dtype ") + o.dtype;
-  if (!c.supports(DLHOST_DTYPE_F64) || !c.supports(DLHOST_DTYPE_I64))
+  if (control && (!c.supports(DLHOST_DTYPE_F64) || !c.supports(DLHOST_DTYPE_I64)))
     why = "lacks f64/i64, which comm-bench reduces its timings and error counts in";
   return why;
 }
@@ -284,7 +283,7 @@ struct Placement {
   std::set<std::string> hosts;
 };
 
-Placement gather_placement(const CommSession& comm, int world) {
+Placement gather_placement(ControlPlane& comm, int world) {
   std::array<int64_t, 8> me{};
   me[0] = static_cast<int64_t>(getpid());
   gethostname(reinterpret_cast<char*>(&me[1]), sizeof(int64_t) * 7 - 1);
@@ -307,7 +306,9 @@ struct Bench {
   const CommSession& comm;
   const CommSession* base;  // NULL: no baseline
   std::string baseline_name;
-  Buffers& buffers;
+  ControlPlane& control;
+  BenchMemory& buffers;
+  const DeviceRig* rig;  // NULL: host memory
   bool root_prints;
   json rows = json::array();
   int64_t total_wrong = 0;
@@ -326,6 +327,9 @@ void print_header(const Bench& b, const Placement& where) {
   std::printf("# %d rank%s on %zu host%s (launcher %s); dtype %s, redop %s, root %d\n", world,
               world == 1 ? "" : "s", where.hosts.size(), where.hosts.size() == 1 ? "" : "s",
               b.w.env.launcher.c_str(), o.dtype.c_str(), o.redop.c_str(), o.root);
+  if (b.rig)
+    std::printf("# device buffers of backend %s, device %d; host reductions over %s\n",
+                b.rig->backend().name().c_str(), b.rig->device(), b.control.kind().c_str());
   std::printf("# sizes %llu..%llu B x%llu, iters %d, warm-up %d, check %s\n",
               static_cast<unsigned long long>(b.w.sizes.front()),
               static_cast<unsigned long long>(b.w.sizes.back()),
@@ -361,12 +365,14 @@ void run_row(Bench& b, Collective op, uint64_t size) {
   Shape s{op, count, b.w.dtype, op == Collective::kAllReduce ? b.w.redop : 0,
           op == Collective::kBroadcast ? o.root : -1};
   if (o.check)
-    comm_bench::fill_expected(op, b.buffers.expected.data(), count, b.w.dtype, b.w.redop, world,
-                              o.root);
+    comm_bench::fill_expected(op, b.buffers.expected(), count, b.w.dtype, b.w.redop, world, o.root);
   const int rank = b.w.env.rank;
-  Timing t = agree(b.comm, measure(b.comm, s, b.buffers, o, rank, world), op, bytes, world);
+  Timing t =
+      agree(b.control, measure(b.comm, b.control, s, b.buffers, o, rank, world), op, bytes, world);
   Timing bt;
-  if (b.base) bt = agree(b.comm, measure(*b.base, s, b.buffers, o, rank, world), op, bytes, world);
+  if (b.base)
+    bt = agree(b.control, measure(*b.base, b.control, s, b.buffers, o, rank, world), op, bytes,
+               world);
   double ratio = b.base && bt.time_us > 0 ? t.time_us / bt.time_us : 0;
   // Means are what nccl-tests reports; on a busy machine one descheduled iteration moves them a
   // lot, so the ratio of medians is kept too.
@@ -441,6 +447,10 @@ bool write_json(const Bench& b, const Footer& f, const Placement& where) {
            {"dlhost_version", dlhost_version()},
            {"plugin", describe(b.comm)},
            {"baseline", b.base ? describe(*b.base) : json()},
+           {"memory", b.rig ? "device" : "host"},
+           {"backend",
+            b.rig ? json{{"name", b.rig->backend().name()}, {"device", b.rig->device()}} : json()},
+           {"control_plane", b.control.kind()},
            {"world_size", b.w.env.size},
            {"launcher", b.w.env.launcher},
            {"hosts", std::vector<std::string>(where.hosts.begin(), where.hosts.end())},
@@ -475,20 +485,27 @@ bool write_json(const Bench& b, const Footer& f, const Placement& where) {
 
 // The sweep on initialized communicators; the exit code.
 int sweep(const Options& o, const Sweep& w, const CommSession& comm, const CommSession* base,
-          const std::string& baseline_name) {
+          const std::string& baseline_name, const DeviceRig* rig) {
   const bool root_prints = w.env.rank == 0;
+  const bool control_over_comm = comm.caps().host_memory != 0;
   for (const CommSession* c : {&comm, base}) {
-    std::string why = c != nullptr ? unfit(*c, w.dtype, o) : "";
+    std::string why =
+        c != nullptr ? unfit(*c, w.dtype, o, rig != nullptr, c == &comm && control_over_comm) : "";
     if (why.empty()) continue;
     if (root_prints)
       std::fprintf(stderr, "dlhost: comm-bench: %s %s\n", c->name().c_str(), why.c_str());
     return 2;
   }
-  Placement where = gather_placement(comm, w.env.size);
-  Buffers buffers(w.sizes.back());
-  comm_bench::fill_input(buffers.send.data(), w.sizes.back() / comm_bench::dtype_size(w.dtype),
+  // A comm on device memory only cannot carry comm-bench's own host arrays: the store does.
+  std::unique_ptr<ControlPlane> control =
+      control_over_comm ? comm_control_plane(comm)
+                        : store_control_plane(w.env.rank, w.env.size, "dlhost/control/comm-bench/");
+  Placement where = gather_placement(*control, w.env.size);
+  BenchMemory buffers(w.sizes.back(), rig);
+  comm_bench::fill_input(buffers.host_send(), w.sizes.back() / comm_bench::dtype_size(w.dtype),
                          w.dtype, w.env.rank);
-  Bench b{o, w, comm, base, baseline_name, buffers, root_prints};
+  buffers.load_input(w.sizes.back());
+  Bench b{o, w, comm, base, baseline_name, *control, buffers, rig, root_prints};
   if (root_prints) print_header(b, where);
   for (Collective op : w.ops) {
     if (root_prints) print_op_header(op, base != nullptr);
@@ -498,6 +515,40 @@ int sweep(const Options& o, const Sweep& w, const CommSession& comm, const CommS
   if (root_prints) print_footer(b, f);
   if (root_prints && !o.json_path.empty() && !write_json(b, f, where)) return 1;
   return f.ok ? 0 : 1;
+}
+
+// The backend whose device buffers the comm runs on (--backend), or NULL for host memory.
+std::unique_ptr<DeviceRig> open_device(const PluginRegistry& registry, const Options& o,
+                                       const RankEnv& env) {
+  if (o.backend.empty()) return nullptr;
+  const LoadedPlugin* backend = registry.find(DLHOST_PLUGIN_BACKEND, o.backend);
+  if (backend == nullptr || !backend->usable)
+    throw std::invalid_argument("--backend " + o.backend + ": no usable backend of that name");
+  const int32_t devices = backend->table->backend->device_count();
+  const int32_t device = o.device >= 0 ? o.device : (devices > 0 ? env.local_rank % devices : 0);
+  if (device >= devices)
+    throw std::invalid_argument("--backend " + o.backend + " has no device " +
+                                std::to_string(device) + " (" + std::to_string(devices) +
+                                " devices)");
+  return std::make_unique<DeviceRig>(*backend, device);
+}
+
+// Why a device-only comm cannot start as asked ("" when it can): it needs device buffers, and its
+// ranks share comm-bench's figures through the rendezvous store, which only `dlhost run` (or
+// whoever sets DLHOST_STORE) serves across processes.
+std::string device_only_unfit(const LoadedPlugin& plugin, const RankEnv& env, const Options& o) {
+  dlhost_comm_caps caps{};
+  caps.struct_size = DLHOST_COMM_CAPS_STRUCT_SIZE;
+  StatusPtr failed(plugin.table->comm->capabilities(&caps));
+  if (failed || caps.host_memory) return "";
+  if (o.backend.empty())
+    return "comm '" + plugin.name +
+           "' accepts no host memory: name a backend (--backend NAME) whose device buffers it uses";
+  const char* store = std::getenv("DLHOST_STORE");
+  if (env.size == 1 || (store != nullptr && *store != '\0')) return "";
+  return "comm '" + plugin.name + "' takes no host memory, so " + std::to_string(env.size) +
+         " ranks need a shared rendezvous store (DLHOST_STORE=host:port) for comm-bench's own "
+         "reductions";
 }
 
 int run_comm_bench(const PluginRegistry& registry, const Options& o) {
@@ -517,11 +568,18 @@ int run_comm_bench(const PluginRegistry& registry, const Options& o) {
     baseline_plugin = find_comm(registry, baseline_name, "--baseline");
     if (baseline_plugin == nullptr) return 2;
   }
+  if (std::string why = device_only_unfit(*plugin, w.env, o); !why.empty()) {
+    std::fprintf(stderr, "dlhost: comm-bench: %s\n", why.c_str());
+    return 2;
+  }
   try {
-    CommSession comm(*plugin, w.env);
+    std::unique_ptr<DeviceRig> rig = open_device(registry, o, w.env);
+    const CommDevice where = rig ? rig->comm_device() : CommDevice{};
+    CommSession comm(*plugin, w.env, {}, where);
     std::unique_ptr<CommSession> base;
-    if (baseline_plugin != nullptr) base = std::make_unique<CommSession>(*baseline_plugin, w.env);
-    return sweep(o, w, comm, base.get(), baseline_name);
+    if (baseline_plugin != nullptr)
+      base = std::make_unique<CommSession>(*baseline_plugin, w.env, dlhost_options{}, where);
+    return sweep(o, w, comm, base.get(), baseline_name, rig.get());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlhost: comm-bench: rank %d: %s\n", w.env.rank, e.what());
     if (w.env.size > 1) {
@@ -571,6 +629,11 @@ Command add_comm_bench_command(CLI::App& app) {
                 "1: check every result element against its exact value; 0: time only")
       ->capture_default_str();
   s->add_option("--json", o->json_path, "Write every row as JSON here (rank 0)");
+  s->add_option("--backend", o->backend,
+                "Run on device buffers of this backend (a comm on device memory needs one)");
+  s->add_option("--device", o->device,
+                "The backend's device (default: local rank modulo its devices)")
+      ->check(CLI::Range(0, 1 << 20));
   c.run = [o](const PluginRegistry& registry, const std::vector<NetworkRef>&) {
     return run_comm_bench(registry, *o);
   };

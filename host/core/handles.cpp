@@ -45,7 +45,8 @@ std::string next_store_prefix(const std::string& plugin) {
 
 }  // namespace
 
-CommSession::CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost_options options)
+CommSession::CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost_options options,
+                         CommDevice device)
     : plugin_(plugin),
       api_(plugin.table->comm),
       options_(std::move(options)),
@@ -58,9 +59,10 @@ CommSession::CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost
   args.world_size = rank.size;
   args.local_rank = rank.local_rank;
   args.local_size = rank.local_size;
-  args.device = -1;
+  args.device = device.device;
   args.options = &options_;
   args.store_prefix = store_prefix_.c_str();
+  args.extensions = device.extensions;
   check_status(api_->init(&args, &comm_), "comm '" + name() + "' init (rank " +
                                               std::to_string(rank.rank) + " of " +
                                               std::to_string(rank.size) + ")");

@@ -41,12 +41,21 @@ ModelHandle compile_model(const LoadedPlugin& backend, dlhost_context* context,
                           const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer,
                           const dlhost_options& options);
 
-// A communicator of a comm plugin, initialized for this rank (host memory, no device) and
-// finalized on destruction. The blocking helpers wait for and free their request. Each has its
-// own rendezvous-store namespace (dlhost_comm_init_args.store_prefix, store_prefix()).
+// What a comm on a device is handed at init (ABI 1.2): the rank's device and the extension
+// chain (dlhost_comm_stream_ext: the stream of the rank's model). The default is 1.1's: host
+// memory, no device.
+struct CommDevice {
+  int32_t device = -1;
+  const dlhost_extension* extensions = nullptr;  // borrowed for init
+};
+
+// A communicator of a comm plugin, initialized for this rank and finalized on destruction. The
+// blocking helpers wait for and free their request. Each has its own rendezvous-store namespace
+// (dlhost_comm_init_args.store_prefix, store_prefix()).
 class CommSession {
  public:
-  CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost_options options = {});
+  CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost_options options = {},
+              CommDevice device = {});
   ~CommSession();
   CommSession(const CommSession&) = delete;
   CommSession& operator=(const CommSession&) = delete;

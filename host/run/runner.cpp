@@ -1,6 +1,6 @@
 // runner.cpp — see runner.h. The timing loop is the paper's method: `warmup` untimed steps, then
-// `iterations` timed steps; each phase ends with the backend's synchronize so a GPU backend's
-// queued work is inside the timer that stops.
+// `iterations` timed steps, timed with device events where the backend has them, else with the
+// host clock and a synchronize per phase (step_loop.h).
 //
 // A case runs as a few named steps: resolve (plugins, device, mini-batch), prepare (graph,
 // compile, weights and resident data), train (the timed loop, StepLoop), reduce over ranks,
@@ -13,11 +13,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <memory>
 
 #include "core/compatibility.h"
+#include "core/control_plane.h"
+#include "core/device.h"
 #include "core/graph.h"
 #include "core/handles.h"
 #include "core/host_api.h"
@@ -25,6 +28,7 @@
 #include "core/stats.h"
 #include "core/synthetic.h"
 #include "run/data_parallel.h"
+#include "run/step_loop.h"
 #include "suite/schema.h"
 
 namespace dlhost {
@@ -102,6 +106,7 @@ struct Plan {
   const NetworkRef* net = nullptr;
   const LoadedPlugin* backend = nullptr;
   int32_t device = 0;
+  std::string device_by = "suite";  // or "local_rank"
   const dlhost_device_info* dev = nullptr;
   int64_t batch = 0, global_batch = 0;  // per rank, and over all ranks
   bool weak = false;
@@ -157,10 +162,17 @@ Plan resolve(const json& p, const RunContext& ctx) {
   if (plan.net == nullptr) throw Skip{"network '" + network_name + "' is not installed here"};
   plan.backend = usable_plugin(ctx, DLHOST_PLUGIN_BACKEND, "backend", backend_name);
   const dlhost_backend_api* api = plan.backend->table->backend;
-  plan.device = static_cast<int32_t>(case_value<int64_t>(p, "device"));
-  if (plan.device < 0 || plan.device >= api->device_count())
+  const int32_t devices = api->device_count();
+  // The ranks of a node share its devices round-robin, unless the suite names one.
+  if (auto d = case_value_if<int64_t>(p, "device")) {
+    plan.device = static_cast<int32_t>(*d);
+  } else {
+    plan.device = devices > 0 ? ctx.rank.local_rank % devices : 0;
+    plan.device_by = "local_rank";
+  }
+  if (plan.device < 0 || plan.device >= devices)
     throw Skip{"backend '" + backend_name + "' has no device " + std::to_string(plan.device) +
-               " here (" + std::to_string(api->device_count()) + " devices)"};
+               " here (" + std::to_string(devices) + " devices)"};
   check_status(api->device_info(plan.device, &plan.dev), "device_info");
   return plan;
 }
@@ -172,6 +184,7 @@ json backend_json(const Plan& plan) {
               {"path", plan.backend->path},
               {"device",
                {{"index", plan.device},
+                {"selected_by", plan.device_by},
                 {"name", dev->name ? dev->name : ""},
                 {"model", dev->model ? dev->model : ""},
                 {"cores", dev->cores},
@@ -198,8 +211,27 @@ struct Prepared {
   dlhost_optimizer_desc optimizer{};
   ContextHandle context{nullptr, ContextDeleter{nullptr}};  // declared before the model: the
   ModelHandle model{nullptr, ModelDeleter{nullptr}};        // model goes first
+  std::vector<Upload> uploads;  // `input: upload`: the batch in staging memory (before the
+                                // context is gone: declared after it)
   double build_ms = 0, compile_ms = 0, init_ms = 0;
 };
+
+// `input: upload`: the batch kept in staging memory (pinned where the backend offers it), from
+// which every step copies it to the device again.
+void stage_input(const BackendDevice& device, const InputData& input, Prepared& m) {
+  Upload u;
+  u.tensor = input.tensor;
+  u.bytes = input.bytes.size();
+  u.memory = std::make_unique<StagingMemory>(device, m.context.get(), u.bytes);
+  std::memcpy(u.memory->data(), input.bytes.data(), u.bytes);
+  u.device = device.input_buffer(m.model.get(), input.tensor);
+  if (u.device && u.device->bytes != u.bytes)
+    throw Error(DLHOST_CODE_INTERNAL, device.name() + " input_buffer of tensor " +
+                                          std::to_string(input.tensor) + " holds " +
+                                          std::to_string(u.device->bytes) + " bytes, the batch " +
+                                          std::to_string(u.bytes));
+  m.uploads.push_back(std::move(u));
+}
 
 void load_weights_and_data(const Plan& plan, const json& p, int rank, Prepared& m) {
   const dlhost_backend_api* api = plan.backend->table->backend;
@@ -211,10 +243,18 @@ void load_weights_and_data(const Plan& plan, const json& p, int rank, Prepared& 
                                   graph.param_bytes(i)),
                  "write_param " + std::string(graph.param(i).name));
   weights.clear();
-  for (const auto& input : synthetic_inputs(graph, seed, plan.batch * rank))
+  const bool upload = case_value<std::string>(p, "input") == "upload";
+  const BackendDevice device(*plan.backend);
+  for (const auto& input : synthetic_inputs(graph, seed, plan.batch * rank)) {
+    // Uploaded inputs reach the device only through the steps' uploads.
+    if (upload) {
+      stage_input(device, input, m);
+      continue;
+    }
     check_status(
         api->set_input(m.model.get(), input.tensor, input.bytes.data(), input.bytes.size()),
         "set_input " + std::string(graph.tensor(input.tensor).name));
+  }
   check_status(api->synchronize(m.model.get()), "synchronize");
 }
 
@@ -264,114 +304,6 @@ json resolved_json(const Plan& plan, const json& p, const Prepared& m) {
               {"implementation", info.implementation ? info.implementation : ""}};
 }
 
-// --- train: warm-up, then the timed loop -------------------------------------------------------
-
-// Per timed step, in ms (allreduce: from the first bucket started to the last one done).
-struct Samples {
-  std::vector<double> step, forward, backward, exposed_comm, update, allreduce, compute, loss;
-  std::vector<double> warmup_loss;
-  DataParallelStats dp;
-  bool timed_out = false;
-};
-
-// One training step at a time: forward, backward (gradients all-reduced as they become ready),
-// the rest of the all-reduce, update; each phase synchronized when timed.
-class StepLoop {
- public:
-  StepLoop(const dlhost_backend_api* api, dlhost_model* model, DataParallel* dp,
-           const RunContext& ctx)
-      : api_(api), m_(model), dp_(dp), ready_(dp ? dp->grad_ready() : nullptr), ctx_(ctx) {}
-
-  float warmup_step() {
-    progress(0);
-    check_status(api_->forward(m_), "forward");
-    progress(1);
-    check_status(api_->backward(m_, ready_), "backward");
-    progress(2);
-    if (dp_) dp_->finish(nullptr);
-    progress(3);
-    check_status(api_->update(m_), "update");
-    ++step_;
-    return loss();
-  }
-
-  void timed_step(Samples& s) {
-    progress(0);
-    auto t0 = Clock::now();
-    synchronized(api_->forward(m_), "forward");
-    auto t1 = Clock::now();
-    progress(1);
-    synchronized(api_->backward(m_, ready_), "backward");
-    auto t2 = Clock::now();
-    progress(2);
-    if (dp_) dp_->finish(&s.dp);
-    auto t3 = Clock::now();
-    progress(3);
-    synchronized(api_->update(m_), "update");
-    auto t4 = Clock::now();
-    s.forward.push_back(ms(t0, t1));
-    s.backward.push_back(ms(t1, t2));
-    s.exposed_comm.push_back(ms(t2, t3));
-    s.update.push_back(ms(t3, t4));
-    s.step.push_back(ms(t0, t4));
-    s.allreduce.push_back(dp_ ? s.dp.allreduce_ms : 0.0);
-    s.loss.push_back(loss());  // outside the timers
-    ++step_;
-  }
-
- private:
-  static double ms(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  }
-  void synchronized(dlhost_status* status, const char* what) {
-    check_status(status, what);
-    check_status(api_->synchronize(m_), "synchronize");
-  }
-  float loss() {
-    float l = 0;
-    check_status(api_->read_loss(m_, &l), "read_loss");
-    return l;
-  }
-  void progress(int phase) {
-    if (ctx_.on_progress) ctx_.on_progress(step_, phase);
-  }
-
-  const dlhost_backend_api* api_;
-  dlhost_model* m_;
-  DataParallel* dp_;
-  const dlhost_grad_ready* ready_;
-  const RunContext& ctx_;
-  int64_t step_ = 0;
-};
-
-Samples train(StepLoop& loop, DataParallel* dp, const json& p, Clock::time_point case_start) {
-  const int64_t warmup = case_value<int64_t>(p, "warmup");
-  const int64_t iterations = case_value<int64_t>(p, "iterations");
-  const double timeout_s = case_value<double>(p, "timeout");
-  Samples s;
-  for (auto* v :
-       {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce, &s.loss})
-    v->reserve(static_cast<size_t>(iterations));
-  // Every rank must stop at the same step, or the others would wait in an all-reduce forever.
-  auto over_time = [&] {
-    std::vector<double> late{ms_since(case_start) > timeout_s * 1000.0 ? 1.0 : 0.0};
-    if (dp) dp->all_reduce_max(late);
-    return late[0] > 0;
-  };
-  for (int64_t i = 0; i < warmup && !s.timed_out; ++i) {
-    s.warmup_loss.push_back(loop.warmup_step());
-    s.timed_out = over_time();
-  }
-  for (int64_t i = 0; i < iterations && !s.timed_out; ++i) {
-    loop.timed_step(s);
-    if (!std::isfinite(s.loss.back()))
-      throw Error(DLHOST_CODE_INTERNAL, "loss is " + std::to_string(s.loss.back()) +
-                                            " at timed iteration " + std::to_string(i));
-    s.timed_out = over_time();
-  }
-  return s;
-}
-
 // Across ranks: a step lasts as long as its slowest rank; the loss is the mean of the ranks'
 // (each over its own shard, so the mean is the loss of the global mini-batch).
 void reduce_over_ranks(Samples& s, DataParallel* dp, int world_size) {
@@ -379,8 +311,8 @@ void reduce_over_ranks(Samples& s, DataParallel* dp, int world_size) {
   for (size_t i = 0; i < s.step.size(); ++i)
     s.compute[i] = s.forward[i] + s.backward[i] + s.update[i];
   if (!dp) return;
-  for (auto* v :
-       {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce, &s.compute})
+  for (auto* v : {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce,
+                  &s.compute, &s.upload, &s.wall_step})
     dp->all_reduce_max(*v);
   dp->all_reduce_sum(s.loss);
   for (auto& l : s.loss) l /= world_size;
@@ -405,10 +337,17 @@ void dump_params(const std::string& case_id, const dlhost_backend_api* api, dlho
 // --- the record's parts ------------------------------------------------------------------------
 
 json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan& plan,
-                 int world_size) {
+                 int world_size, const char* timer) {
   Summary step = summarize(s.step);
+  const bool upload = !m.uploads.empty();
   json timing;
   timing["unit"] = "ms";
+  timing["timer"] = timer;
+  timing["input"] = upload ? "upload" : "resident";
+  if (upload) {
+    timing["upload_pinned"] = m.uploads.front().memory->pinned();
+    timing["upload_via"] = m.uploads.front().device ? "copy_from_host" : "set_input";
+  }
   timing["warmup"] = case_value<int64_t>(p, "warmup");
   timing["iterations"] = static_cast<int64_t>(s.step.size());
   timing["build_ms"] = m.build_ms;
@@ -418,23 +357,99 @@ json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan&
   timing["forward"] = summary_json(summarize(s.forward));
   timing["backward"] = summary_json(summarize(s.backward));
   timing["update"] = summary_json(summarize(s.update));
+  if (upload) timing["upload"] = summary_json(summarize(s.upload));
+  // The host clock around each whole step, its one synchronize included: what the step cost
+  // the host, whichever timer split it.
+  timing["wall_step"] = summary_json(summarize(s.wall_step));
   timing["samples_per_second"] = step.median > 0 ? 1000.0 * plan.global_batch / step.median : 0.0;
   timing["samples_per_second_mean"] = step.mean > 0 ? 1000.0 * plan.global_batch / step.mean : 0.0;
   // Training costs about 3x the forward FLOPs (forward, backward data, backward weights).
   timing["train_gflops_per_second_est"] =
       step.median > 0 ? 3.0 * m.graph->forward_flops() * world_size / (step.median * 1e6) : 0.0;
-  timing["samples"] = json{
-      {"step", s.step}, {"forward", s.forward}, {"backward", s.backward}, {"update", s.update}};
+  timing["samples"] = json{{"step", s.step},
+                           {"forward", s.forward},
+                           {"backward", s.backward},
+                           {"update", s.update},
+                           {"wall_step", s.wall_step}};
+  if (upload) timing["samples"]["upload"] = s.upload;
   return timing;
 }
 
+// --- data parallelism: the comm on the model's stream, a control plane, the all-reduce
+// ------------
+
+// Declared after the Prepared model it serves, so it goes first: the comm may hold the model's
+// stream, and the gradient arenas live in the model's context.
+struct Distributed {
+  std::unique_ptr<CommSession> comm;
+  std::unique_ptr<ControlPlane> control;
+  std::unique_ptr<DataParallel> dp;
+  const dlhost_backend_api* api = nullptr;
+  dlhost_model* model = nullptr;
+  bool on_stream = false;
+  std::vector<int64_t> devices;  // every rank's device index
+
+  Distributed() = default;
+  Distributed(const Distributed&) = delete;
+  Distributed& operator=(const Distributed&) = delete;
+  ~Distributed() {
+    // Collectives still queued on the stream refer to the comm: let them run out first.
+    if (on_stream) StatusPtr(api->synchronize(model));
+  }
+};
+
+// The comm of the case, handed the model's stream when the backend exports one (ABI 1.2), so a
+// device comm orders its collectives on it.
+void start_comm(const json& p, const RunContext& ctx, const Plan& plan, const BackendDevice& device,
+                dlhost_model* model, Distributed& d) {
+  const std::string name = case_value<std::string>(p, "comm");
+  const LoadedPlugin& plugin = *usable_plugin(ctx, DLHOST_PLUGIN_COMM, "comm", name);
+  dlhost_comm_stream_ext ext{};
+  CommDevice where;
+  where.device = plan.device;
+  if (auto stream = device.stream(model)) {
+    ext.struct_size = DLHOST_COMM_STREAM_EXT_STRUCT_SIZE;
+    ext.type = DLHOST_EXT_COMM_STREAM;
+    ext.stream = *stream;
+    where.extensions = reinterpret_cast<const dlhost_extension*>(&ext);
+  }
+  d.comm = std::make_unique<CommSession>(plugin, ctx.rank, plugin_options(p, name), where);
+  d.api = device.api();
+  d.model = model;
+  d.on_stream = where.extensions != nullptr;
+}
+
+void start_data_parallel(const json& p, const RunContext& ctx, const Plan& plan,
+                         const BackendDevice& device, Prepared& m, Distributed& d) {
+  start_comm(p, ctx, plan, device, m.model.get(), d);
+  const RankEnv& world = ctx.rank;
+  // A comm on device memory only cannot carry the host's own figures: the store does.
+  d.control = d.comm->caps().host_memory
+                  ? comm_control_plane(*d.comm)
+                  : store_control_plane(world.rank, world.size, "dlhost/control/run/");
+  DataParallelTarget target{d.comm.get(),    d.on_stream,   &device,
+                            m.context.get(), m.model.get(), m.graph->num_params()};
+  d.dp = std::make_unique<DataParallel>(target, *d.control, case_value<double>(p, "bucket_mb"),
+                                        case_value<bool>(p, "overlap"));
+  d.dp->broadcast_parameters();
+  int64_t mine = plan.device;
+  d.devices.assign(static_cast<size_t>(world.size), 0);
+  d.control->all_gather(&mine, d.devices.data(), 1, DLHOST_DTYPE_I64);
+  d.dp->barrier();
+}
+
 json distributed_json(const Samples& s, const json& p, const Plan& plan, const RankEnv& world,
-                      const CommSession& comm) {
+                      const Distributed& d) {
+  const CommSession& comm = *d.comm;
   return json{
       {"ranks", world.size},
       {"launcher", world.launcher},
       {"comm", comm.name()},
       {"comm_library", comm.library()},
+      {"comm_on_stream", d.on_stream},
+      {"gradient_path", gradient_path_name(d.dp->path())},
+      {"control_plane", d.control->kind()},
+      {"devices", d.devices},
       {"scaling", plan.weak ? "weak" : "strong"},
       {"global_batch", plan.global_batch},
       {"per_rank_batch", plan.batch},
@@ -447,6 +462,20 @@ json distributed_json(const Samples& s, const json& p, const Plan& plan, const R
       {"exposed_comm", summary_json(summarize(s.exposed_comm))},
       {"samples",
        {{"compute", s.compute}, {"allreduce", s.allreduce}, {"exposed_comm", s.exposed_comm}}}};
+}
+
+// Peak over the run: the largest the backend reported after any step, not what it holds now.
+json memory_json(const MemoryFigures& mem, uint64_t backend_bytes) {
+  json out{{"peak_rss_bytes", peak_rss_bytes()},
+           {"backend_bytes", backend_bytes},
+           {"backend_peak_bytes", mem.peak},
+           {"source", mem.device ? "device_memory_ext" : "memory_in_use"}};
+  if (mem.device)
+    out["device"] = json{{"in_use_bytes", mem.device->in_use_bytes},
+                         {"peak_bytes", mem.device->peak_bytes},
+                         {"free_bytes", mem.device->free_bytes},
+                         {"total_bytes", mem.device->total_bytes}};
+  return out;
 }
 
 json loss_json(const Samples& s) {
@@ -481,38 +510,31 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   rec["backend"] = backend_json(plan);
   rec["backend"]["chosen_by"] = in.backend_by_priority ? "priority" : "suite";
   resolve_batch(p, world, plan);
-  std::unique_ptr<CommSession> comm;  // NULL: one rank, no communication
-  if (const std::string name = case_value<std::string>(p, "comm"); name != "none")
-    comm = std::make_unique<CommSession>(*usable_plugin(ctx, DLHOST_PLUGIN_COMM, "comm", name),
-                                         world, plugin_options(p, name));
   auto case_start = Clock::now();
 
+  const BackendDevice device(*plan.backend);
   Prepared m = prepare(plan, p, world.rank);
   rec["network"] = network_json(plan, *m.graph);
   rec["resolved"] = resolved_json(plan, p, m);
 
-  // Data parallelism: the same weights everywhere, gradients averaged every step.
-  const dlhost_backend_api* api = plan.backend->table->backend;
-  std::unique_ptr<DataParallel> dp;
-  if (comm) {
-    dp = std::make_unique<DataParallel>(*comm, api, m.model.get(), m.graph->num_params(),
-                                        case_value<double>(p, "bucket_mb"),
-                                        case_value<bool>(p, "overlap"));
-    dp->broadcast_parameters();
-    dp->barrier();
-  }
+  // Data parallelism: the same weights everywhere, gradients averaged every step. The comm
+  // starts after compile: a device comm needs the model's stream.
+  Distributed d;
+  if (case_value<std::string>(p, "comm") != "none") start_data_parallel(p, ctx, plan, device, m, d);
+  DataParallel* dp = d.dp.get();
 
-  StepLoop loop(api, m.model.get(), dp.get(), ctx);
-  Samples s = train(loop, dp.get(), p, case_start);
+  const dlhost_backend_api* api = device.api();
+  StepLoop loop(device, m.context.get(), m.model.get(), dp, m.uploads, ctx);
+  Samples s = train(loop, dp, p, case_start);
   uint64_t backend_bytes = 0;
   check_status(api->memory_in_use(m.model.get(), &backend_bytes), "memory_in_use");
   if (world.rank == 0) dump_params(in.id, api, m.model.get(), *m.graph);
-  reduce_over_ranks(s, dp.get(), world.size);
+  reduce_over_ranks(s, dp, world.size);
 
-  rec["timing"] = timing_json(s, p, m, plan, world.size);
-  if (dp) rec["distributed"] = distributed_json(s, p, plan, world, *comm);
+  rec["timing"] = timing_json(s, p, m, plan, world.size, loop.timer());
+  if (dp) rec["distributed"] = distributed_json(s, p, plan, world, d);
   rec["loss"] = loss_json(s);
-  rec["memory"] = json{{"peak_rss_bytes", peak_rss_bytes()}, {"backend_bytes", backend_bytes}};
+  rec["memory"] = memory_json(s.memory, backend_bytes);
   finish_status(s, p, rec);
 }
 

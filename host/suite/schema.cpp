@@ -36,7 +36,7 @@ const std::vector<KeySpec>& key_specs() {
     number("timeout", true, 600);
     integer("memory_limit_mb", true, 0, true, nullptr);
     integer("seed", false, 0, false, 42);
-    integer("device", false, 0, false, 0);
+    integer("device", false, 0, false, nullptr);  // unset: the rank's local rank modulo devices
     name("comm", "none");
     integer("ranks", true, 0, true, 1);
     integer("ranks_per_node", true, 0, true, nullptr);
@@ -53,6 +53,7 @@ const std::vector<KeySpec>& key_specs() {
     choice("precision", {"fp32", "tf32", "bf16", "fp16"});
     number("loss_scale", false, nullptr);
     boolean("oversubscribe", false);
+    choice("input", {"resident", "upload"});  // upload: the batch copied to the device each step
     s.push_back({"options", KeyKind::kOptions, false, 0, false, {}, nullptr});
     s.push_back({"tags", KeyKind::kTags, false, 0, false, {}, nullptr});
     // Extra launcher arguments for multi-rank cases (a hostfile, MCA settings): a list.

@@ -8,6 +8,13 @@
 // - Device memory: parameters, gradients, activations live in the fake device's window; the host
 //   touching one faults (SIGSEGV). backward calls grad_ready as soon as a gradient's work is
 //   ENQUEUED (the ABI's rule for device backends), not when it is done.
+// - Early reads are caught: a gradient is "produced" when its backward task has run and stops
+//   being so when the next step's forward runs; a copy on the stream (copy_to_host, copy_device)
+//   that reads a gradient outside that window, or an unordered copy (model NULL) while a stream
+//   of the context still has work, fails with FAILED_PRECONDITION naming the read.
+// - Option "misreport_memory_space": param_buffers says HOST for device buffers, so a host that
+//   believes it reads protected memory and dies (the misuse test).
+// - devices: DLHOST_FAKE_DEVICES (default 2) fake devices, one arena per context.
 // - Events carry real timestamps taken on the stream when the work before them has run.
 // - Real training, plain loops: fully connected, relu/sigmoid/tanh, softmax cross-entropy (one
 //   label per row), MSE; SGD with momentum, weight decay and clipping as dlhost_backend.h says.
@@ -20,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -33,9 +41,15 @@ namespace sdk = dlhost::sdk;
 using fake_device::alias;
 using Clock = std::chrono::steady_clock;
 
+struct Model;
+
 struct Context {
   fake_device::Arena arena;
+  int32_t device = 0;
   int64_t delay_us = 0;
+  bool misreport_memory_space = false;
+  std::mutex models_mu;
+  std::vector<Model*> models;  // compiled in this context, for the unordered-read check
 };
 
 struct Node {
@@ -58,6 +72,7 @@ struct Param {
   float* grad = nullptr;
   float* momentum = nullptr;
   int64_t count = 0;
+  bool produced = false;  // stream thread only: backward wrote the gradient of this step
 };
 
 struct Model {
@@ -74,6 +89,10 @@ struct Model {
 
   ~Model() {
     stream.synchronize();
+    {
+      std::lock_guard<std::mutex> lock(ctx->models_mu);
+      ctx->models.erase(std::find(ctx->models.begin(), ctx->models.end(), this));
+    }
     for (auto& t : tensors) {
       free_device(t.value, t.count);
       free_device(t.grad, t.count);
@@ -297,6 +316,10 @@ Model* compile(Context& ctx, const dlhost_graph* g, const dlhost_optimizer_desc*
   m->ctx = &ctx;
   m->opt = *opt;
   m->loss = g->loss;
+  {
+    std::lock_guard<std::mutex> lock(ctx.models_mu);
+    ctx.models.push_back(m.get());
+  }
   for (int32_t i = 0; i < g->num_nodes; ++i) m->nodes.push_back(lower(g, *g->nodes[i]));
   m->tensors.resize(static_cast<size_t>(g->num_tensors));
   for (int32_t i = 0; i < g->num_tensors; ++i) {
@@ -327,7 +350,10 @@ void backward(Model& m, const dlhost_grad_ready* ready) {
   for (auto it = m.nodes.rbegin(); it != m.nodes.rend(); ++it) {
     const Node* n = &*it;
     if (n->op == DLHOST_OP_INPUT) continue;
-    m.launch([&m, n] { backward_node(m, *n); });
+    m.launch([&m, n] {
+      backward_node(m, *n);
+      for (int32_t p : n->params) m.params[static_cast<size_t>(p)].produced = true;
+    });
     // Enqueued, not done: the host must order its use of the gradient after this point.
     if (ready != nullptr && ready->fn != nullptr)
       for (int32_t p : n->params) ready->fn(ready->user, p);
@@ -342,13 +368,45 @@ struct Event {
   Clock::time_point when;
 };
 
-void copy_on_stream(dlhost_context* c, dlhost_model* m, void* dst, const void* src, uint64_t n) {
+// On the stream: fails when [device_src, +bytes) overlaps a gradient backward has not produced in
+// this step (a read the host did not order after the gradient's work).
+void check_produced(const Model& m, const void* device_src, uint64_t bytes) {
+  auto a = reinterpret_cast<uintptr_t>(device_src);
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const Param& p = m.params[i];
+    auto g = reinterpret_cast<uintptr_t>(p.grad);
+    if (a < g + uint64_t(p.count) * 4 && g < a + bytes && !p.produced)
+      sdk::fail(DLHOST_CODE_FAILED_PRECONDITION,
+                "early read: the gradient of parameter " + std::to_string(i) +
+                    " was read before the backward work that produces it (or after the next "
+                    "step's forward began)");
+  }
+}
+
+// An unordered access (the context's default queue) while device work is queued could see
+// memory mid-write: refused, as a race detector would flag it.
+void check_unordered(Context& c, const char* what) {
+  std::lock_guard<std::mutex> lock(c.models_mu);
+  for (Model* m : c.models)
+    if (!m->stream.idle())
+      sdk::fail(DLHOST_CODE_FAILED_PRECONDITION,
+                std::string("early read: unordered ") + what +
+                    " (model NULL) while a stream of the context has work queued; order it on "
+                    "the model's stream or wait for an event first");
+}
+
+// `device_src` is the device address read (nullptr when the copy reads host memory).
+void copy_on_stream(dlhost_context* c, dlhost_model* m, void* dst, const void* src, uint64_t n,
+                    const void* device_src) {
   if (m != nullptr) {
     Model& model = model_of(m);
-    model.launch([=] { std::memcpy(dst, src, n); });
+    model.launch([=, &model] {
+      if (device_src != nullptr) check_produced(model, device_src, n);
+      std::memcpy(dst, src, n);
+    });
     model.synchronize();
   } else {
-    (void)c;
+    check_unordered(context_of(c), "copy");
     std::memcpy(dst, src, n);  // the context's default queue: synchronous
   }
 }
@@ -387,7 +445,7 @@ const dlhost_stream_ext kStream = [] {
   e.model_stream = [](dlhost_model* m, dlhost_stream* out) {
     return sdk::guard([&] {
       out->kind = DLHOST_STREAM_HOST_QUEUE;
-      out->device = 0;
+      out->device = model_of(m).ctx->device;
       out->handle = model_of(m).stream.handle();
     });
   };
@@ -463,7 +521,7 @@ const dlhost_device_memory_ext kMemory = [] {
       out->bytes = bytes;
       out->dtype = dtype;
       out->memory_space = DLHOST_MEMORY_DEVICE;
-      out->device = 0;
+      out->device = context_of(c).device;
     });
   };
   e.buffer_free = [](dlhost_context* c, const dlhost_buffer* b) {
@@ -473,14 +531,15 @@ const dlhost_device_memory_ext kMemory = [] {
                       void* dst, uint64_t bytes) {
     return sdk::guard([&] {
       check_device(c, src, offset, bytes);
-      copy_on_stream(c, m, dst, alias<char>(src->data) + offset, bytes);
+      copy_on_stream(c, m, dst, alias<char>(src->data) + offset, bytes,
+                     static_cast<const char*>(src->data) + offset);
     });
   };
   e.copy_from_host = [](dlhost_context* c, dlhost_model* m, const void* src,
                         const dlhost_buffer* dst, uint64_t offset, uint64_t bytes) {
     return sdk::guard([&] {
       check_device(c, dst, offset, bytes);
-      copy_on_stream(c, m, alias<char>(dst->data) + offset, src, bytes);
+      copy_on_stream(c, m, alias<char>(dst->data) + offset, src, bytes, nullptr);
     });
   };
   e.host_alloc = [](dlhost_context*, uint64_t bytes, void** out) {
@@ -491,6 +550,31 @@ const dlhost_device_memory_ext kMemory = [] {
     });
   };
   e.host_free = [](dlhost_context*, void* p) { std::free(p); };
+  e.input_buffer = [](dlhost_model* m, int32_t tensor, dlhost_buffer* out) {
+    return sdk::guard([&] {
+      const Tensor& t = model_of(m).tensors.at(static_cast<size_t>(tensor));
+      out->data = t.value;
+      out->bytes = static_cast<uint64_t>(t.count) * 4;
+      out->dtype = t.dtype;
+      out->memory_space = DLHOST_MEMORY_DEVICE;
+      out->device = model_of(m).ctx->device;
+    });
+  };
+  e.copy_device = [](dlhost_model* m, const dlhost_buffer* src, uint64_t src_offset,
+                     const dlhost_buffer* dst, uint64_t dst_offset, uint64_t bytes) {
+    return sdk::guard([&] {
+      Model& model = model_of(m);
+      auto* ctx = reinterpret_cast<dlhost_context*>(model.ctx);
+      check_device(ctx, src, src_offset, bytes);
+      check_device(ctx, dst, dst_offset, bytes);
+      const char* from = static_cast<const char*>(src->data) + src_offset;
+      char* to = static_cast<char*>(dst->data) + dst_offset;
+      model.launch([&model, from, to, bytes] {
+        check_produced(model, from, bytes);
+        std::memcpy(alias<char>(to), alias<char>(from), bytes);
+      });
+    });
+  };
   return e;
 }();
 
@@ -500,10 +584,17 @@ const dlhost_option_decl kDelay = {DLHOST_OPTION_DECL_STRUCT_SIZE,
                                    "0",
                                    "microseconds every device task sleeps before it runs",
                                    nullptr};
-const dlhost_option_decl* const kDecls[] = {&kDelay};
+const dlhost_option_decl kMisreport = {
+    DLHOST_OPTION_DECL_STRUCT_SIZE,
+    "misreport_memory_space",
+    DLHOST_OPTION_BOOL,
+    "false",
+    "param_buffers says HOST for device buffers (to test that a host reading them is caught)",
+    nullptr};
+const dlhost_option_decl* const kDecls[] = {&kDelay, &kMisreport};
 const dlhost_option_schema_ext kSchema = {
     DLHOST_OPTION_SCHEMA_EXT_STRUCT_SIZE, DLHOST_EXT_OPTION_SCHEMA,
-    reinterpret_cast<const dlhost_extension*>(&kMemory), 1, kDecls};
+    reinterpret_cast<const dlhost_extension*>(&kMemory), 2, kDecls};
 
 // --- the 1.1 table -------------------------------------------------------------------------------
 
@@ -527,24 +618,34 @@ void check_buffer(const dlhost_buffer* b, const char* what) {
     sdk::invalid(std::string("async_device: param_buffers: ") + what + " is not a dlhost_buffer");
 }
 
-void fill(dlhost_buffer* b, float* p, int64_t count) {
+void fill(const Context& c, dlhost_buffer* b, float* p, int64_t count) {
   b->data = p;
   b->bytes = static_cast<uint64_t>(count) * 4;
   b->dtype = DLHOST_DTYPE_F32;
-  b->memory_space = DLHOST_MEMORY_DEVICE;
-  b->device = 0;
+  b->memory_space = c.misreport_memory_space ? DLHOST_MEMORY_HOST : DLHOST_MEMORY_DEVICE;
+  b->device = c.device;
+}
+
+int32_t fake_devices() {
+  const char* n = std::getenv("DLHOST_FAKE_DEVICES");
+  return n != nullptr && std::atoi(n) > 0 ? std::atoi(n) : 2;
 }
 
 const dlhost_backend_api kApi = [] {
   auto t = sdk::make_struct<dlhost_backend_api>(DLHOST_BACKEND_API_STRUCT_SIZE);
-  t.device_count = [] { return 1; };
+  t.device_count = [] { return fake_devices(); };
   t.device_info = [](int32_t, const dlhost_device_info** out) {
     return sdk::guard([&] { *out = device(); });
   };
-  t.context_create = [](int32_t, const dlhost_options* options, dlhost_context** out) {
+  t.context_create = [](int32_t device, const dlhost_options* options, dlhost_context** out) {
     return sdk::guard([&] {
+      if (device < 0 || device >= fake_devices())
+        sdk::invalid("async_device: no device " + std::to_string(device));
       auto* c = new Context;
+      c->device = device;
       c->delay_us = sdk::option_int(options, "delay_us", 0);
+      const char* lie = sdk::host()->option_get(options, "misreport_memory_space");
+      c->misreport_memory_space = lie != nullptr && std::string(lie) == "true";
       *out = reinterpret_cast<dlhost_context*>(c);
     });
   };
@@ -572,13 +673,14 @@ const dlhost_backend_api kApi = [] {
         sdk::invalid("async_device: set_input of " + std::to_string(bytes) +
                      " bytes for a tensor of " + std::to_string(in.count * 4));
       // `data` is borrowed for the call only: wait for the copy, as a pageable cudaMemcpy does.
-      copy_on_stream(nullptr, m, alias<char>(in.value), data, bytes);
+      copy_on_stream(nullptr, m, alias<char>(in.value), data, bytes, nullptr);
     });
   };
   t.forward = [](dlhost_model* m) {
     return sdk::guard([&] {
       Model& model = model_of(m);
       model.launch([&model] {
+        for (Param& p : model.params) p.produced = false;  // a new step: last step's are stale
         for (const Node& n : model.nodes)
           if (n.op != DLHOST_OP_INPUT) forward_node(model, n);
       });
@@ -606,8 +708,8 @@ const dlhost_backend_api kApi = [] {
       const Param& p = model_of(m).params.at(static_cast<size_t>(param));
       check_buffer(value, "value");
       check_buffer(grad, "grad");
-      fill(value, p.value, p.count);
-      fill(grad, p.grad, p.count);
+      fill(*model_of(m).ctx, value, p.value, p.count);
+      fill(*model_of(m).ctx, grad, p.grad, p.count);
     });
   };
   t.read_param = [](dlhost_model* m, int32_t param, int32_t part, void* data, size_t bytes) {
@@ -625,7 +727,7 @@ const dlhost_backend_api kApi = [] {
       const Param& p = model.params.at(static_cast<size_t>(param));
       if (bytes != static_cast<size_t>(p.count) * 4) sdk::invalid("async_device: write_param size");
       copy_on_stream(nullptr, m, alias<float>(part == DLHOST_PARAM_GRAD ? p.grad : p.value), data,
-                     bytes);
+                     bytes, nullptr);
     });
   };
   t.memory_in_use = [](dlhost_model* m, uint64_t* bytes) {

@@ -124,6 +124,11 @@ class Stream {
     uint64_t target = submitted_ + tasks_.size();
     done_cv_.wait(lock, [&] { return finished_ >= target; });
   }
+  // True when nothing is queued or running: an unordered host access cannot race device work.
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tasks_.empty() && finished_ == submitted_;
+  }
   dlhost_host_queue* handle() { return &queue_; }
 
  private:

@@ -20,8 +20,9 @@
  *
  * Device memory. Buffers in DLHOST_MEMORY_DEVICE are never read or written by the host directly:
  * the host asks the backend to copy (DLHOST_EXT_DEVICE_MEMORY). The same extension reports
- * memory statistics (in use, peak, free, total) and allocates device buffers for comm-bench, and
- * pinned host memory for per-step input uploads.
+ * memory statistics (in use, peak, free, total), allocates device buffers for comm-bench and
+ * gradient arenas, copies device to device on the stream, and pinned host memory for per-step
+ * input uploads.
  *
  * Ownership and lifetimes are stated on every field; extension tables themselves are
  * plugin-owned and live as long as the library. Threading is as in dlhost_backend.h: calls on a
@@ -183,8 +184,19 @@ typedef struct dlhost_device_memory_ext {
    * with host_free. Backends without pinning may return ordinary memory. */
   dlhost_status* (*host_alloc)(dlhost_context* context, uint64_t bytes, void** out);
   void (*host_free)(dlhost_context* context, void* ptr); /* accepts NULL */
+  /* Copies `bytes` between two device buffers of the model's context (from the model or
+   * buffer_alloc; they may not overlap), ordered on the model's stream, and returns without
+   * waiting: work enqueued after it sees the copy. What the host packs gradients into a flat
+   * all-reduce arena with, so no gradient is read before the work that writes it. */
+  dlhost_status* (*copy_device)(dlhost_model* model, const dlhost_buffer* src, uint64_t src_offset,
+                                const dlhost_buffer* dst, uint64_t dst_offset, uint64_t bytes);
+  /* Fills a caller-owned struct with the device buffer that holds input tensor `tensor` of
+   * `model` (valid as long as the model): a per-step upload copies the batch into it with
+   * copy_from_host, from host_alloc'ed memory. */
+  dlhost_status* (*input_buffer)(dlhost_model* model, int32_t tensor, dlhost_buffer* out);
 } dlhost_device_memory_ext;
-#define DLHOST_DEVICE_MEMORY_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_device_memory_ext, host_free)
+#define DLHOST_DEVICE_MEMORY_EXT_STRUCT_SIZE \
+  DLHOST_STRUCT_SIZE(dlhost_device_memory_ext, input_buffer)
 
 /* ---------------------------------------------------------------------------------------------
  * The options a plugin reads, declared so that the host can list them (`dlhost plugins -v`) and

@@ -1,0 +1,192 @@
+// step_loop.cpp — see step_loop.h.
+#include "run/step_loop.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/host_api.h"
+#include "suite/schema.h"
+
+namespace dlhost {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::ordered_json;
+
+double ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Events between the phases: start, after upload, forward, backward, all-reduce, update.
+enum Mark { kStart, kUploaded, kForward, kBackward, kReduced, kUpdated, kMarks };
+
+}  // namespace
+
+StepLoop::StepLoop(const BackendDevice& backend, dlhost_context* context, dlhost_model* model,
+                   DataParallel* dp, const std::vector<Upload>& uploads, const RunContext& ctx)
+    : backend_(backend),
+      api_(backend.api()),
+      context_(context),
+      m_(model),
+      dp_(dp),
+      ready_(dp ? dp->grad_ready() : nullptr),
+      uploads_(uploads),
+      ctx_(ctx) {
+  if (backend.has_events())
+    for (int i = 0; i < kMarks; ++i) events_.emplace_back(backend, model);
+}
+
+StepLoop::~StepLoop() = default;
+
+void StepLoop::upload() {
+  for (const Upload& u : uploads_) {
+    if (u.device)
+      backend_.copy_from_host(context_, m_, u.memory->data(), *u.device, 0, u.bytes);
+    else
+      check_status(api_->set_input(m_, u.tensor, u.memory->data(), u.bytes), "set_input (upload)");
+  }
+}
+
+float StepLoop::warmup_step() {
+  progress(0);
+  upload();
+  check_status(api_->forward(m_), "forward");
+  progress(1);
+  check_status(api_->backward(m_, ready_), "backward");
+  progress(2);
+  if (dp_) dp_->finish(nullptr);
+  progress(3);
+  check_status(api_->update(m_), "update");
+  ++step_;
+  return loss();
+}
+
+void StepLoop::timed_step(Samples& s) {
+  if (events_.empty())
+    clock_step(s);
+  else
+    event_step(s);
+  s.allreduce.push_back(dp_ ? s.dp.allreduce_ms : 0.0);
+  s.loss.push_back(loss());  // outside the timers
+  sample_memory(s.memory);
+  ++step_;
+}
+
+// 1.1: the host clock, a synchronize after every phase.
+void StepLoop::clock_step(Samples& s) {
+  progress(0);
+  auto t0 = Clock::now();
+  upload();
+  if (!uploads_.empty()) check_status(api_->synchronize(m_), "synchronize after upload");
+  auto tu = Clock::now();
+  synchronized(api_->forward(m_), "forward");
+  auto t1 = Clock::now();
+  progress(1);
+  synchronized(api_->backward(m_, ready_), "backward");
+  auto t2 = Clock::now();
+  progress(2);
+  if (dp_) dp_->finish(&s.dp);
+  auto t3 = Clock::now();
+  progress(3);
+  synchronized(api_->update(m_), "update");
+  auto t4 = Clock::now();
+  s.upload.push_back(ms(t0, tu));
+  s.forward.push_back(ms(tu, t1));
+  s.backward.push_back(ms(t1, t2));
+  s.exposed_comm.push_back(ms(t2, t3));
+  s.update.push_back(ms(t3, t4));
+  s.step.push_back(ms(t0, t4));
+  s.wall_step.push_back(ms(t0, t4));
+}
+
+// 1.2: events between the phases, one synchronize at the end of the step.
+void StepLoop::event_step(Samples& s) {
+  auto& e = events_;
+  progress(0);
+  auto w0 = Clock::now();
+  e[kStart].record();
+  upload();
+  e[kUploaded].record();
+  check_status(api_->forward(m_), "forward");
+  e[kForward].record();
+  progress(1);
+  check_status(api_->backward(m_, ready_), "backward");
+  e[kBackward].record();
+  progress(2);
+  if (dp_) dp_->finish(&s.dp);
+  e[kReduced].record();
+  progress(3);
+  check_status(api_->update(m_), "update");
+  e[kUpdated].record();
+  e[kUpdated].synchronize();
+  auto w1 = Clock::now();
+  if (dp_) dp_->settle(&s.dp);
+  s.upload.push_back(e[kUploaded].ms_since(e[kStart]));
+  s.forward.push_back(e[kForward].ms_since(e[kUploaded]));
+  s.backward.push_back(e[kBackward].ms_since(e[kForward]));
+  s.exposed_comm.push_back(e[kReduced].ms_since(e[kBackward]));
+  s.update.push_back(e[kUpdated].ms_since(e[kReduced]));
+  s.step.push_back(e[kUpdated].ms_since(e[kStart]));
+  s.wall_step.push_back(ms(w0, w1));
+}
+
+void StepLoop::sample_memory(MemoryFigures& m) {
+  if (auto stats = backend_.memory_stats(m_)) {
+    m.in_use = stats->in_use_bytes;
+    m.peak = std::max({m.peak, stats->peak_bytes, stats->in_use_bytes});
+    m.device = stats;
+    m.device->peak_bytes = m.peak;
+    return;
+  }
+  uint64_t bytes = 0;
+  check_status(api_->memory_in_use(m_, &bytes), "memory_in_use");
+  m.in_use = bytes;
+  m.peak = std::max(m.peak, bytes);
+}
+
+void StepLoop::synchronized(dlhost_status* status, const char* what) {
+  check_status(status, what);
+  check_status(api_->synchronize(m_), "synchronize");
+}
+
+float StepLoop::loss() {
+  float l = 0;
+  check_status(api_->read_loss(m_, &l), "read_loss");
+  return l;
+}
+
+void StepLoop::progress(int phase) {
+  if (ctx_.on_progress) ctx_.on_progress(step_, phase);
+}
+
+Samples train(StepLoop& loop, DataParallel* dp, const json& p, Clock::time_point case_start) {
+  const int64_t warmup = case_value<int64_t>(p, "warmup");
+  const int64_t iterations = case_value<int64_t>(p, "iterations");
+  const double timeout_s = case_value<double>(p, "timeout");
+  Samples s;
+  for (auto* v : {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce,
+                  &s.loss, &s.upload, &s.wall_step})
+    v->reserve(static_cast<size_t>(iterations));
+  // Every rank must stop at the same step, or the others would wait in an all-reduce forever.
+  auto over_time = [&] {
+    std::vector<double> late{ms(case_start, Clock::now()) > timeout_s * 1000.0 ? 1.0 : 0.0};
+    if (dp) dp->all_reduce_max(late);
+    return late[0] > 0;
+  };
+  for (int64_t i = 0; i < warmup && !s.timed_out; ++i) {
+    s.warmup_loss.push_back(loop.warmup_step());
+    s.timed_out = over_time();
+  }
+  loop.sample_memory(s.memory);
+  for (int64_t i = 0; i < iterations && !s.timed_out; ++i) {
+    loop.timed_step(s);
+    if (!std::isfinite(s.loss.back()))
+      throw Error(DLHOST_CODE_INTERNAL, "loss is " + std::to_string(s.loss.back()) +
+                                            " at timed iteration " + std::to_string(i));
+    s.timed_out = over_time();
+  }
+  return s;
+}
+
+}  // namespace dlhost
