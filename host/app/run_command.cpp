@@ -49,7 +49,10 @@ SuiteCatalog make_catalog(const PluginRegistry& registry, const std::vector<Netw
 std::optional<Suite> load(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,
                           const RunOptions& o) {
   try {
-    Suite suite = load_suite(o.suite, make_catalog(registry, networks), host_cores(), o.overrides);
+    SuiteLimits limits;
+    limits.max_cases = o.max_cases;
+    Suite suite =
+        load_suite(o.suite, make_catalog(registry, networks), host_cores(), o.overrides, limits);
     apply_rank_skips(suite, host_cores(), o.launcher_args);
     return suite;
   } catch (const SuiteError& e) {
