@@ -20,9 +20,10 @@ struct RunOptions {
   std::vector<std::string> cases, overrides;
   std::string output, resume;
   bool dry_run = false;
-  bool in_process = false;                  // --no-isolate: debugging only
-  std::vector<std::string> plugin_folders;  // what the case workers search
-  std::vector<std::string> launcher_args;   // added to every multi-rank case's launcher
+  bool in_process = false;                    // --no-isolate: debugging only
+  std::vector<std::string> plugin_folders;    // what the case workers search
+  std::vector<RefusedPlugin> unsafe_plugins;  // what the plugin probe refused: workers skip them
+  std::vector<std::string> launcher_args;     // added to every multi-rank case's launcher
   size_t max_cases = SuiteLimits{}.max_cases;
   std::vector<std::string> command_line;  // this dlhost's argv, repeated in the resume hint
 };

@@ -18,6 +18,7 @@
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "isolate/case_process.h"
+#include "isolate/plugin_probe.h"
 #include "report/commands.h"
 
 namespace {
@@ -155,6 +156,9 @@ int run_main(int argc, char** argv) {
   auto* local = app.add_subcommand("case-local", "")->group("");
   local->add_option("ranks", local_ranks)->required();
   local->add_option("job", local_job)->required();
+  std::vector<std::string> probe_files;
+  auto* probe = app.add_subcommand("plugin-probe", "")->group("");
+  probe->add_option("files", probe_files);
 
   try {
     app.parse(argc, argv);
@@ -167,6 +171,7 @@ int run_main(int argc, char** argv) {
   // A case worker loads the plugins its job names, nothing else.
   if (*worker) return case_worker_main(worker_job);
   if (*local) return case_local_main(local_ranks, local_job);
+  if (*probe) return plugin_probe_main(probe_files);
   if (auto rc = report_commands.run_chosen()) return *rc;  // they read files, not plugins
   std::atexit(refuse_early_exit);
   run_opts.command_line.assign(argv, argv + argc);
@@ -175,7 +180,12 @@ int run_main(int argc, char** argv) {
   PluginRegistry registry;
   std::vector<std::string> folders = plugin_dirs;
   for (const auto& f : PluginRegistry::default_search_path()) folders.push_back(f);
-  registry.discover(folders);
+  // Each library is tried in a child process first: one that crashes or exits while it loads
+  // is refused, and neither this process nor a case worker loads it.
+  registry.discover(folders, [&](const std::vector<std::string>& files) {
+    run_opts.unsafe_plugins = probe_plugins(files);
+    return run_opts.unsafe_plugins;
+  });
   run_opts.plugin_folders = folders;
   std::vector<NetworkRef> networks = list_networks(registry);
 

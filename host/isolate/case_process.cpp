@@ -152,6 +152,12 @@ std::string laggard(const std::map<int, std::pair<int64_t, int>>& progress, int 
 
 }  // namespace
 
+json unsafe_to_json(const std::vector<RefusedPlugin>& unsafe) {
+  json out = json::array();
+  for (const auto& r : unsafe) out.push_back({{"path", r.path}, {"reason", r.reason}});
+  return out;
+}
+
 json job_to_json(const CaseJob& job) {
   return json{{"id", job.input.id},
               {"params", job.input.params},
@@ -160,7 +166,8 @@ json job_to_json(const CaseJob& job) {
               {"backend_by_priority", job.input.backend_by_priority},
               {"suite_name", job.suite_name},
               {"suite_path", job.suite_path},
-              {"plugin_folders", job.plugin_folders}};
+              {"plugin_folders", job.plugin_folders},
+              {"unsafe_plugins", unsafe_to_json(job.unsafe_plugins)}};
 }
 
 CaseJob job_from_json(const nlohmann::json& j) {
@@ -173,6 +180,9 @@ CaseJob job_from_json(const nlohmann::json& j) {
   job.suite_name = j.at("suite_name").get<std::string>();
   job.suite_path = j.at("suite_path").get<std::string>();
   job.plugin_folders = j.at("plugin_folders").get<std::vector<std::string>>();
+  for (const auto& r : j.value("unsafe_plugins", nlohmann::json::array()))
+    job.unsafe_plugins.push_back(
+        {r.at("path").get<std::string>(), r.at("reason").get<std::string>()});
   return job;
 }
 
@@ -520,7 +530,7 @@ int case_worker_main(const std::string& job_json) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   CaseJob job = job_from_json(nlohmann::json::parse(job_json));
   PluginRegistry registry;
-  registry.discover(job.plugin_folders);
+  registry.discover(job.plugin_folders, [&](const auto&) { return job.unsafe_plugins; });
   std::vector<NetworkRef> networks = list_networks(registry);
   RunContext ctx;
   ctx.registry = &registry;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plugin_registry.h"
 #include "run/runner.h"
 
 namespace dlhost {
@@ -22,7 +23,8 @@ namespace dlhost {
 struct CaseJob {
   CaseSpec input;
   std::string suite_name, suite_path;
-  std::vector<std::string> plugin_folders;  // searched by the worker, in order
+  std::vector<std::string> plugin_folders;    // searched by the worker, in order
+  std::vector<RefusedPlugin> unsafe_plugins;  // refused by dlhost's probe: never loaded again
 };
 
 nlohmann::ordered_json job_to_json(const CaseJob& job);
