@@ -27,16 +27,17 @@ extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_h
 #else
   static dlhost_backend_api table{};  // every function NULL
   table.struct_size = DLHOST_BACKEND_API_STRUCT_SIZE;
-  static dlhost_plugin plugin = [] {
-    dlhost_plugin p{};
-    p.struct_size = DLHOST_PLUGIN_STRUCT_SIZE;
-    p.abi_major = DLHOST_ABI_MAJOR;
-    p.abi_minor = DLHOST_ABI_MINOR;
-    p.kind = DLHOST_PLUGIN_BACKEND;
-    p.name = "hostile";
-    p.backend = &table;
-    return p;
-  }();
+  // In field order: struct_size, abi_major, abi_minor, kind, name, version, description, query,
+  // backend.
+  static dlhost_plugin plugin{DLHOST_PLUGIN_STRUCT_SIZE,
+                              DLHOST_ABI_MAJOR,
+                              DLHOST_ABI_MINOR,
+                              DLHOST_PLUGIN_BACKEND,
+                              "hostile",
+                              nullptr,
+                              nullptr,
+                              nullptr,
+                              &table};
   return &plugin;
 #endif
 }
