@@ -47,8 +47,9 @@ CLI::App* add_run(CLI::App& app, RunOptions& o, bool& quick) {
   run->add_option("-o,--output", o.output,
                   "Results file (JSON lines, appended); default results/<suite>-<time>.jsonl");
   run->add_option("--resume", o.resume,
-                  "Append to this results file, running only the cases it has no record of (a "
-                  "case whose parameters changed runs again)")
+                  "Append to this results file, running only the cases it has no record of; a "
+                  "file of another suite, or with a case recorded under other parameters, is "
+                  "refused")
       ->excludes(run->get_option("--output"));
   run->add_option("--launcher-arg", o.launcher_args,
                   "Extra argument for mpirun/srun of multi-rank cases, after the suite's "
