@@ -68,3 +68,86 @@ run missing run "$WORK/absent.yaml"
 expect_rc 2; expect_err "absent.yaml: cannot open: No such file or directory"
 run usage run --no-such-flag "$WORK/one.yaml"
 expect_rc 2
+
+# --- 3. a results write that fails keeps every whole record and says how to finish ---
+cat > "$WORK/two.yaml" <<'YAML'
+name: two
+defaults: {network: lenet, backend: cpu_reference, batch: 4, warmup: 0, iterations: 2, threads: 1}
+cases:
+  - {seed: 1}
+  - {seed: 2}
+YAML
+run size-probe run "$WORK/one.yaml" -o "$WORK/size-probe.jsonl"
+run sizes run "$WORK/two.yaml" --set threads=1 -o "$WORK/sizes.jsonl"
+size=$(head -n 1 "$WORK/sizes.jsonl" | wc -c)  # of the first record; two are far more
+# full FILE LABEL: the second record does not fit; FILE must then hold exactly the first.
+full_checks() {
+  expect_rc 2; expect_err "cannot write results file"; expect_err '"case_id":"lenet.cpu_reference.b4.t1.seed=2"'
+  expect_err "finish with: $DLHOST run $WORK/two.yaml --set threads=1 --resume $1"
+  test "$(records "$1")" -eq 1 || fail "$name: $(records "$1") records, expected 1"
+  tail -c 1 "$1" | od -c | grep -q '\\n' || fail "$name: the file ends in a torn line"
+  run "$name-resume" run "$WORK/two.yaml" --set threads=1 --resume "$1"
+}
+# A file-size limit (RLIMIT_FSIZE) fails write() as a full disk does, with no root needed.
+name=fsize; set +e
+prlimit --fsize=$((size + 512)) "$DLHOST" run "$WORK/two.yaml" --set threads=1 -o "$WORK/fsize.jsonl" > "$WORK/fsize.out" 2> "$WORK/fsize.err"
+rc=$?; set -e
+full_checks "$WORK/fsize.jsonl"
+expect_rc 0; test "$(records "$WORK/fsize.jsonl")" -eq 2 || fail "resume after the full disk"
+# A real full filesystem where this test may mount one (root): a tmpfs of one page.
+mkdir -p "$WORK/tmpfs"
+if [ "$size" -lt 4096 ] && [ "$(wc -c < "$WORK/sizes.jsonl")" -gt 4096 ] && mount -t tmpfs -o size=4k tmpfs "$WORK/tmpfs" 2>/dev/null; then
+  run tmpfs run "$WORK/two.yaml" --set threads=1 -o "$WORK/tmpfs/full.jsonl"
+  name=tmpfs; full_checks "$WORK/tmpfs/full.jsonl"
+  umount "$WORK/tmpfs"
+else
+  echo "reliability_e2e: no tmpfs mount here (needs root); the file-size limit stood in for a full disk"
+fi
+
+# --- 4. one writer per results file ---
+cp "$WORK/size-probe.jsonl" "$WORK/locked.jsonl"
+/usr/bin/python3 -c "import fcntl, sys, time
+f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)" \
+  "$WORK/locked.jsonl" > "$WORK/holder.out" 2>&1 &
+holder=$!
+for _ in $(seq 1 100); do grep -q locked "$WORK/holder.out" && break; sleep 0.1; done
+run locked run "$WORK/one.yaml" --resume "$WORK/locked.jsonl"
+kill "$holder"; wait "$holder" 2>/dev/null || true
+expect_rc 2; expect_err "is being written by another dlhost run"
+test "$(records "$WORK/locked.jsonl")" -eq 1 || fail "locked: the file changed"
+
+# --- 5. --resume checks what it resumes ---
+run resume-other run "$WORK/two.yaml" --resume "$WORK/size-probe.jsonl"
+expect_rc 2; expect_err "size-probe.jsonl:1: a record of suite 'one', not of 'two'"
+sed '/^name:/d' "$WORK/one.yaml" > "$WORK/first.yaml"
+run resume-first run "$WORK/first.yaml" -o "$WORK/first.jsonl"
+cp "$WORK/first.yaml" "$WORK/renamed.yaml"
+run resume-renamed run "$WORK/renamed.yaml" --resume "$WORK/first.jsonl"
+expect_rc 2; expect_err "a record of suite 'first', not of 'renamed'"
+run resume-params run "$WORK/one.yaml" --set iterations=3 --resume "$WORK/size-probe.jsonl"
+expect_rc 2; expect_err "size-probe.jsonl:1: case 'lenet.cpu_reference.b4.t1' was recorded with other parameters"
+test "$(records "$WORK/size-probe.jsonl")" -eq 1 || fail "resume-params: the file changed"
+echo '{"case_id": 5, "params_hash": "x", "status": "OK"}' >> "$WORK/size-probe.jsonl"
+run resume-badline run "$WORK/one.yaml" --resume "$WORK/size-probe.jsonl"
+expect_rc 0; expect_out "size-probe.jsonl:2: not a record"; expect_out "1 of 1 cases already recorded"
+
+# --- 6. exit codes: SIGINT 130, SIGTERM 143, each with the whole command to finish ---
+cat > "$WORK/slow.yaml" <<'YAML'
+name: slow
+defaults: {network: lenet, batch: 4, warmup: 0, iterations: 2, threads: 1}
+cases:
+  - {backend: cpu_reference}
+  - {backend: faulty, timeout: 60, options: {faulty: {fault: hang}}}
+YAML
+for sig in INT:130 TERM:143; do
+  name="signal-${sig%%:*}"
+  "$DLHOST" --plugin-path "$FIXTURES" run "$WORK/slow.yaml" --set seed=7 -o "$WORK/$name.jsonl" > "$WORK/$name.out" 2> "$WORK/$name.err" &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q '^\[1/2\]' "$WORK/$name.out" && break; sleep 0.1; done
+  sleep 0.5
+  kill -s "${sig%%:*}" "$pid"
+  set +e; wait "$pid"; rc=$?; set -e
+  expect_rc "${sig#*:}"
+  expect_out "finish with: $DLHOST --plugin-path $FIXTURES run $WORK/slow.yaml --set seed=7 --resume $WORK/$name.jsonl"
+done
+echo "reliability_e2e: all probes passed"
