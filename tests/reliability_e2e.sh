@@ -150,4 +150,13 @@ for sig in INT:130 TERM:143; do
   expect_rc "${sig#*:}"
   expect_out "finish with: $DLHOST --plugin-path $FIXTURES run $WORK/slow.yaml --set seed=7 --resume $WORK/$name.jsonl"
 done
+# --- 7. out of memory is OOM on every backend (cpu_onednn said INTERNAL) ---
+cat > "$WORK/oom.yaml" <<'YAML'
+name: oom
+defaults: {network: lenet, batch: 2000000, memory_limit_mb: 2048, warmup: 0, iterations: 1, threads: 1}
+matrix:
+  backend: [cpu_onednn, cpu_reference]
+YAML
+run oom run "$WORK/oom.yaml" -o "$WORK/oom.jsonl"
+expect_rc 1; expect_out "done: 2 OOM"
 echo "reliability_e2e: all probes passed"
