@@ -99,6 +99,21 @@ void emit_line(const std::string& line) {
   }
 }
 
+}  // namespace
+
+std::optional<std::string> marker_in(const std::string& line) {
+  static const std::string kPrefix = "@@DLHOST_";
+  size_t at = line.rfind(kPrefix);
+  if (at != std::string::npos) return line.substr(at);
+  // The start of a marker cut off by the end of the line: a write torn by a killed rank.
+  size_t torn = line.rfind("@@");
+  if (torn != std::string::npos && kPrefix.compare(0, line.size() - torn, line, torn) == 0)
+    return "";
+  return std::nullopt;
+}
+
+namespace {
+
 // What the workers said on stdout.
 struct WorkerReports {
   json record;
@@ -322,8 +337,8 @@ struct ChildOutput {
     while ((nl = out_partial.find('\n')) != std::string::npos) {
       std::string l = out_partial.substr(0, nl);
       out_partial.erase(0, nl + 1);
-      if (l.rfind("@@DLHOST_", 0) == 0) {
-        reports.line(l);
+      if (auto marker = marker_in(l)) {
+        reports.line(*marker);
       } else {
         on_stderr((l + "\n").data(), l.size() + 1);  // a plugin's own prints: with the log
       }
