@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -462,8 +463,64 @@ TEST_F(suite_loader, DirectoryIsNotASuite) {
     load_suite(dir_.string(), test_catalog(), kCores);
     FAIL() << "no SuiteError";
   } catch (const SuiteError& e) {
-    EXPECT_EQ(std::string(e.what()), dir_.string() + ": cannot read: Is a directory");
+    EXPECT_EQ(std::string(e.what()),
+              dir_.string() + ": not a regular file (a directory); a suite must be a YAML file");
   }
+}
+
+// --- limits: what a hostile suite could ask for is refused before it is allocated ---
+
+std::string load_error(const std::string& path, const SuiteLimits& limits = {}) {
+  try {
+    load_suite(path, test_catalog(), kCores, {}, limits);
+  } catch (const SuiteError& e) {
+    return e.what();
+  }
+  return "no SuiteError";
+}
+
+// Read until memory ran out before.
+TEST_F(suite_loader, DevZeroIsNotASuite) {
+  EXPECT_EQ(load_error("/dev/zero"),
+            "/dev/zero: not a regular file (a device); a suite must be a YAML file");
+}
+
+// Blocked forever before (a FIFO with no writer).
+TEST_F(suite_loader, FifoIsNotASuite) {
+  const std::string path = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_EQ(load_error(path), path + ": not a regular file (a FIFO); a suite must be a YAML file");
+}
+
+TEST_F(suite_loader, FileLargerThanTheLimitIsRefusedUnread) {
+  SuiteLimits limits;
+  limits.max_bytes = 1u << 20;
+  const std::string path = write("# " + std::string(limits.max_bytes, 'x') + "\n");
+  EXPECT_EQ(load_error(path, limits),
+            path + ": larger than 1 MiB, the limit for a suite; split it into several suites");
+}
+
+// The same matrix written out plainly: one case per entry, counted as the entries are read.
+TEST_F(suite_loader, PlainCasesCountTowardsTheLimit) {
+  SuiteLimits limits;
+  limits.max_cases = 3;
+  const std::string path = write(
+      "cases:\n  - {network: fcn5, batch: 1}\n  - {network: fcn5, batch: [2, 3]}\n"
+      "  - {network: fcn5, batch: 4}\n");
+  EXPECT_EQ(load_error(path, limits),
+            path +
+                ":4:5: this entry of 'cases' brings the suite to more than 3 cases, the limit; "
+                "split the suite, or raise the limit with --max-cases N");
+  limits.max_cases = 4;
+  EXPECT_EQ(load_suite(path, test_catalog(), kCores, {}, limits).cases.size(), 4u);
+}
+
+TEST_F(suite_loader, AListOverrideCountsTowardsTheLimit) {
+  SuiteLimits limits;
+  limits.max_cases = 4;
+  const std::string path = write("matrix:\n  network: fcn5\n  batch: [1, 2]\n");
+  EXPECT_THROW(load_suite(path, test_catalog(), kCores, {"seed=[1, 2, 3]"}, limits), SuiteError);
+  EXPECT_EQ(load_suite(path, test_catalog(), kCores, {"seed=[1, 2]"}, limits).cases.size(), 4u);
 }
 
 // --- the error fixtures of tests/data/suites/bad ---

@@ -8,6 +8,7 @@
 
 #include "core/networks.h"
 #include "core/plugin_registry.h"
+#include "suite/suite.h"
 
 namespace dlhost {
 
@@ -20,9 +21,12 @@ struct RunOptions {
   std::vector<std::string> cases, overrides;
   std::string output, resume;
   bool dry_run = false;
-  bool in_process = false;                  // --no-isolate: debugging only
-  std::vector<std::string> plugin_folders;  // what the case workers search
-  std::vector<std::string> launcher_args;   // added to every multi-rank case's launcher
+  bool in_process = false;                    // --no-isolate: debugging only
+  std::vector<std::string> plugin_folders;    // what the case workers search
+  std::vector<RefusedPlugin> unsafe_plugins;  // what the plugin probe refused: workers skip them
+  std::vector<std::string> launcher_args;     // added to every multi-rank case's launcher
+  size_t max_cases = SuiteLimits{}.max_cases;
+  std::vector<std::string> command_line;  // this dlhost's argv, repeated in the resume hint
 };
 
 // Loads the suite and says whether it is valid and how many of its cases are skipped here.

@@ -5,7 +5,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,17 +18,27 @@
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "isolate/case_process.h"
+#include "isolate/plugin_probe.h"
 #include "report/commands.h"
 
 namespace {
 
 using namespace dlhost;
 
+// The suite loader names a missing file itself (exit 2), so `suite` has no ExistingFile check.
+void add_max_cases(CLI::App* sub, RunOptions& o) {
+  sub->add_option("--max-cases", o.max_cases,
+                  "Refuse a suite that expands to more cases than this (counted before they are "
+                  "built)")
+      ->capture_default_str();
+}
+
 CLI::App* add_run(CLI::App& app, RunOptions& o, bool& quick) {
   auto* run = app.add_subcommand("run",
                                  "Run a suite: one line per case as it ends, one JSON record per "
                                  "case appended to the results file");
-  run->add_option("suite", o.suite, "Suite file (YAML)")->required()->check(CLI::ExistingFile);
+  run->add_option("suite", o.suite, "Suite file (YAML)")->required();
+  add_max_cases(run, o);
   run->add_option("--case", o.cases, "Run only this case id (repeatable)");
   run->add_flag("--dry-run", o.dry_run, "Print the expanded matrix and exit");
   run->add_flag("--quick", quick,
@@ -34,8 +47,9 @@ CLI::App* add_run(CLI::App& app, RunOptions& o, bool& quick) {
   run->add_option("-o,--output", o.output,
                   "Results file (JSON lines, appended); default results/<suite>-<time>.jsonl");
   run->add_option("--resume", o.resume,
-                  "Append to this results file, running only the cases it has no record of (a "
-                  "case whose parameters changed runs again)")
+                  "Append to this results file, running only the cases it has no record of; a "
+                  "file of another suite, or with a case recorded under other parameters, is "
+                  "refused")
       ->excludes(run->get_option("--output"));
   run->add_option("--launcher-arg", o.launcher_args,
                   "Extra argument for mpirun/srun of multi-rank cases, after the suite's "
@@ -51,7 +65,8 @@ CLI::App* add_run(CLI::App& app, RunOptions& o, bool& quick) {
 CLI::App* add_validate(CLI::App& app, RunOptions& o) {
   auto* validate =
       app.add_subcommand("validate", "Check a suite (keys, types, names) without running it");
-  validate->add_option("suite", o.suite, "Suite file (YAML)")->required()->check(CLI::ExistingFile);
+  validate->add_option("suite", o.suite, "Suite file (YAML)")->required();
+  add_max_cases(validate, o);
   validate->add_option("--set", o.overrides, "Override a suite key, as for run");
   return validate;
 }
@@ -70,9 +85,41 @@ void set_up_logging(bool verbose, bool level_given, std::string log_level) {
   spdlog::set_level(spdlog::level::from_str(log_level));
 }
 
+// Set when a command returns: an exit() before that came from a plugin or a library (in its
+// entry, a constructor), and must not look like success to a CI job.
+bool g_command_returned = false;
+
+void refuse_early_exit() {
+  if (g_command_returned) return;
+  std::fprintf(stderr,
+               "dlhost: a plugin or library called exit() before the command finished; nothing "
+               "after this point ran\n");
+  std::fflush(stdout);
+  _exit(2);
+}
+
+int run_main(int argc, char** argv);
+
 }  // namespace
 
+// Usage and input errors exit 2 (see README "Exit codes"), whatever CLI11 or the allocator says.
 int main(int argc, char** argv) {
+  try {
+    int rc = run_main(argc, argv);
+    g_command_returned = true;
+    return rc;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "dlhost: out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlhost: %s\n", e.what());
+  }
+  g_command_returned = true;
+  return 2;
+}
+
+namespace {
+
+int run_main(int argc, char** argv) {
   CLI::App app{
       "dlhost — benchmarks deep-learning training across compute libraries, hardware and "
       "communication layers, through plugins"};
@@ -113,20 +160,36 @@ int main(int argc, char** argv) {
   auto* local = app.add_subcommand("case-local", "")->group("");
   local->add_option("ranks", local_ranks)->required();
   local->add_option("job", local_job)->required();
+  std::vector<std::string> probe_files;
+  auto* probe = app.add_subcommand("plugin-probe", "")->group("");
+  probe->add_option("files", probe_files);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is a ParseError that exits 0
+  }
   if (quick) run_opts.overrides.insert(run_opts.overrides.begin(), {"warmup=1", "iterations=3"});
   set_up_logging(verbose, app.get_option("--log-level")->count() > 0, log_level);
 
   // A case worker loads the plugins its job names, nothing else.
   if (*worker) return case_worker_main(worker_job);
   if (*local) return case_local_main(local_ranks, local_job);
+  if (*probe) return plugin_probe_main(probe_files);
   if (auto rc = report_commands.run_chosen()) return *rc;  // they read files, not plugins
+  std::atexit(refuse_early_exit);
+  run_opts.command_line.assign(argv, argv + argc);
+  validate_opts.command_line = run_opts.command_line;
 
   PluginRegistry registry;
   std::vector<std::string> folders = plugin_dirs;
   for (const auto& f : PluginRegistry::default_search_path()) folders.push_back(f);
-  registry.discover(folders);
+  // Each library is tried in a child process first: one that crashes or exits while it loads
+  // is refused, and neither this process nor a case worker loads it.
+  registry.discover(folders, [&](const std::vector<std::string>& files) {
+    run_opts.unsafe_plugins = probe_plugins(files);
+    return run_opts.unsafe_plugins;
+  });
   run_opts.plugin_folders = folders;
   std::vector<NetworkRef> networks = list_networks(registry);
 
@@ -137,3 +200,5 @@ int main(int argc, char** argv) {
   if (*validate) return cmd_validate(registry, networks, validate_opts);
   return cmd_run(registry, networks, run_opts);
 }
+
+}  // namespace

@@ -20,6 +20,7 @@
 #include "isolate/case_process.h"
 #include "run/record.h"
 #include "run/results.h"
+#include "run/resume.h"
 #include "run/runner.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
@@ -31,9 +32,10 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Set by SIGINT/SIGTERM: the running case is ended, the loop stops, the results stay valid.
+// The signal (SIGINT, SIGTERM) that asked the run to stop: the running case is ended, the loop
+// stops, the results stay valid. The exit code says which: 130 or 143.
 volatile sig_atomic_t g_interrupted = 0;
-void on_interrupt(int) { g_interrupted = 1; }
+void on_interrupt(int sig) { g_interrupted = sig; }
 
 SuiteCatalog make_catalog(const PluginRegistry& registry, const std::vector<NetworkRef>& networks) {
   SuiteCatalog c;
@@ -54,7 +56,10 @@ SuiteCatalog make_catalog(const PluginRegistry& registry, const std::vector<Netw
 std::optional<Suite> load(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,
                           const RunOptions& o) {
   try {
-    Suite suite = load_suite(o.suite, make_catalog(registry, networks), host_cores(), o.overrides);
+    SuiteLimits limits;
+    limits.max_cases = o.max_cases;
+    Suite suite =
+        load_suite(o.suite, make_catalog(registry, networks), host_cores(), o.overrides, limits);
     apply_rank_skips(suite, host_cores(), o.launcher_args);
     return suite;
   } catch (const SuiteError& e) {
@@ -94,23 +99,30 @@ std::string default_results_path(const std::string& suite_name) {
   return "results/" + suite_name + "-" + stamp + ".jsonl";
 }
 
-// --resume FILE: drops the cases FILE already has a record of (same id, same parameters).
-bool drop_recorded(const std::string& path, std::vector<const CaseSpec*>& selected) {
-  std::set<std::pair<std::string, std::string>> done;
+// --resume FILE: drops the cases FILE already has a record of (same id, same parameters);
+// false after printing why FILE is not this run's to resume.
+bool drop_recorded(const std::string& path, const std::string& suite_name,
+                   std::vector<const CaseSpec*>& selected) {
+  ResumeFile done;
   try {
-    int torn = 0;
-    done = recorded_cases(path, &torn);
-    if (torn > 0)
-      std::printf("%s: ignoring %d torn line(s) left by an interrupted run\n", path.c_str(), torn);
+    done = read_resume_file(path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlhost: --resume: %s\n", e.what());
     return false;
   }
+  for (const auto& why : done.skipped)
+    std::printf("%s:%s: skipped (an interrupted run's torn line, or not a record)\n", path.c_str(),
+                why.c_str());
+  std::string conflict = resume_conflict(done, path, suite_name);
+  for (size_t i = 0; conflict.empty() && i < selected.size(); ++i)
+    conflict = resume_conflict(done, path, selected[i]->id, params_hash(selected[i]->params));
+  if (!conflict.empty()) {
+    std::fprintf(stderr, "dlhost: --resume: %s\n", conflict.c_str());
+    return false;
+  }
   size_t before = selected.size();
   selected.erase(std::remove_if(selected.begin(), selected.end(),
-                                [&](const CaseSpec* c) {
-                                  return done.count({c->id, params_hash(c->params)}) != 0;
-                                }),
+                                [&](const CaseSpec* c) { return done.line_by_case.count(c->id); }),
                  selected.end());
   std::printf("resuming %s: %zu of %zu cases already recorded\n", path.c_str(),
               before - selected.size(), before);
@@ -123,13 +135,16 @@ void catch_interrupts() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // Past a file-size limit write() then fails with EFBIG, which append() handles like a full
+  // disk, instead of the signal killing dlhost mid-line.
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 // One case's record: in this process (--no-isolate, or skipped), else in its own process(es).
 // A null record: interrupted, the case has no result. Throws when no process can be started.
 json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const RunContext& ctx) {
   if (o.in_process || !c.skip_reason.empty()) return run_case(c, ctx);
-  CaseJob job{c, suite.name, suite.path, o.plugin_folders};
+  CaseJob job{c, suite.name, suite.path, o.plugin_folders, o.unsafe_plugins};
   CaseLimits limits;
   double timeout = case_value<double>(c.params, "timeout");
   // The case stops itself at its timeout (keeping its steps); the kill is the backstop.
@@ -146,16 +161,33 @@ int finish(const std::map<std::string, int>& counts, size_t done, size_t total, 
   for (const auto& [status, n] : counts)
     summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
   if (g_interrupted) {
-    std::printf("interrupted after %zu of %zu cases (%s); finish with: dlhost run %s --resume %s\n",
-                done, total, summary.empty() ? "none recorded" : summary.c_str(), o.suite.c_str(),
-                out_path.c_str());
-    return 130;
+    std::printf("interrupted after %zu of %zu cases (%s); finish with: %s\n", done, total,
+                summary.empty() ? "none recorded" : summary.c_str(),
+                resume_command(o.command_line, out_path).c_str());
+    return g_interrupted == SIGTERM ? 143 : 130;
   }
   std::printf("done: %s; results in %s\n", summary.empty() ? "no cases" : summary.c_str(),
               out_path.c_str());
   bool bad = counts.count(kStatusFailed) || counts.count(kStatusTimeout) ||
              counts.count(kStatusCrashed) || counts.count(kStatusOom);
   return bad ? 1 : 0;
+}
+
+// Appends the record; false after printing it (it is not lost: it can be pasted into the file)
+// and the command that runs the rest once there is room.
+bool save(ResultsWriter& writer, const json& rec, const RunOptions& o) {
+  try {
+    writer.append(rec);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "dlhost: %s\ndlhost: the record of case %s, which the file lacks:\n%s\n"
+                 "dlhost: once there is room, finish with: %s\n",
+                 e.what(), rec.value("case_id", std::string("?")).c_str(),
+                 rec.dump(-1, ' ', false, json::error_handler_t::replace).c_str(),
+                 resume_command(o.command_line, writer.path()).c_str());
+    return false;
+  }
 }
 
 // Runs the selected cases in order; the exit code.
@@ -176,7 +208,7 @@ int run_cases(const std::vector<const CaseSpec*>& selected, const Suite& suite, 
     if (rec.is_null()) break;  // interrupted: the case has no result
     rec["params_hash"] = params_hash(c->params);
     baselines.add(c->params, rec);
-    writer.append(rec);
+    if (!save(writer, rec, o)) return 2;
     ++counts[rec["status"].get<std::string>()];
     std::printf("%s\n", case_line(++index, selected.size(), RecordSummary::of(rec)).c_str());
     std::fflush(stdout);
@@ -209,14 +241,14 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
   std::string out_path = !o.resume.empty()  ? o.resume
                          : o.output.empty() ? default_results_path(suite->name)
                                             : o.output;
-  if (!o.resume.empty() && !drop_recorded(o.resume, selected)) return 2;
-  std::unique_ptr<ResultsWriter> writer;
+  std::unique_ptr<ResultsWriter> writer;  // first: its lock keeps a second run out
   try {
     writer = std::make_unique<ResultsWriter>(out_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlhost: %s\n", e.what());
     return 2;
   }
+  if (!o.resume.empty() && !drop_recorded(o.resume, suite->name, selected)) return 2;
   RunContext ctx;
   ctx.registry = &registry;
   ctx.networks = &networks;

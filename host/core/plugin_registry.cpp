@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/host_api.h"
+#include "core/plugin_tables.h"
 
 namespace dlhost {
 
@@ -66,16 +67,27 @@ std::vector<std::string> PluginRegistry::default_search_path() {
   return folders;
 }
 
-void PluginRegistry::discover(const std::vector<std::string>& folders) {
+void PluginRegistry::discover(const std::vector<std::string>& folders, const Vetter& vet) {
+  std::vector<std::string> files;
   for (const auto& folder : folders) {
-    std::vector<std::string> files;
+    std::vector<std::string> in_folder;
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
       if (entry.path().extension() == ".so" && entry.is_regular_file(ec))
-        files.push_back(entry.path().string());
+        in_folder.push_back(entry.path().string());
     }
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) load_file(f);
+    std::sort(in_folder.begin(), in_folder.end());
+    files.insert(files.end(), in_folder.begin(), in_folder.end());
+  }
+  std::vector<RefusedPlugin> unsafe = vet ? vet(files) : std::vector<RefusedPlugin>{};
+  for (const auto& f : files) {
+    auto bad = std::find_if(unsafe.begin(), unsafe.end(), [&](auto& r) { return r.path == f; });
+    if (bad == unsafe.end()) {
+      load_file(f);
+      continue;
+    }
+    spdlog::warn("plugin {} refused: {}", f, bad->reason);
+    refused_.push_back(*bad);
   }
 }
 
@@ -172,6 +184,8 @@ bool PluginRegistry::load_file(const std::string& path) {
                   " table is missing or smaller than ABI 1.0's (struct_size " +
                   std::to_string(table_size(p)) + " < " + std::to_string(min_table_size(p->kind)) +
                   ")");
+  if (std::string fn = null_required_function(*p); !fn.empty())
+    return refuse(std::string("the ") + kind_name(p->kind) + " function '" + fn + "' is NULL");
   if (const LoadedPlugin* other = lookup(static_cast<dlhost_plugin_kind>(p->kind), p->name))
     return refuse(std::string("duplicate ") + kind_name(p->kind) + " plugin '" + p->name +
                   "', already loaded from " + other->path);

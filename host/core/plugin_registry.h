@@ -11,6 +11,7 @@
 // once `queried` is true.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,8 +60,12 @@ class PluginRegistry {
   // (':'-separated), the install folder. Missing folders are skipped.
   static std::vector<std::string> default_search_path();
 
-  // Loads every shared library (*.so) in each folder (not recursive), in name order.
-  void discover(const std::vector<std::string>& folders);
+  // Says which files must not be loaded into this process (a probe in a child process, see
+  // isolate/plugin_probe.h), with why; they are refused without being opened.
+  using Vetter = std::function<std::vector<RefusedPlugin>(const std::vector<std::string>& files)>;
+  // Loads every shared library (*.so) in each folder (not recursive), in name order, except
+  // those `vet` refuses.
+  void discover(const std::vector<std::string>& folders, const Vetter& vet = {});
   // Loads one file; returns false and records a refusal when it cannot be used. A plugin whose
   // kind and name are already loaded is refused as a duplicate (the first one found wins).
   bool load_file(const std::string& path);

@@ -99,6 +99,21 @@ void emit_line(const std::string& line) {
   }
 }
 
+}  // namespace
+
+std::optional<std::string> marker_in(const std::string& line) {
+  static const std::string kPrefix = "@@DLHOST_";
+  size_t at = line.rfind(kPrefix);
+  if (at != std::string::npos) return line.substr(at);
+  // The start of a marker cut off by the end of the line: a write torn by a killed rank.
+  size_t torn = line.rfind("@@");
+  if (torn != std::string::npos && kPrefix.compare(0, line.size() - torn, line, torn) == 0)
+    return "";
+  return std::nullopt;
+}
+
+namespace {
+
 // What the workers said on stdout.
 struct WorkerReports {
   json record;
@@ -152,6 +167,12 @@ std::string laggard(const std::map<int, std::pair<int64_t, int>>& progress, int 
 
 }  // namespace
 
+json unsafe_to_json(const std::vector<RefusedPlugin>& unsafe) {
+  json out = json::array();
+  for (const auto& r : unsafe) out.push_back({{"path", r.path}, {"reason", r.reason}});
+  return out;
+}
+
 json job_to_json(const CaseJob& job) {
   return json{{"id", job.input.id},
               {"params", job.input.params},
@@ -160,7 +181,8 @@ json job_to_json(const CaseJob& job) {
               {"backend_by_priority", job.input.backend_by_priority},
               {"suite_name", job.suite_name},
               {"suite_path", job.suite_path},
-              {"plugin_folders", job.plugin_folders}};
+              {"plugin_folders", job.plugin_folders},
+              {"unsafe_plugins", unsafe_to_json(job.unsafe_plugins)}};
 }
 
 CaseJob job_from_json(const nlohmann::json& j) {
@@ -173,6 +195,9 @@ CaseJob job_from_json(const nlohmann::json& j) {
   job.suite_name = j.at("suite_name").get<std::string>();
   job.suite_path = j.at("suite_path").get<std::string>();
   job.plugin_folders = j.at("plugin_folders").get<std::vector<std::string>>();
+  for (const auto& r : j.value("unsafe_plugins", nlohmann::json::array()))
+    job.unsafe_plugins.push_back(
+        {r.at("path").get<std::string>(), r.at("reason").get<std::string>()});
   return job;
 }
 
@@ -312,8 +337,8 @@ struct ChildOutput {
     while ((nl = out_partial.find('\n')) != std::string::npos) {
       std::string l = out_partial.substr(0, nl);
       out_partial.erase(0, nl + 1);
-      if (l.rfind("@@DLHOST_", 0) == 0) {
-        reports.line(l);
+      if (auto marker = marker_in(l)) {
+        reports.line(*marker);
       } else {
         on_stderr((l + "\n").data(), l.size() + 1);  // a plugin's own prints: with the log
       }
@@ -520,7 +545,7 @@ int case_worker_main(const std::string& job_json) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   CaseJob job = job_from_json(nlohmann::json::parse(job_json));
   PluginRegistry registry;
-  registry.discover(job.plugin_folders);
+  registry.discover(job.plugin_folders, [&](const auto&) { return job.unsafe_plugins; });
   std::vector<NetworkRef> networks = list_networks(registry);
   // Query only the case's backend before the environment is described (query() is lazy: the
   // comm is queried when the case finds it, and no other plugin is initialized here).

@@ -12,9 +12,11 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/plugin_registry.h"
 #include "run/runner.h"
 
 namespace dlhost {
@@ -22,7 +24,8 @@ namespace dlhost {
 struct CaseJob {
   CaseSpec input;
   std::string suite_name, suite_path;
-  std::vector<std::string> plugin_folders;  // searched by the worker, in order
+  std::vector<std::string> plugin_folders;    // searched by the worker, in order
+  std::vector<RefusedPlugin> unsafe_plugins;  // refused by dlhost's probe: never loaded again
 };
 
 nlohmann::ordered_json job_to_json(const CaseJob& job);
@@ -49,6 +52,11 @@ std::vector<std::string> case_command(const std::string& exe, const CaseJob& job
 nlohmann::ordered_json run_case_in_child(const CaseJob& job, const CaseLimits& limits,
                                          const nlohmann::ordered_json& environment,
                                          volatile const int* interrupted);
+
+// What a line of a workers' stdout carries: the marker line at its end (from "@@DLHOST_"),
+// "" for a piece of a torn marker (a rank killed mid-write leaves "@@DLH" before another rank's
+// whole line), std::nullopt for a plugin's own print (forwarded with the log).
+std::optional<std::string> marker_in(const std::string& line);
 
 // The worker side: runs the job's case as this process's rank and reports on stdout.
 int case_worker_main(const std::string& job_json);

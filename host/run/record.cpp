@@ -68,18 +68,6 @@ std::string params_hash(const json& params) {
   return buf;
 }
 
-std::set<std::pair<std::string, std::string>> recorded_cases(const std::string& path, int* torn) {
-  std::set<std::pair<std::string, std::string>> done;
-  ResultsFile previous = read_results(path);
-  for (const auto& r : previous.records) {
-    RecordSummary seen = RecordSummary::of(r);
-    if (!seen.case_id.empty() && !seen.params_hash.empty())
-      done.insert({seen.case_id, seen.params_hash});
-  }
-  if (torn != nullptr) *torn = previous.torn_lines;
-  return done;
-}
-
 namespace {
 
 // The 1-rank case a multi-rank case is compared with: the same parameters but for how the ranks

@@ -1,7 +1,7 @@
 // record.h — what becomes of a case's record after it is made: the console line that reports
-// it, the hash --resume matches it by, and its scaling against the 1-rank record of the same
-// case (speedup and efficiency). Records are data (results.h writes them); these are views and
-// additions. Pure functions; thread-safe.
+// it, the hash --resume matches it by (resume.h reads them back), and its scaling against the
+// 1-rank record of the same case (speedup and efficiency). Records are data (results.h writes
+// them); these are views and additions. Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -33,10 +33,6 @@ std::string case_line(size_t index, size_t total, const RecordSummary& record);
 
 // Identifies a case's parameters for --resume: a changed case runs again.
 std::string params_hash(const nlohmann::ordered_json& params);
-
-// (case id, params hash) of every record in a results file, for --resume; the number of torn
-// lines it skipped goes to `*torn`. Throws std::runtime_error when the file cannot be read.
-std::set<std::pair<std::string, std::string>> recorded_cases(const std::string& path, int* torn);
 
 // Keeps the OK 1-rank records of a run and adds `distributed.vs_1_rank` to each OK multi-rank
 // record whose 1-rank twin (the same parameters but for how the ranks are launched and

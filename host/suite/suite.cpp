@@ -10,6 +10,7 @@
 #include "suite/schema.h"
 #include "suite/skip.h"
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -279,12 +280,13 @@ struct BuiltCase {
 
 class Loader {
  public:
-  Loader(std::string path, const SuiteCatalog& catalog, int host_cores,
+  Loader(std::string path, const SuiteCatalog& catalog, int host_cores, const SuiteLimits& limits,
          std::optional<std::string> text = std::nullopt)
       : path_(std::move(path)),
         text_(std::move(text)),
         catalog_(catalog),
-        host_cores_(host_cores) {}
+        host_cores_(host_cores),
+        limits_(limits) {}
 
   Suite load(const std::vector<std::string>& overrides) {
     const YAML::Node root = parse_file();
@@ -318,7 +320,10 @@ class Loader {
     for (const std::string& text : overrides) apply_override(text, has_matrix);
 
     std::vector<Entry> entries;
-    if (has_matrix) entries = expand_matrix();
+    if (has_matrix) {
+      count_cases(matrix_case_count(), matrix_where_, "the matrix");
+      entries = expand_matrix();
+    }
     if (sections.count("cases")) {
       for (Entry& e : read_cases(sections.at("cases").first, sections.at("cases").second)) {
         entries.push_back(std::move(e));
@@ -398,30 +403,104 @@ class Loader {
     }
   }
 
-  YAML::Node parse_file() const {
-    if (text_) {
-      check_utf8(*text_);
-      try {
-        return YAML::Load(*text_);
-      } catch (const YAML::Exception& e) {
-        fail(e.mark.is_null() ? Where{} : Where{e.mark.line + 1, e.mark.column + 1, {}}, e.msg);
-      }
-    }
-    errno = 0;
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) throw SuiteError(path_ + ": cannot open: " + std::strerror(errno));
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    // A directory opens fine but cannot be read.
-    if (in.bad() || (buffer.str().empty() && errno != 0)) {
-      throw SuiteError(path_ + ": cannot read: " + std::strerror(errno ? errno : EIO));
-    }
-    check_utf8(buffer.str());
+  YAML::Node parse_file() const { return parse_text(text_ ? *text_ : read_file()); }
+
+  YAML::Node parse_text(const std::string& text) const {
+    check_utf8(text);
+    check_depth(text);
     try {
-      return YAML::Load(buffer.str());
+      return YAML::Load(text);
     } catch (const YAML::Exception& e) {
       fail(e.mark.is_null() ? Where{} : Where{e.mark.line + 1, e.mark.column + 1, {}}, e.msg);
     }
+  }
+
+  // Only a regular file of bounded size is read: a FIFO with no writer would block forever and
+  // /dev/zero would be read until memory runs out.
+  std::string read_file() const {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0)
+      throw SuiteError(path_ + ": cannot open: " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) {
+      throw SuiteError(path_ + ": not a regular file (" + file_kind(st.st_mode) +
+                       "); a suite must be a YAML file");
+    }
+    if (static_cast<size_t>(st.st_size) > limits_.max_bytes) throw_too_big();
+    errno = 0;
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) throw SuiteError(path_ + ": cannot open: " + std::strerror(errno));
+    // Read one byte past the limit: the file may have grown since stat().
+    std::string text(limits_.max_bytes + 1, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    if (in.bad()) throw SuiteError(path_ + ": cannot read: " + std::strerror(errno ? errno : EIO));
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (text.size() > limits_.max_bytes) throw_too_big();
+    return text;
+  }
+
+  [[noreturn]] void throw_too_big() const {
+    throw SuiteError(path_ + ": larger than " + std::to_string(limits_.max_bytes >> 20) +
+                     " MiB, the limit for a suite; split it into several suites");
+  }
+
+  static std::string file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a plain file";
+  }
+
+  // yaml-cpp parses nested flow collections by recursion, one stack frame per level, so a
+  // line of 100,000 '[' ends the process; block nesting is bounded by the file size. Counts
+  // brackets outside quotes and comments, before parsing.
+  void check_depth(const std::string& text) const {
+    int depth = 0, line = 1, col = 0;
+    char quote = 0;
+    bool comment = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+      const char c = text[i];
+      ++col;
+      if (c == '\n') {
+        ++line, col = 0, comment = false;
+      } else if (comment) {
+      } else if (quote) {
+        if (c == quote) quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+        comment = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth > limits_.max_depth) {
+          fail(Where{line, col, {}}, "nested deeper than " + std::to_string(limits_.max_depth) +
+                                         " levels of [ ] or { }, the limit for a suite");
+        }
+      } else if ((c == ']' || c == '}') && depth > 0) {
+        --depth;
+      }
+    }
+  }
+
+  // The number of cases the matrix expands to (excludes not subtracted), saturating above the
+  // limit so that the product cannot overflow.
+  size_t matrix_case_count() const {
+    size_t n = axes_.empty() ? 0 : 1;
+    for (const Axis& a : axes_) n = capped_product(n, a.values.size());
+    return n + includes_.size();
+  }
+
+  size_t capped_product(size_t a, size_t b) const {
+    const size_t cap = limits_.max_cases + 1;
+    return (b != 0 && a > cap / b) ? cap : std::min(a * b, cap);
+  }
+
+  // Adds `n` cases from `what` at `where` to the suite's count, failing once it passes the
+  // limit: counted before any case is built.
+  void count_cases(size_t n, const Where& where, const std::string& what) {
+    case_count_ = std::min(case_count_ + n, limits_.max_cases + 1);
+    if (case_count_ <= limits_.max_cases) return;
+    fail(where, what + " brings the suite to more than " + std::to_string(limits_.max_cases) +
+                    " cases, the limit; split the suite, or raise the limit with --max-cases N");
   }
 
   // The items of a map, refusing non-scalar and duplicate keys (yaml-cpp keeps both copies of
@@ -721,7 +800,7 @@ class Loader {
     return join(names);
   }
 
-  std::vector<Entry> read_cases(const YAML::Node& key, const YAML::Node& node) const {
+  std::vector<Entry> read_cases(const YAML::Node& key, const YAML::Node& node) {
     if (node.IsSequence() && node.size() == 0) {
       fail(where_of(node), "'cases' is empty; give at least one case");
     }
@@ -734,11 +813,23 @@ class Loader {
       const Where where = item.IsNull() ? where_of(key) : where_of(item);
       if (!item.IsMap()) fail(where, "an entry of 'cases' must be a map, got " + describe(item));
       if (item.size() == 0) fail(where, "an entry of 'cases' is empty");
+      count_cases(swept_case_count(item), where, "this entry of 'cases'");
       for (KeyValues& values : read_swept_case_map(item)) {
         entries.push_back({std::move(values), where, false});
       }
     }
     return entries;
+  }
+
+  // How many cases read_swept_case_map makes of `node`: the product of its lists' lengths.
+  size_t swept_case_count(const YAML::Node& node) const {
+    size_t n = 1;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const KeySpec* spec = it->first.IsScalar() ? find_key_spec(it->first.Scalar()) : nullptr;
+      if (it->second.IsSequence() && spec && spec->kind != Kind::kTags)
+        n = capped_product(n, it->second.size());
+    }
+    return n;
   }
 
   // A list given to a single-valued key of a `cases` entry sweeps that key, so one entry can
@@ -939,6 +1030,8 @@ class Loader {
   std::optional<std::string> text_;  // the suite's text when it does not come from a file
   const SuiteCatalog& catalog_;
   int host_cores_;
+  SuiteLimits limits_;
+  size_t case_count_ = 0;
   std::map<std::string, std::set<std::string>> optional_;
   KeyValues defaults_;
   Where matrix_where_;
@@ -953,14 +1046,14 @@ Suite load_suite(const std::string& path, const SuiteCatalog& catalog, int host_
 }
 
 Suite load_suite(const std::string& path, const SuiteCatalog& catalog, int host_cores,
-                 const std::vector<std::string>& overrides) {
-  return Loader(path, catalog, host_cores).load(overrides);
+                 const std::vector<std::string>& overrides, const SuiteLimits& limits) {
+  return Loader(path, catalog, host_cores, limits).load(overrides);
 }
 
 Suite load_suite_text(const std::string& text, const std::string& display_path,
                       const SuiteCatalog& catalog, int host_cores,
-                      const std::vector<std::string>& overrides) {
-  return Loader(display_path, catalog, host_cores, text).load(overrides);
+                      const std::vector<std::string>& overrides, const SuiteLimits& limits) {
+  return Loader(display_path, catalog, host_cores, limits, text).load(overrides);
 }
 
 }  // namespace dlhost

@@ -49,16 +49,26 @@ struct Suite {
   std::vector<CaseSpec> cases;  // in expansion order
 };
 
+// Bounds on what a suite may ask for, checked before anything is built for it: a suite of 200
+// bytes whose keys are aliases of one list asks for 10^9 cases, and /dev/zero never ends.
+struct SuiteLimits {
+  size_t max_cases = 10000;     // expanded cases, counted before they are built (--max-cases)
+  size_t max_bytes = 4u << 20;  // of the suite file
+  int max_depth = 64;           // nesting of [ ] and { } (yaml-cpp recurses once per level)
+};
+
 // host_cores <= 0 means unknown: no case is skipped for its thread count.
 Suite load_suite(const std::string& path, const SuiteCatalog& catalog, int host_cores);
 // `overrides` are "key=value" strings from the command line; the value is parsed as a YAML
 // scalar or list. They replace the suite's defaults, and replace a matrix axis of the same key.
+// Only regular files are read.
 Suite load_suite(const std::string& path, const SuiteCatalog& catalog, int host_cores,
-                 const std::vector<std::string>& overrides);
+                 const std::vector<std::string>& overrides, const SuiteLimits& limits = {});
 
 // The same from text in memory (fuzzing, tests); errors name `display_path`.
 Suite load_suite_text(const std::string& text, const std::string& display_path,
                       const SuiteCatalog& catalog, int host_cores,
-                      const std::vector<std::string>& overrides = {});
+                      const std::vector<std::string>& overrides = {},
+                      const SuiteLimits& limits = {});
 
 }  // namespace dlhost

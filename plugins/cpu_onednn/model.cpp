@@ -28,6 +28,10 @@ void with_dnnl(const std::string& what, const std::function<void()>& body) {
     if (e.status == dnnl_unimplemented)
       sdk::unimplemented("cpu_onednn: " + what + ": oneDNN has no implementation (" + e.what() +
                          ")");
+    // Out of memory is the case's size, not a fault of the plugin: the record must say OOM.
+    if (e.status == dnnl_out_of_memory)
+      sdk::fail(DLHOST_CODE_RESOURCE_EXHAUSTED,
+                "cpu_onednn: " + what + ": out of memory (" + e.what() + ")");
     sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: " + what + ": " + e.what());
   }
 }

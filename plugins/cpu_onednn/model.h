@@ -204,8 +204,8 @@ class Layer {
 // naming it.
 std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index);
 
-// Runs `body`; a dnnl::error becomes INTERNAL (UNIMPLEMENTED when oneDNN has no implementation)
-// prefixed with `what`.
+// Runs `body`; a dnnl::error becomes INTERNAL (UNIMPLEMENTED when oneDNN has no implementation,
+// RESOURCE_EXHAUSTED when it ran out of memory) prefixed with `what`.
 void with_dnnl(const std::string& what, const std::function<void()>& body);
 
 // Plain row-major layout for `dims` (nc, nchw, ...).

@@ -3,9 +3,9 @@
 // rank of a multi-rank case (read from Open MPI's environment). Option "fault" picks what
 // forward does:
 // none, error (returns INTERNAL), throw (lets a C++ exception escape through the C ABI), segv,
-// abort, exit (calls exit(3)), hang (sleeps forever), oom (allocates until refused; run it under
-// memory_limit_mb). Its "training" only makes a loss that falls (1 / step), which is all the
-// host needs to time it.
+// abort, exit (calls exit(3)), exit0 (calls exit(0)), hang (sleeps forever), oom (allocates until
+// refused; run it under memory_limit_mb). Its "training" only makes a loss that falls (1 / step),
+// which is all the host needs to time it.
 #include <dlhost/dlhost.hpp>
 
 #include <csignal>
@@ -48,6 +48,7 @@ dlhost_status* forward(dlhost_model* m) {
     if (f == "segv") std::raise(SIGSEGV);
     if (f == "abort") std::abort();
     if (f == "exit") std::exit(3);
+    if (f == "exit0") std::exit(0);
     if (f == "hang")
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     if (f == "oom") {

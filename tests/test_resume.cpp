@@ -1,0 +1,133 @@
+// test_resume.cpp — tests of what a run trusts and keeps in its results file (issue 18): the
+// writer's lock and its cut back to the last whole line when a write fails, --resume's refusal of
+// another suite's records and of a case id under other parameters, its skipping of lines that
+// are not records (with their numbers), and the command it prints to finish a run.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "run/results.h"
+#include "run/resume.h"
+
+namespace dlhost {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  std::string path = testing::TempDir() + "/test_resume_" + name;
+  std::remove(path.c_str());
+  return path;
+}
+
+std::string text_of(const std::string& path) {
+  std::stringstream s;
+  s << std::ifstream(path).rdbuf();
+  return s.str();
+}
+
+nlohmann::ordered_json record(const std::string& suite, const std::string& id,
+                              const std::string& hash) {
+  return {{"case_id", id}, {"status", "OK"}, {"suite", {{"name", suite}}}, {"params_hash", hash}};
+}
+
+// Two dlhost runs on one file interleaved their records.
+TEST(results_writer, ASecondWriterIsRefused) {
+  std::string path = temp_path("lock.jsonl");
+  ResultsWriter first(path);
+  try {
+    ResultsWriter second(path);
+    FAIL() << "a second writer opened the file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is being written by another dlhost run"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A full disk left a torn line and the process aborted (terminate ... No space left on device).
+TEST(results_writer, AFailedWriteLeavesOnlyWholeLines) {
+  std::string path = temp_path("full.jsonl");
+  ResultsWriter writer(path);
+  writer.append(record("s", "a", "1"));
+  const std::string before = text_of(path);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto old_handler = signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = before.size() + 10;  // room for 10 bytes of the next line, not all of it
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  EXPECT_THROW(writer.append(record("s", "b", "2")), std::runtime_error);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(text_of(path), before);
+  writer.append(record("s", "b", "2"));  // with room again, the next record starts cleanly
+  EXPECT_EQ(read_results(path).records.size(), 2u);
+  EXPECT_EQ(read_results(path).torn_lines, 0);
+}
+
+// A line of valid JSON with wrong types aborted the resume with type_error.302 and no line.
+TEST(resume_file, LinesThatAreNotRecordsAreSkippedWithTheirNumbers) {
+  std::string path = temp_path("bad_lines.jsonl");
+  std::ofstream(path) << record("s", "a", "1").dump() << "\n"
+                      << R"({"case_id": 5, "params_hash": "x"})"
+                      << "\n"
+                      << "[1, 2]\n"
+                      << R"({"case_id": "c", "sta)"
+                      << "\n";
+  ResumeFile f = read_resume_file(path);
+  ASSERT_EQ(f.skipped.size(), 3u);
+  EXPECT_EQ(f.skipped[0].rfind("2: not a record", 0), 0u) << f.skipped[0];
+  EXPECT_EQ(f.skipped[1].rfind("3: not a record", 0), 0u) << f.skipped[1];
+  EXPECT_EQ(f.skipped[2], "4: torn (not whole JSON)");
+  EXPECT_EQ(f.line_by_case.at("a"), 1);
+}
+
+// Resuming into another suite's file mixed both suites silently; a renamed suite with the same
+// parameters was taken as already recorded.
+TEST(resume_file, AnotherSuitesRecordsAreRefused) {
+  std::string path = temp_path("other_suite.jsonl");
+  std::ofstream(path) << record("first", "a", "1").dump() << "\n";
+  ResumeFile f = read_resume_file(path);
+  EXPECT_EQ(resume_conflict(f, path, "first"), "");
+  EXPECT_EQ(resume_conflict(f, path, "renamed"),
+            path +
+                ":1: a record of suite 'first', not of 'renamed'; a results file holds one "
+                "suite: write this one to a new file (-o)");
+}
+
+// A changed --set ran the case again: one case id under two parameter sets.
+TEST(resume_file, ACaseIdUnderOtherParametersIsRefused) {
+  std::string path = temp_path("other_params.jsonl");
+  std::ofstream(path) << record("s", "x", "1").dump() << "\n"
+                      << record("s", "a", "1").dump() << "\n";
+  ResumeFile f = read_resume_file(path);
+  EXPECT_EQ(resume_conflict(f, path, "a", "1"), "");
+  EXPECT_EQ(resume_conflict(f, path, "new", "9"), "");
+  EXPECT_EQ(resume_conflict(f, path, "a", "2")
+                .rfind(path + ":2: case 'a' was recorded with other "
+                              "parameters",
+                       0),
+            0u);
+}
+
+// The hint dropped --set, so following it changed the parameters.
+TEST(resume_command, RepeatsTheWholeCommandLine) {
+  EXPECT_EQ(
+      resume_command({"dlhost", "--plugin-path", "/p", "run", "s.yaml", "--set", "iterations=5",
+                      "-o", "out.jsonl", "--case", "a b"},
+                     "out.jsonl"),
+      "dlhost --plugin-path /p run s.yaml --set iterations=5 --case 'a b' --resume out.jsonl");
+  EXPECT_EQ(resume_command({"dlhost", "run", "s.yaml", "--output=x.jsonl"}, "x.jsonl"),
+            "dlhost run s.yaml --resume x.jsonl");
+  EXPECT_EQ(resume_command({"dlhost", "run", "s.yaml", "--resume", "r.jsonl"}, "r.jsonl"),
+            "dlhost run s.yaml --resume r.jsonl");
+  EXPECT_EQ(resume_command({"dlhost", "run", "it's.yaml"}, "results/s-1.jsonl"),
+            "dlhost run 'it'\\''s.yaml' --resume results/s-1.jsonl");
+}
+
+}  // namespace
+}  // namespace dlhost
