@@ -34,7 +34,7 @@ TEST(RunConsole, ClockText) {
 }
 
 TEST(RunConsole, EtaFromTheCasesDone) {
-  EXPECT_FALSE(eta_seconds({}, 3, 1.0).has_value());  // nothing done: no basis
+  EXPECT_FALSE(eta_seconds({}, 3, 1.0).has_value());     // nothing done: no basis
   EXPECT_DOUBLE_EQ(*eta_seconds({10, 20}, 3, 5), 40.0);  // mean 15 x 3 left - 5 elapsed
   EXPECT_DOUBLE_EQ(*eta_seconds({10}, 1, 25), 0.0);      // running late: never negative
   EXPECT_DOUBLE_EQ(*eta_seconds({}, 0, 0), 0.0);         // nothing left to run

@@ -132,7 +132,7 @@ TEST(Warnings, GovernorReadFromSysfs) {
   fs::remove_all(root);
   EXPECT_EQ(cpu_governor(root.string()), "unknown");  // no such folder
   for (int c : {0, 1}) fs::create_directories(root / ("cpu" + std::to_string(c)) / "cpufreq");
-  fs::create_directories(root / "cpufreq");  // not a CPU: ignored
+  fs::create_directories(root / "cpufreq");           // not a CPU: ignored
   EXPECT_EQ(cpu_governor(root.string()), "unknown");  // cpufreq without a governor file
   std::ofstream(root / "cpu0/cpufreq/scaling_governor") << "powersave\n";
   std::ofstream(root / "cpu1/cpufreq/scaling_governor") << "powersave\n";
