@@ -44,11 +44,14 @@ ProgressPoint decode_progress(uint64_t word) {
 
 ProgressChannel::ProgressChannel() {
   fd_ = memfd_create("dlhost-progress", MFD_CLOEXEC);
-  if (fd_ < 0 || ftruncate(fd_, kPageBytes) != 0)
-    throw std::runtime_error(std::string("progress channel: memfd: ") + std::strerror(errno));
-  void* p = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-  if (p == MAP_FAILED)
-    throw std::runtime_error(std::string("progress channel: mmap: ") + std::strerror(errno));
+  void* p = MAP_FAILED;
+  if (fd_ >= 0 && ftruncate(fd_, kPageBytes) == 0)
+    p = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) {
+    std::string why = std::strerror(errno);
+    if (fd_ >= 0) close(fd_);
+    throw std::runtime_error("progress channel: shared memory: " + why);
+  }
   std::random_device random;
   uint64_t token = (static_cast<uint64_t>(random()) << 32) | random();
   page_ = new (p) ProgressPage{kMagic, token, {0}};
