@@ -22,6 +22,7 @@ struct RunOptions {
   std::string output, resume;
   bool dry_run = false;
   bool in_process = false;                    // --no-isolate: debugging only
+  bool quiet = false;                         // only errors and the final summary
   std::vector<std::string> plugin_folders;    // what the case workers search
   std::vector<RefusedPlugin> unsafe_plugins;  // what the plugin probe refused: workers skip them
   std::vector<std::string> launcher_args;     // added to every multi-rank case's launcher

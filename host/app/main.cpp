@@ -35,12 +35,14 @@ void add_max_cases(CLI::App* sub, RunOptions& o) {
 
 CLI::App* add_run(CLI::App& app, RunOptions& o, bool& quick) {
   auto* run = app.add_subcommand("run",
-                                 "Run a suite: one line per case as it ends, one JSON record per "
-                                 "case appended to the results file");
+                                 "Run a suite: one line per case as it ends (and, on a terminal, a "
+                                 "live line with the running case's step and an ETA), one JSON "
+                                 "record per case appended to the results file");
   run->add_option("suite", o.suite, "Suite file (YAML)")->required();
   add_max_cases(run, o);
   run->add_option("--case", o.cases, "Run only this case id (repeatable)");
   run->add_flag("--dry-run", o.dry_run, "Print the expanded matrix and exit");
+  run->add_flag("-q,--quiet", o.quiet, "Print only errors and the final summary");
   run->add_flag("--quick", quick,
                 "A fast look: 1 warm-up and 3 timed mini-batches per case (same as --set warmup=1 "
                 "--set iterations=3)");

@@ -1,7 +1,10 @@
 // run_command.cpp — `dlhost validate` and `dlhost run`: load a suite, select its cases, then (run)
-// each case in its own process, its record appended to the results file and printed as one line
-// the moment it ends. Ctrl-C ends the running case and keeps the file valid for --resume.
+// each case in its own process, its record (with its warnings) appended to the results file and
+// printed as one line the moment it ends, under a live progress line on a terminal (RunConsole).
+// Ctrl-C ends the running case and keeps the file valid for --resume.
 #include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -18,10 +21,13 @@
 #include "core/compatibility.h"
 #include "core/environment.h"
 #include "isolate/case_process.h"
+#include "run/progress_channel.h"
 #include "run/record.h"
 #include "run/results.h"
 #include "run/resume.h"
+#include "run/run_console.h"
 #include "run/runner.h"
+#include "run/warnings.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
 #include "suite/suite.h"
@@ -102,7 +108,7 @@ std::string default_results_path(const std::string& suite_name) {
 // --resume FILE: drops the cases FILE already has a record of (same id, same parameters);
 // false after printing why FILE is not this run's to resume.
 bool drop_recorded(const std::string& path, const std::string& suite_name,
-                   std::vector<const CaseSpec*>& selected) {
+                   std::vector<const CaseSpec*>& selected, RunConsole& console) {
   ResumeFile done;
   try {
     done = read_resume_file(path);
@@ -111,8 +117,7 @@ bool drop_recorded(const std::string& path, const std::string& suite_name,
     return false;
   }
   for (const auto& why : done.skipped)
-    std::printf("%s:%s: skipped (an interrupted run's torn line, or not a record)\n", path.c_str(),
-                why.c_str());
+    console.note(path + ":" + why + ": skipped (an interrupted run's torn line, or not a record)");
   std::string conflict = resume_conflict(done, path, suite_name);
   for (size_t i = 0; conflict.empty() && i < selected.size(); ++i)
     conflict = resume_conflict(done, path, selected[i]->id, params_hash(selected[i]->params));
@@ -124,8 +129,8 @@ bool drop_recorded(const std::string& path, const std::string& suite_name,
   selected.erase(std::remove_if(selected.begin(), selected.end(),
                                 [&](const CaseSpec* c) { return done.line_by_case.count(c->id); }),
                  selected.end());
-  std::printf("resuming %s: %zu of %zu cases already recorded\n", path.c_str(),
-              before - selected.size(), before);
+  console.note("resuming " + path + ": " + std::to_string(before - selected.size()) + " of " +
+               std::to_string(before) + " cases already recorded");
   return true;
 }
 
@@ -155,19 +160,21 @@ json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const R
   return run_case_in_child(job, limits, ctx.environment, &g_interrupted);
 }
 
-int finish(const std::map<std::string, int>& counts, size_t done, size_t total, const RunOptions& o,
-           const std::string& out_path) {
+// What the run tells at its end, through the console (the one line --quiet keeps).
+int finish(const std::map<std::string, int>& counts, size_t done, size_t total, int warned,
+           const RunOptions& o, const std::string& out_path, RunConsole& console) {
   std::string summary;
   for (const auto& [status, n] : counts)
     summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+  if (warned > 0) summary += "; " + std::to_string(warned) + " with warnings";
   if (g_interrupted) {
-    std::printf("interrupted after %zu of %zu cases (%s); finish with: %s\n", done, total,
-                summary.empty() ? "none recorded" : summary.c_str(),
-                resume_command(o.command_line, out_path).c_str());
+    console.summary("interrupted after " + std::to_string(done) + " of " + std::to_string(total) +
+                    " cases (" + (summary.empty() ? "none recorded" : summary) +
+                    "); finish with: " + resume_command(o.command_line, out_path));
     return g_interrupted == SIGTERM ? 143 : 130;
   }
-  std::printf("done: %s; results in %s\n", summary.empty() ? "no cases" : summary.c_str(),
-              out_path.c_str());
+  console.summary("done: " + (summary.empty() ? std::string("no cases") : summary) +
+                  "; results in " + out_path);
   bool bad = counts.count(kStatusFailed) || counts.count(kStatusTimeout) ||
              counts.count(kStatusCrashed) || counts.count(kStatusOom);
   return bad ? 1 : 0;
@@ -190,30 +197,92 @@ bool save(ResultsWriter& writer, const json& rec, const RunOptions& o) {
   }
 }
 
+std::vector<PlannedCase> console_plan(const std::vector<const CaseSpec*>& selected) {
+  std::vector<PlannedCase> plan;
+  for (const auto* c : selected)
+    plan.push_back({c->id, case_value<int64_t>(c->params, "warmup"),
+                    case_value<int64_t>(c->params, "iterations"), c->skip_reason.empty()});
+  return plan;
+}
+
+std::vector<std::string> warning_lines(const std::vector<Warning>& warnings) {
+  std::vector<std::string> lines;
+  for (const auto& w : warnings) lines.push_back("warning [" + w.code + "]: " + w.message);
+  return lines;
+}
+
+// One case's record with its warnings: the machine's load is measured around the case's process.
+json measured_case(const CaseSpec& c, const Suite& suite, const RunOptions& o,
+                   const RunContext& ctx, std::vector<Warning>& case_warned) {
+  CpuTimes before = sample_cpu_times();
+  json rec = run_one(c, suite, o, ctx);
+  if (rec.is_null()) return rec;
+  CaseLoad load = load_between(before, sample_cpu_times());
+  rec["params_hash"] = params_hash(c.params);
+  rec["warnings"] = warnings_json(rec, load);
+  case_warned = case_warnings(rec, load);
+  return rec;
+}
+
 // Runs the selected cases in order; the exit code.
 int run_cases(const std::vector<const CaseSpec*>& selected, const Suite& suite, const RunOptions& o,
-              const RunContext& ctx, ResultsWriter& writer, const std::string& out_path) {
+              const RunContext& ctx, ResultsWriter& writer, RunConsole& console,
+              ProgressChannel* channel) {
   std::map<std::string, int> counts;
   ScalingBaselines baselines;
   size_t index = 0;
+  int warned = 0;
+  console.plan(console_plan(selected));
   for (const auto* c : selected) {
     if (g_interrupted) break;
+    if (channel) channel->reset();
+    console.case_started(index);
     json rec;
+    std::vector<Warning> case_warned;
     try {
-      rec = run_one(*c, suite, o, ctx);
+      rec = measured_case(*c, suite, o, ctx, case_warned);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "dlhost: cannot start the case's process: %s\n", e.what());
+      console.error(std::string("dlhost: cannot start the case's process: ") + e.what());
       return 2;
     }
     if (rec.is_null()) break;  // interrupted: the case has no result
-    rec["params_hash"] = params_hash(c->params);
     baselines.add(c->params, rec);
     if (!save(writer, rec, o)) return 2;
     ++counts[rec["status"].get<std::string>()];
-    std::printf("%s\n", case_line(++index, selected.size(), RecordSummary::of(rec)).c_str());
-    std::fflush(stdout);
+    warned += rec["warnings"].empty() ? 0 : 1;
+    console.case_finished(case_line(++index, selected.size(), RecordSummary::of(rec)),
+                          warning_lines(case_warned));
   }
-  return finish(counts, index, selected.size(), o, out_path);
+  return finish(counts, index, selected.size(), warned, o, writer.path(), console);
+}
+
+// The shared memory the cases report their steps into; none (no step shown) where it cannot be
+// made. Case processes find it through the environment they inherit.
+std::unique_ptr<ProgressChannel> open_progress_channel(RunContext& ctx, const RunOptions& o) {
+  std::unique_ptr<ProgressChannel> channel;
+  try {
+    channel = std::make_unique<ProgressChannel>();
+  } catch (const std::exception& e) {
+    spdlog::debug("no live step progress: {}", e.what());
+    return nullptr;
+  }
+  setenv(kProgressVariable, channel->address().c_str(), 1);
+  if (o.in_process) {
+    ProgressChannel* c = channel.get();
+    ctx.on_progress = [c](int64_t step, int phase) { c->publish(step, phase); };
+  }
+  return channel;
+}
+
+RunContext run_context(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,
+                       const Suite& suite) {
+  RunContext ctx;
+  ctx.registry = &registry;
+  ctx.networks = &networks;
+  ctx.environment = capture_environment(registry);
+  ctx.suite_name = suite.name;
+  ctx.suite_path = suite.path;
+  return ctx;
 }
 
 }  // namespace
@@ -248,19 +317,16 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
     std::fprintf(stderr, "dlhost: %s\n", e.what());
     return 2;
   }
-  if (!o.resume.empty() && !drop_recorded(o.resume, suite->name, selected)) return 2;
-  RunContext ctx;
-  ctx.registry = &registry;
-  ctx.networks = &networks;
-  ctx.environment = capture_environment(registry);
-  ctx.suite_name = suite->name;
-  ctx.suite_path = suite->path;
-  std::printf("dlhost %s (%s): suite %s, %zu cases, results -> %s\n", dlhost_version().c_str(),
-              dlhost_git_revision().c_str(), suite->name.c_str(), selected.size(),
-              out_path.c_str());
-  std::fflush(stdout);
-  catch_interrupts();
-  return run_cases(selected, *suite, o, ctx, *writer, out_path);
+  catch_interrupts();  // before the progress channel: it ignores SIGXFSZ, which its memfd can raise
+  RunContext ctx = run_context(registry, networks, *suite);
+  std::unique_ptr<ProgressChannel> channel = open_progress_channel(ctx, o);
+  RunConsole console(console_mode(STDOUT_FILENO, o.quiet), STDOUT_FILENO, channel.get());
+  if (!o.resume.empty() && !drop_recorded(o.resume, suite->name, selected, console)) return 2;
+  console.note("dlhost " + dlhost_version() + " (" + dlhost_git_revision() + "): suite " +
+               suite->name + ", " + std::to_string(selected.size()) + " cases, results -> " +
+               out_path);
+  for (const auto& line : warning_lines(environment_warnings(ctx.environment))) console.note(line);
+  return run_cases(selected, *suite, o, ctx, *writer, console, channel.get());
 }
 
 }  // namespace dlhost

@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <string>
 
 #include "core/host_api.h"
@@ -43,6 +46,21 @@ uint64_t host_memory_bytes() {
          static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+std::string cpu_governor(const std::string& cpu_sysfs) {
+  static const std::regex cpu_dir("cpu[0-9]+");
+  std::set<std::string> seen;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(cpu_sysfs, ec)) {
+    if (!std::regex_match(entry.path().filename().string(), cpu_dir)) continue;
+    std::ifstream in(entry.path() / "cpufreq" / "scaling_governor");
+    std::string governor;
+    if (in >> governor) seen.insert(governor);
+  }
+  std::string out;
+  for (const auto& g : seen) out += (out.empty() ? "" : ",") + g;
+  return out.empty() ? "unknown" : out;
+}
+
 namespace {
 
 std::string os_pretty_name() {
@@ -74,6 +92,7 @@ nlohmann::ordered_json capture_environment(const PluginRegistry& registry) {
   env["kernel"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
   env["compiler"] = DLHOST_COMPILER;
   env["build_type"] = DLHOST_BUILD_TYPE;
+  env["cpu_governor"] = cpu_governor();
   env["dlhost_version"] = dlhost_version();
   env["git_revision"] = dlhost_git_revision();
 

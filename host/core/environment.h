@@ -13,6 +13,10 @@ class PluginRegistry;
 std::string cpu_model();
 int host_cores();  // cores this process may run on (affinity mask)
 uint64_t host_memory_bytes();
+// The CPU frequency scaling governor of the machine's CPUs under `cpu_sysfs`
+// (cpuN/cpufreq/scaling_governor): "performance", "powersave", ...; the distinct values joined by
+// "," when CPUs differ; "unknown" where cpufreq is not exposed (most VMs and containers).
+std::string cpu_governor(const std::string& cpu_sysfs = "/sys/devices/system/cpu");
 
 // Captured once per run; plugin libraries (backends' device info, comms' library) included.
 nlohmann::ordered_json capture_environment(const PluginRegistry& registry);

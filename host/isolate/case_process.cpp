@@ -26,6 +26,7 @@
 #include "core/plugin_registry.h"
 #include "distributed/rank_env.h"
 #include "distributed/rendezvous_store.h"
+#include "run/progress_channel.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
 
@@ -229,6 +230,7 @@ std::vector<std::string> case_command(const std::string& exe, const CaseJob& job
       if (std::getenv(var) != nullptr) cmd.insert(cmd.end(), {"-x", var});
     // Rendezvous store: run_case_in_child sets it in the launcher's environment, for every rank.
     cmd.insert(cmd.end(), {"-x", "DLHOST_STORE"});
+    if (std::getenv(kProgressVariable) != nullptr) cmd.insert(cmd.end(), {"-x", kProgressVariable});
   } else if (launcher == "srun") {
     cmd = {"srun",
            "-n",
@@ -570,6 +572,7 @@ int case_worker_main(const std::string& job_json) {
                 " " + std::to_string(phase));
     };
   }
+  attach_progress_publisher(ctx);  // rank 0's steps for the parent's progress line
   json rec = run_case(job.input, ctx);
   const std::string status = rec["status"].get<std::string>();
   bool ok = status == kStatusOk || status == kStatusSkipped;

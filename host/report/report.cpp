@@ -1,6 +1,6 @@
 // report.cpp — see report.h. The order of sections follows the paper: the machines, the time
 // tables, scaling with threads and mini-batch size, multi-rank scaling, the phase split, FLOP
-// rates, the communication layer alone, and last what did not run.
+// rates, the communication layer alone, what did not run, and last the warnings.
 #include "report/report.h"
 
 #include <filesystem>
@@ -53,6 +53,7 @@ Document build_report(const Inputs& in, const ReportOptions& options) {
   }
   if (!in.comm_benches.empty()) doc.sections.push_back(comm_bench_view(in.comm_benches, plotter));
   doc.sections.push_back(not_ok_view(in.records));
+  doc.sections.push_back(warnings_view(in.records));
   if (!plotter.failures().empty()) {
     Section failed{"Plots gnuplot failed on", {}};
     for (const auto& f : plotter.failures()) failed.paragraph(f);

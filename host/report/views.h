@@ -1,7 +1,8 @@
 // views.h — the paper's views of a set of records, each one section of a report: time per
 // mini-batch (network x backend x threads), thread scaling, batch-size sweeps, multi-rank speedup
 // and efficiency, the forward/backward/exposed-communication/update split, achieved GFLOP/s,
-// comm-bench bus bandwidth, and every case that did not end OK. Views only read records.
+// comm-bench bus bandwidth, every case that did not end OK, and the warnings `dlhost run`
+// stored. Views only read records.
 #pragma once
 
 #include <string>
@@ -37,5 +38,6 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter);
 Section gflops_view(const EnvironmentGroup& g);
 Section comm_bench_view(const std::vector<CommBenchRun>& runs, Plotter& plotter);
 Section not_ok_view(const std::vector<Record>& records);
+Section warnings_view(const std::vector<Record>& records);  // warnings_view.cpp
 
 }  // namespace dlhost::report
