@@ -2,7 +2,8 @@
 # comm_gloo_e2e.sh — the gloo comm plugin end to end through dlhost:
 #  1. The comm swapped per run with one key: one suite (FCN-R and LeNet, 1 and 2 ranks, 1 MiB
 #     buckets, overlap) run as written (comm: mpi, launcher: mpirun), with `--set comm=gloo`, and
-#     with `--set comm=gloo --set launcher=local` (no MPI at all). Every case is OK; 2 ranks on
+#     with `--set comm=gloo --set launcher=local` (no MPI at all), and that with Gloo's
+#     halving-doubling all-reduce (`--set options=...`). Every case is OK; 2 ranks on
 #     half the mini-batch end with the 1-rank weights, and gloo's 2-rank weights equal mpi's,
 #     within 1e-4 of their largest magnitude (float sums in another order).
 #  2. Rank faults under `launcher: local` (rank_faults.sh): a rank that segfaults ends the case
@@ -47,16 +48,20 @@ swap_run() {
     -o "$WORK/$name.jsonl" > "$WORK/$name.txt" 2>&1 || { cat "$WORK/$name.txt"; fail "run $name"; }
   cat "$WORK/$name.txt"
 }
-RUNS="gloo_local"
+# Each run is NAME:COMM:LAUNCHER as its records must say.
+RUNS=""
 if [ $HAVE_MPI = 1 ]; then
   swap_run mpi
   swap_run gloo_mpirun --set comm=gloo
-  RUNS="mpi gloo_mpirun gloo_local"
+  RUNS="mpi:mpi:openmpi gloo_mpirun:gloo:openmpi"
 fi
 swap_run gloo_local --set comm=gloo --set launcher=local
+swap_run gloo_hd --set comm=gloo --set launcher=local \
+  --set 'options={gloo: {algorithm: halving_doubling}}'
+RUNS="$RUNS gloo_local:gloo:local gloo_hd:gloo:local"
 /usr/bin/python3 - "$WORK" $RUNS <<'PY' || fail "the runs did not train alike"
 import json, struct, sys
-work, runs = sys.argv[1], sys.argv[2:]
+work, runs = sys.argv[1], [r.split(":") for r in sys.argv[2:]]
 def weights(run, case):
     data = open(f"{work}/{run}/{case}.params", "rb").read()
     return struct.unpack(f"{len(data) // 4}f", data)
@@ -64,13 +69,12 @@ def rel_diff(a, b):
     assert len(a) == len(b) and len(a) > 0
     return max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b)
 recs = {run: {json.loads(l)["case_id"]: json.loads(l) for l in open(f"{work}/{run}.jsonl")}
-        for run in runs}
-ids = sorted(recs[runs[0]])
+        for run, _, _ in runs}
+first = runs[0][0]
+ids = sorted(recs[first])
 assert len(ids) == 4, ids
-for run in runs:
+for run, comm, launcher in runs:
     assert sorted(recs[run]) == ids, (run, sorted(recs[run]))  # one key changes no case id
-    comm, launcher = ("mpi", "openmpi") if run == "mpi" else ("gloo", run.split("_")[1])
-    launcher = {"mpirun": "openmpi"}.get(launcher, launcher)
     for case, r in recs[run].items():
         assert r["status"] == "OK", (run, case, r["reason"])
         assert r["loss"]["last"] < r["loss"]["first"], (run, case, r["loss"])
@@ -83,10 +87,10 @@ for run in runs:
         diff = rel_diff(weights(run, case), weights(run, one))
         print(f"{run:12s} {case}: max |w(2 ranks) - w(1 rank)| / max |w| = {diff:.2e}")
         assert diff < 1e-4, f"{run} {case}: 2 ranks differ from 1 rank by {diff:.2e}"
-        if run != runs[0]:
-            diff = rel_diff(weights(run, case), weights(runs[0], case))
-            print(f"{run:12s} {case}: max |w - w({runs[0]})| / max |w| = {diff:.2e}")
-            assert diff < 1e-4, f"{run} {case}: differs from {runs[0]} by {diff:.2e}"
+        if run != first:
+            diff = rel_diff(weights(run, case), weights(first, case))
+            print(f"{run:12s} {case}: max |w - w({first})| / max |w| = {diff:.2e}")
+            assert diff < 1e-4, f"{run} {case}: differs from {first} by {diff:.2e}"
 PY
 
 # --- 2. rank faults under launcher: local --------------------------------------------------------
