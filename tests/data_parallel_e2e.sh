@@ -10,6 +10,7 @@ set -eu
 DLHOST="$1"; SRC="$2"; FIXTURES="$3"; WORK="$4"
 rm -rf "$WORK"; mkdir -p "$WORK/params"
 fail() { echo "data_parallel_e2e: FAILED: $*"; exit 1; }
+. "$(dirname "$0")/rank_faults.sh"
 
 if ! command -v mpirun > /dev/null; then echo "SKIPPED: mpirun not installed"; exit 77; fi
 # mpirun refuses root and exits 0 when it does: check that two ranks really ran.
@@ -60,27 +61,5 @@ print(f"worst relative weight difference {worst:.2e}")
 PY
 
 # A rank that crashes or hangs: the case fails naming the rank; the next case still runs.
-cat > "$WORK/faults.yaml" <<'YAML'
-name: rank_faults
-defaults: {network: lenet, batch: 8, comm: mpi, ranks: 2, warmup: 0, iterations: 3, threads: 1, timeout: 4}
-cases:
-  - {backend: faulty, tags: [segv], options: {faulty: {fault: segv, fault_rank: "1"}}}
-  - {backend: faulty, tags: [hang], options: {faulty: {fault: hang, fault_rank: "1"}}}
-  - {backend: cpu_onednn, tags: [good]}
-YAML
-set +e
-"$DLHOST" --plugin-path "$FIXTURES" run "$WORK/faults.yaml" -o "$WORK/faults.jsonl" > "$WORK/faults.txt" 2> "$WORK/faults.err"
-set -e
-cat "$WORK/faults.txt"
-/usr/bin/python3 - "$WORK/faults.jsonl" <<'PY' || fail "rank faults"
-import json, sys
-recs = {tuple(r["params"]["tags"]): r for r in map(json.loads, open(sys.argv[1]))}
-seg, hang, good = recs[("segv",)], recs[("hang",)], recs[("good",)]
-assert seg["status"] == "CRASHED" and "rank 1" in seg["reason"] and "SIGSEGV" in seg["reason"], seg["reason"]
-assert hang["status"] == "TIMEOUT" and "rank 1 stopped in forward of step 0" in hang["reason"], hang["reason"]
-assert good["status"] == "OK", good["reason"]
-PY
-sleep 0.5
-# Every rank's command line carries the job, whose suite path is this test's own.
-if pgrep -f "$WORK/faults.yaml" > /dev/null; then fail "a rank outlived its case"; fi
+check_rank_faults "$DLHOST" "$FIXTURES" "$WORK" mpi mpirun strict
 echo "data_parallel_e2e: all checks passed"

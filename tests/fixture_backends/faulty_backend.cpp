@@ -1,6 +1,7 @@
 // faulty_backend.cpp — a test fixture: a backend that misbehaves on demand, to check that one
 // case's fault never loses the others' results. Option "fault_rank" limits the fault to one
-// rank of a multi-rank case (read from Open MPI's environment). Option "fault" picks what
+// rank of a multi-rank case (read from Open MPI's environment, or from DLHOST_RANK under
+// `launcher: local`). Option "fault" picks what
 // forward does:
 // none, error (returns INTERNAL), throw (lets a C++ exception escape through the C ABI), segv,
 // abort, exit (calls exit(3)), exit0 (calls exit(0)), hang (sleeps forever), oom (allocates until
@@ -77,6 +78,7 @@ const dlhost_backend_api kApi = [] {
       auto* m = new Model;
       m->fault = sdk::option(options, "fault").value_or("none");
       const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+      if (rank == nullptr) rank = std::getenv("DLHOST_RANK");
       auto only = sdk::option(options, "fault_rank");
       if (only && *only != (rank != nullptr ? rank : "0")) m->fault = "none";
       for (int32_t i = 0; i < g->num_params; ++i) {
