@@ -2,6 +2,7 @@
 #include "run/data_parallel.h"
 
 #include <cstring>
+#include <utility>
 
 #include "core/handles.h"
 #include "core/host_api.h"
@@ -235,8 +236,10 @@ void DataParallel::finish(DataParallelStats* stats) {
     if (!b.started) start(b);
   for (auto& b : buckets_) {
     if (!b.done) {
-      session_.complete(b.request, "comm wait");
-      b.request = nullptr;
+      // Cleared first: complete() frees the request even when the wait fails and throws, and the
+      // destructor frees what is left in b.request (a failed peer made this a double free).
+      dlhost_request* r = std::exchange(b.request, nullptr);
+      session_.complete(r, "comm wait");
     }
     unpack(b);
   }
