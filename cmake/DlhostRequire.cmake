@@ -2,15 +2,23 @@
 # names the Debian package to install instead of CMake's trace. scripts/install-deps.sh installs
 # them all; this is what a user sees who built without it (or on a machine that lost a package).
 
-# dlhost_require(<Package> <debian packages...> [ARGS <find_package arguments...>])
+# dlhost_require(<Package> <debian packages...> [OPTIONAL <what is left out>]
+#                [ARGS <find_package arguments...>])
 # A macro, not a function: the variables find_package sets (BLAS_LIBRARIES, ...) must reach the caller.
+# With OPTIONAL, a missing package is one status line saying what the build leaves out and how to
+# get it, and the caller tests <Package>_FOUND.
 macro(dlhost_require package)
-  cmake_parse_arguments(_dlhost_req "" "" "ARGS" ${ARGN})
+  cmake_parse_arguments(_dlhost_req "" "OPTIONAL" "ARGS" ${ARGN})
   find_package(${package} ${_dlhost_req_ARGS} QUIET)
   if(NOT ${package}_FOUND)
     string(REPLACE ";" " " _dlhost_req_debs "${_dlhost_req_UNPARSED_ARGUMENTS}")
-    message(FATAL_ERROR "dlhost: ${package} not found; install it with: apt-get install "
-                        "${_dlhost_req_debs} (or run scripts/install-deps.sh)")
+    if(_dlhost_req_OPTIONAL)
+      message(STATUS "dlhost: ${package} not found, ${_dlhost_req_OPTIONAL} is not built; install "
+                     "it with: apt-get install ${_dlhost_req_debs} (or run scripts/install-deps.sh)")
+    else()
+      message(FATAL_ERROR "dlhost: ${package} not found; install it with: apt-get install "
+                          "${_dlhost_req_debs} (or run scripts/install-deps.sh)")
+    endif()
   endif()
 endmacro()
 

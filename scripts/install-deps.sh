@@ -5,7 +5,7 @@
 # Idempotent and quick when everything is already there (no `apt-get update` then).
 set -eu
 PACKAGES="build-essential cmake ninja-build pkg-config git python3 python3-jsonschema \
-  libdnnl-dev ocl-icd-opencl-dev opencl-headers libopenblas-dev libyaml-cpp-dev libspdlog-dev libfmt-dev \
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers libopenblas-dev libtorch-dev libyaml-cpp-dev libspdlog-dev libfmt-dev \
   libboost-dev libboost-filesystem-dev libcli11-dev nlohmann-json3-dev \
   libgtest-dev libopenmpi-dev openmpi-bin libgloo-dev gnuplot-nox zlib1g-dev \
   clang libclang-rt-14-dev \

@@ -1,6 +1,6 @@
-// graph_attrs.h — one-line constructors of the ABI's op attribute structs (struct_size set, the
-// rest from the arguments), shared by the tests that build graphs by hand. Square kernels,
-// strides and padding; a test needing more fills the struct itself.
+// graph_attrs.h — one-line constructors of the ABI's op attribute structs and SGD descriptor
+// (struct_size set, the rest from the arguments), shared by the tests that build graphs by hand.
+// Square kernels, strides and padding; a test needing more fills the struct itself.
 #pragma once
 
 #include <cstdint>
@@ -91,6 +91,19 @@ inline dlhost_lstm_attrs lstm(int64_t hidden, int64_t layers) {
   a.hidden = hidden;
   a.layers = layers;
   return a;
+}
+
+// The ABI's SGD: learning rate, momentum, weight decay, clipping by the global norm (0 = off).
+inline dlhost_optimizer_desc sgd(float lr, float momentum = 0, float weight_decay = 0,
+                                 float clip = 0) {
+  dlhost_optimizer_desc o{};
+  o.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+  o.kind = DLHOST_OPTIMIZER_SGD;
+  o.learning_rate = lr;
+  o.momentum = momentum;
+  o.weight_decay = weight_decay;
+  o.clip_norm = clip;
+  return o;
 }
 
 }  // namespace dlhost::test_attrs

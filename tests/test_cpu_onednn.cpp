@@ -21,27 +21,16 @@
 #include <string>
 #include <vector>
 
+#include "build_plugin.h"
 #include "core/graph.h"
 #include "core/host_api.h"
-#include "core/plugin_registry.h"
 #include "graph_attrs.h"
 
 namespace dlhost {
 namespace {
 
 const dlhost_backend_api* backend() {
-  static PluginRegistry* registry = [] {
-    auto* r = new PluginRegistry();  // plugins are never unloaded
-    r->load_file(std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_cpu_onednn.so");
-    return r;
-  }();
-  const LoadedPlugin* p = registry->find(DLHOST_PLUGIN_BACKEND, "cpu_onednn");
-  if (p == nullptr) {
-    std::string why = "cpu_onednn plugin not loaded";
-    for (const auto& r : registry->refused()) why += "; " + r.path + ": " + r.reason;
-    throw std::runtime_error(why);
-  }
-  return p->table->backend;
+  return test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, "cpu_onednn").table->backend;
 }
 
 struct Outcome {

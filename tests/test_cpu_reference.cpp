@@ -68,17 +68,6 @@ std::vector<float> uniform(size_t n, uint32_t seed, float lo = -1.0f, float hi =
   return v;
 }
 
-dlhost_optimizer_desc sgd(float lr, float momentum = 0, float weight_decay = 0, float clip = 0) {
-  dlhost_optimizer_desc o{};
-  o.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
-  o.kind = DLHOST_OPTIMIZER_SGD;
-  o.learning_rate = lr;
-  o.momentum = momentum;
-  o.weight_decay = weight_decay;
-  o.clip_norm = clip;
-  return o;
-}
-
 // --- attribute helpers -----------------------------------------------------------------------
 
 using namespace dlhost::test_attrs;

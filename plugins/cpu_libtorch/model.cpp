@@ -1,0 +1,255 @@
+// model.cpp — the compiled training graph of cpu_libtorch (the kit's sdk::Model): persistent
+// input and parameter tensors, one ATen closure per node (ops.cpp), backward through autograd and
+// the update through torch::optim::SGD (optimizer.cpp).
+//
+// What the ABI pins and how it is kept with a framework underneath:
+// - parameter buffers (param_buffers, all-reduce in place): every parameter is a leaf tensor in
+//   the canonical layout whose grad() is made at compile; backward zeroes it and autograd
+//   accumulates into it in place, so neither pointer ever moves;
+// - "backward overwrites": the zeroing above; grad-ready notices go out in reverse layer order
+//   once autograd returns (libtorch 1.13 has no hook after a leaf's accumulation);
+// - allocation: ATen allocates activations and autograd's saved tensors per step, as PyTorch
+//   does; the inputs, parameters, gradients, running statistics and dropout masks are made once.
+// Thread-safety: one host thread at a time per model; ATen, oneDNN and OpenBLAS parallelize
+// inside the calls.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "backend.h"
+#include "dlhost/dlhost.hpp"
+#include "ops.h"
+#include "optimizer.h"
+
+namespace dlhost::cpu_libtorch {
+namespace {
+
+namespace sdk = dlhost::sdk;
+
+// Runs `body`; a c10::Error (ATen's checks) becomes INTERNAL naming the call, without the C++
+// backtrace ATen appends.
+template <class Body>
+auto with_torch(const char* call, Body&& body) {
+  try {
+    return body();
+  } catch (const c10::Error& e) {
+    sdk::fail(DLHOST_CODE_INTERNAL,
+              std::string("cpu_libtorch: ") + call + ": " + e.what_without_backtrace());
+  }
+}
+
+// An I32 input the host feeds (labels, token ids): ATen's losses and embedding index with I64,
+// so set_input widens into `value`; `limit` is the exclusive bound its consumer needs.
+struct IdInput {
+  at::Tensor staging;  // I32, the bytes as given
+  int64_t limit = 0;   // 0: no consumer checks a range
+  std::string what;    // "labels of 'loss'", for the error
+};
+
+class TorchModel final : public sdk::Model {
+ public:
+  TorchModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
+             uint64_t seed)
+      : context_(context), seed_(seed) {
+    context_.apply_threads();
+    for (int32_t t = 0; t < g.num_tensors; ++t) values_.emplace_back();
+    make_inputs(g);
+    make_params(g);
+    for (int32_t k = 0; k < g.num_nodes; ++k) make_node(g, k);
+    loss_id_ = g.loss;
+    sgd_ = std::make_unique<Sgd>(params_, opt);
+  }
+
+  void set_input(int32_t tensor, const void* data, size_t bytes) override {
+    const at::Tensor& target = input(tensor);
+    auto ids = id_inputs_.find(tensor);
+    at::Tensor raw = ids == id_inputs_.end() ? target : ids->second.staging;
+    if (data == nullptr || bytes != raw.nbytes())
+      sdk::invalid("cpu_libtorch: input " + std::to_string(tensor) + " takes " +
+                   std::to_string(raw.nbytes()) + " bytes, got " + std::to_string(bytes));
+    std::memcpy(raw.data_ptr(), data, bytes);
+    if (ids != id_inputs_.end()) widen_ids(ids->second, target);
+  }
+
+  void forward() override {
+    context_.apply_threads();
+    with_torch("forward", [&] {
+      for (const Step& s : steps_) values_[size_t(s.out)] = s.fn(values_);
+    });
+    ++forward_calls_;
+  }
+
+  void backward(const dlhost_grad_ready* ready) override {
+    context_.apply_threads();
+    with_torch("backward", [&] {
+      for (at::Tensor& p : params_) p.mutable_grad().zero_();
+      values_[size_t(loss_id_)].backward();
+    });
+    if (ready == nullptr || ready->fn == nullptr) return;
+    for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
+      for (int32_t p : s->params) ready->fn(ready->user, p);
+  }
+
+  void update() override {
+    context_.apply_threads();
+    with_torch("update", [&] { sgd_->step(); });
+  }
+
+  float loss() const override {
+    const at::Tensor& l = values_[size_t(loss_id_)];
+    if (!l.defined()) sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "cpu_libtorch: no forward yet");
+    return l.item<float>();
+  }
+
+  void param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) override {
+    at::Tensor& p = param(id);
+    sdk::host_buffer(value, p.data_ptr<float>(), size_t(p.numel()));
+    sdk::host_buffer(grad, p.mutable_grad().data_ptr<float>(), size_t(p.numel()));
+  }
+  void read_param(int32_t id, int32_t part, void* data, size_t bytes) override {
+    std::memcpy(data, part_of(id, part, data, bytes), bytes);
+  }
+  void write_param(int32_t id, int32_t part, const void* data, size_t bytes) override {
+    std::memcpy(part_of(id, part, data, bytes), data, bytes);
+  }
+
+  sdk::ModelInfo info() const override {
+    sdk::ModelInfo i;
+    i.threads = context_.threads;
+    i.implementation =
+        "ATen ops (conv: ATen's choice of oneDNN or native; linear: OpenBLAS sgemm), autograd "
+        "backward, torch::optim::SGD";
+    i.param_bytes = param_bytes() + sgd_->state_bytes();
+    i.workspace_bytes = workspace_bytes_;
+    return i;
+  }
+  // What the model holds between steps: parameters, gradients, momentum, inputs and the last
+  // forward's activations.
+  uint64_t memory_in_use() const override {
+    uint64_t bytes = param_bytes() + sgd_->state_bytes();
+    for (const at::Tensor& t : values_)
+      if (t.defined()) bytes += t.nbytes();
+    return bytes;
+  }
+
+ private:
+  struct Step {
+    int32_t out;
+    std::vector<int32_t> params;
+    NodeForward fn;
+  };
+
+  void make_inputs(const dlhost_graph& g) {
+    for (int32_t k = 0; k < g.num_inputs; ++k) {
+      const dlhost_tensor_desc& d = *g.tensors[g.inputs[k]];
+      const std::vector<int64_t> dims(d.dims, d.dims + d.rank);
+      if (d.dtype == DLHOST_DTYPE_F32) {
+        values_[size_t(d.id)] = at::zeros(dims);
+      } else if (d.dtype == DLHOST_DTYPE_I32) {
+        values_[size_t(d.id)] = at::zeros(dims, at::kLong);
+        id_inputs_[d.id] = {at::zeros(dims, at::kInt), 0, "input '" + std::string(d.name) + "'"};
+      } else {
+        sdk::unimplemented("cpu_libtorch: input '" + std::string(d.name) + "' is not F32 or I32");
+      }
+      workspace_bytes_ += values_[size_t(d.id)].nbytes();
+      inputs_.push_back(d.id);
+    }
+  }
+
+  void make_params(const dlhost_graph& g) {
+    for (int32_t k = 0; k < g.num_params; ++k) {
+      const dlhost_param_desc& d = *g.params[k];
+      at::Tensor p = at::zeros(std::vector<int64_t>(d.dims, d.dims + d.rank)).requires_grad_();
+      p.mutable_grad() = at::zeros_like(p);
+      params_.push_back(std::move(p));
+    }
+  }
+
+  void make_node(const dlhost_graph& g, int32_t k) {
+    const dlhost_node& n = *g.nodes[k];
+    if (n.op == DLHOST_OP_INPUT) return;
+    if (n.op == DLHOST_OP_SOFTMAX_CROSS_ENTROPY)
+      bound_ids(n.inputs[1], g.tensors[n.inputs[0]]->dims[g.tensors[n.inputs[0]]->rank - 1]);
+    if (n.op == DLHOST_OP_EMBEDDING)
+      bound_ids(n.inputs[0], static_cast<const dlhost_embedding_attrs*>(n.attrs)->vocab);
+    const LowerEnv env{g, params_, seed_, &forward_calls_};
+    steps_.push_back({n.output, {n.params, n.params + n.num_params}, lower_node(env, k)});
+    const dlhost_tensor_desc& out = *g.tensors[n.output];
+    int64_t elements = 1;
+    for (int32_t d = 0; d < out.rank; ++d) elements *= out.dims[d];
+    workspace_bytes_ += uint64_t(elements) * 8;  // the activation and its gradient, F32
+  }
+
+  void bound_ids(int32_t tensor, int64_t limit) {
+    auto ids = id_inputs_.find(tensor);
+    if (ids != id_inputs_.end()) ids->second.limit = limit;
+  }
+
+  static void widen_ids(const IdInput& ids, const at::Tensor& target) {
+    const int32_t* p = ids.staging.data_ptr<int32_t>();
+    for (int64_t i = 0; ids.limit > 0 && i < ids.staging.numel(); ++i)
+      if (p[i] < 0 || p[i] >= ids.limit)
+        sdk::invalid("cpu_libtorch: " + ids.what + ": id " + std::to_string(p[i]) +
+                     " at position " + std::to_string(i) + " is outside [0, " +
+                     std::to_string(ids.limit) + ")");
+    target.copy_(ids.staging);
+  }
+
+  const at::Tensor& input(int32_t tensor) const {
+    for (int32_t id : inputs_)
+      if (id == tensor) return values_[size_t(id)];
+    sdk::invalid("cpu_libtorch: tensor " + std::to_string(tensor) + " is not an input");
+  }
+  at::Tensor& param(int32_t id) {
+    if (id < 0 || size_t(id) >= params_.size())
+      sdk::invalid("cpu_libtorch: no parameter " + std::to_string(id));
+    return params_[size_t(id)];
+  }
+  void* part_of(int32_t id, int32_t part, const void* data, size_t bytes) {
+    at::Tensor& p = param(id);
+    if (data == nullptr || bytes != p.nbytes())
+      sdk::invalid("cpu_libtorch: parameter " + std::to_string(id) + " takes " +
+                   std::to_string(p.nbytes()) + " bytes, got " + std::to_string(bytes));
+    if (part != DLHOST_PARAM_VALUE && part != DLHOST_PARAM_GRAD)
+      sdk::invalid("cpu_libtorch: unknown parameter part " + std::to_string(part));
+    return part == DLHOST_PARAM_VALUE ? p.data_ptr() : p.mutable_grad().data_ptr();
+  }
+  uint64_t param_bytes() const {
+    uint64_t bytes = 0;
+    for (const at::Tensor& p : params_) bytes += 2 * p.nbytes();  // value and gradient
+    return bytes;
+  }
+
+  Context context_;
+  uint64_t seed_;
+  uint64_t forward_calls_ = 0;
+  Values values_;
+  std::vector<int32_t> inputs_;
+  std::map<int32_t, IdInput> id_inputs_;
+  std::vector<at::Tensor> params_;
+  std::vector<Step> steps_;
+  std::unique_ptr<Sgd> sgd_;
+  int32_t loss_id_ = -1;
+  uint64_t workspace_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
+                                          const dlhost_optimizer_desc& optimizer, uint64_t seed) {
+  if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
+    sdk::unimplemented("cpu_libtorch: optimizer kind " + std::to_string(optimizer.kind) +
+                       " not supported");
+  if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)
+    sdk::invalid("cpu_libtorch: negative momentum, weight_decay or clip_norm");
+  return with_torch("compile", [&]() -> std::unique_ptr<sdk::Model> {
+    return std::make_unique<TorchModel>(context, graph, optimizer, seed);
+  });
+}
+
+}  // namespace dlhost::cpu_libtorch

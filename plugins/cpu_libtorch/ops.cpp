@@ -1,0 +1,221 @@
+// ops.cpp — the host's graph ops as ATen calls, the way a PyTorch user writes each layer: conv2d,
+// max/avg pooling, linear, relu/sigmoid/tanh, batch_norm (training mode, running statistics
+// updated by ATen), cross_entropy, mse_loss, embedding, the fused lstm, and LRN as
+// torch.nn.functional.local_response_norm composes it. Dropout multiplies by the ABI's pinned
+// mask (dlhost_dropout_keep) so that every backend drops the same elements.
+// Thread-safety: as ops.h.
+#include "ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <string>
+#include <utility>
+
+#include "dlhost/dlhost.hpp"
+
+namespace dlhost::cpu_libtorch {
+namespace {
+
+namespace sdk = dlhost::sdk;
+
+struct NodeView {
+  const LowerEnv& env;
+  const dlhost_node& node;
+  int32_t index;
+
+  int32_t in(int k) const { return node.inputs[k]; }
+  const dlhost_tensor_desc& tensor(int32_t id) const { return *env.graph.tensors[id]; }
+  const dlhost_tensor_desc& out() const { return tensor(node.output); }
+  at::Tensor param(int k) const { return env.params[static_cast<size_t>(node.params[k])]; }
+  // The bias when the node has one, else an undefined tensor (ATen's "no bias").
+  at::Tensor bias() const { return node.num_params > 1 ? param(1) : at::Tensor(); }
+  template <class Attrs>
+  const Attrs& attrs() const {
+    return *static_cast<const Attrs*>(node.attrs);
+  }
+  [[noreturn]] void unsupported(const std::string& why) const {
+    sdk::unimplemented("cpu_libtorch: " + sdk::op_name(node.op) + " '" + node.name + "': " + why);
+  }
+};
+
+std::vector<int64_t> dims_of(const dlhost_tensor_desc& t) {
+  return std::vector<int64_t>(t.dims, t.dims + t.rank);
+}
+
+NodeForward lower_fc(const NodeView& v) {
+  const auto& a = v.attrs<dlhost_fc_attrs>();
+  const int32_t keep = DLHOST_HAS_FIELD(&a, dlhost_fc_attrs, batch_dims) ? a.batch_dims : 1;
+  std::vector<int64_t> rows(v.tensor(v.in(0)).dims, v.tensor(v.in(0)).dims + keep);
+  rows.push_back(-1);  // the features: C*H*W flattened in NCHW order, as the canonical weight
+  return [x = v.in(0), rows, w = v.param(0), b = v.bias()](const Values& t) {
+    return at::linear(t[size_t(x)].reshape(rows), w, b);
+  };
+}
+
+NodeForward lower_conv(const NodeView& v) {
+  const auto& a = v.attrs<dlhost_conv2d_attrs>();
+  return [x = v.in(0), a, w = v.param(0), b = v.bias()](const Values& t) {
+    return at::conv2d(t[size_t(x)], w, b, {a.stride_h, a.stride_w}, {a.pad_h, a.pad_w},
+                      {a.dilation_h, a.dilation_w}, a.groups);
+  };
+}
+
+NodeForward lower_pool(const NodeView& v) {
+  const auto& a = v.attrs<dlhost_pool2d_attrs>();
+  // Padding up to half the window, as ATen requires: the host's builder already refuses more.
+  if (a.kind != DLHOST_POOL_MAX && a.kind != DLHOST_POOL_AVG)
+    v.unsupported("pooling kind " + std::to_string(a.kind));
+  return [x = v.in(0), a](const Values& t) {
+    // Arrays, not IntArrayRef{...}: a braced list would die before the call.
+    const int64_t k[] = {a.kernel_h, a.kernel_w}, s[] = {a.stride_h, a.stride_w},
+                  p[] = {a.pad_h, a.pad_w};
+    if (a.kind == DLHOST_POOL_MAX)
+      return at::max_pool2d(t[size_t(x)], k, s, p, {1, 1}, a.ceil_mode);
+    return at::avg_pool2d(t[size_t(x)], k, s, p, a.ceil_mode, a.count_include_pad != 0);
+  };
+}
+
+NodeForward lower_activation(const NodeView& v) {
+  switch (v.attrs<dlhost_activation_attrs>().kind) {
+    case DLHOST_ACTIVATION_RELU:
+      return [x = v.in(0)](const Values& t) { return at::relu(t[size_t(x)]); };
+    case DLHOST_ACTIVATION_SIGMOID:
+      return [x = v.in(0)](const Values& t) { return at::sigmoid(t[size_t(x)]); };
+    case DLHOST_ACTIVATION_TANH:
+      return [x = v.in(0)](const Values& t) { return at::tanh(t[size_t(x)]); };
+  }
+  v.unsupported("activation kind " + std::to_string(v.attrs<dlhost_activation_attrs>().kind));
+}
+
+// Logits [..., classes] against I64 labels (set_input widens the ABI's I32): the mean over all
+// positions, as the ABI's loss.
+NodeForward lower_cross_entropy(const NodeView& v) {
+  const int64_t classes = v.tensor(v.in(0)).dims[v.tensor(v.in(0)).rank - 1];
+  return [x = v.in(0), y = v.in(1), classes](const Values& t) {
+    return at::cross_entropy_loss(t[size_t(x)].reshape({-1, classes}), t[size_t(y)].reshape(-1));
+  };
+}
+
+NodeForward lower_mse(const NodeView& v) {
+  return [x = v.in(0), y = v.in(1)](const Values& t) {
+    return at::mse_loss(t[size_t(x)], t[size_t(y)]);
+  };
+}
+
+NodeForward lower_batch_norm(const NodeView& v) {
+  const auto& a = v.attrs<dlhost_batch_norm_attrs>();
+  const int64_t channels = v.out().dims[1];
+  // Running statistics: state of the model, PyTorch's start (mean 0, variance 1), updated by
+  // ATen with the unbiased variance as the ABI says.
+  at::Tensor mean = at::zeros({channels}), var = at::ones({channels});
+  return [x = v.in(0), a, g = v.param(0), b = v.param(1), mean, var](const Values& t) {
+    return at::batch_norm(t[size_t(x)], g, b, mean, var, /*training=*/true, a.momentum, a.epsilon,
+                          /*cudnn_enabled=*/false);
+  };
+}
+
+// Fills `mask` with 1/(1-p) where dlhost_dropout_keep keeps element i, else 0.
+void fill_dropout_mask(at::Tensor& mask, uint64_t seed, uint32_t node, uint64_t step, float p) {
+  float* m = mask.data_ptr<float>();
+  const float kept = 1.0f / (1.0f - p);
+  at::parallel_for(0, mask.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      m[i] = dlhost_dropout_keep(seed, node, step, static_cast<uint64_t>(i), p) ? kept : 0.0f;
+  });
+}
+
+NodeForward lower_dropout(const NodeView& v) {
+  const float p = v.attrs<dlhost_dropout_attrs>().probability;
+  at::Tensor mask = at::empty(dims_of(v.out()));  // persistent: refilled by every forward
+  return [x = v.in(0), p, mask, seed = v.env.seed, calls = v.env.forward_calls,
+          node = static_cast<uint32_t>(v.index)](const Values& t) mutable {
+    fill_dropout_mask(mask, seed, node, *calls, p);
+    return t[size_t(x)] * mask;
+  };
+}
+
+NodeForward lower_add(const NodeView& v) {
+  return [x = v.in(0), y = v.in(1)](const Values& t) { return t[size_t(x)] + t[size_t(y)]; };
+}
+
+// y = x / (k + alpha / size * sum over the window of x^2)^beta: the average of x^2 over `size`
+// zero-padded channels, as torch.nn.functional.local_response_norm computes it.
+NodeForward lower_lrn(const NodeView& v) {
+  const auto& a = v.attrs<dlhost_lrn_attrs>();
+  if (v.out().rank != 4)
+    v.unsupported("LRN over a rank-" + std::to_string(v.out().rank) + " input");
+  return [x = v.in(0), a](const Values& t) {
+    const at::Tensor& in = t[size_t(x)];
+    at::Tensor div =
+        at::constant_pad_nd(in.mul(in).unsqueeze(1), {0, 0, 0, 0, a.size / 2, (a.size - 1) / 2});
+    div = at::avg_pool3d(div, {a.size, 1, 1}, {1, 1, 1}).squeeze(1);
+    return in / div.mul(a.alpha).add(a.k).pow(a.beta);
+  };
+}
+
+NodeForward lower_embedding(const NodeView& v) {
+  return [ids = v.in(0), table = v.param(0)](const Values& t) {
+    return at::embedding(table, t[size_t(ids)]);
+  };
+}
+
+// The fused multi-layer LSTM (batch first). PyTorch's two biases per layer collapse into the
+// ABI's one: b_ih is the parameter, b_hh a constant zero, so the gradient of b_ih is the ABI's.
+NodeForward lower_lstm(const NodeView& v) {
+  const auto& a = v.attrs<dlhost_lstm_attrs>();
+  std::vector<at::Tensor> weights;
+  const at::Tensor zero_bias = at::zeros({4 * a.hidden});
+  for (int64_t l = 0; l < a.layers; ++l) {
+    const int k = static_cast<int>(3 * l);
+    weights.insert(weights.end(), {v.param(k), v.param(k + 1), v.param(k + 2), zero_bias});
+  }
+  const int64_t batch = v.out().dims[0];
+  const at::Tensor h0 = at::zeros({a.layers, batch, a.hidden});
+  return [x = v.in(0), a, weights, h0](const Values& t) {
+    return std::get<0>(at::lstm(t[size_t(x)], {h0, h0}, weights, /*has_biases=*/true, a.layers,
+                                /*dropout=*/0.0, /*train=*/true, /*bidirectional=*/false,
+                                /*batch_first=*/true));
+  };
+}
+
+NodeForward lower_global_avg_pool(const NodeView& v) {
+  return [x = v.in(0)](const Values& t) { return t[size_t(x)].mean({2, 3}); };
+}
+
+}  // namespace
+
+NodeForward lower_node(const LowerEnv& env, int32_t index) {
+  const NodeView v{env, *env.graph.nodes[index], index};
+  switch (v.node.op) {
+    case DLHOST_OP_FC:
+      return lower_fc(v);
+    case DLHOST_OP_CONV2D:
+      return lower_conv(v);
+    case DLHOST_OP_POOL2D:
+      return lower_pool(v);
+    case DLHOST_OP_ACTIVATION:
+      return lower_activation(v);
+    case DLHOST_OP_SOFTMAX_CROSS_ENTROPY:
+      return lower_cross_entropy(v);
+    case DLHOST_OP_MSE_LOSS:
+      return lower_mse(v);
+    case DLHOST_OP_BATCH_NORM:
+      return lower_batch_norm(v);
+    case DLHOST_OP_DROPOUT:
+      return lower_dropout(v);
+    case DLHOST_OP_ADD:
+      return lower_add(v);
+    case DLHOST_OP_LRN:
+      return lower_lrn(v);
+    case DLHOST_OP_EMBEDDING:
+      return lower_embedding(v);
+    case DLHOST_OP_LSTM:
+      return lower_lstm(v);
+    case DLHOST_OP_GLOBAL_AVG_POOL:
+      return lower_global_avg_pool(v);
+  }
+  v.unsupported("not an op this backend knows");
+}
+
+}  // namespace dlhost::cpu_libtorch

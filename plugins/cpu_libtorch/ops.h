@@ -1,0 +1,38 @@
+// ops.h — one dlhost graph node lowered to ATen calls (ops.cpp): a closure that computes the
+// node's output from the tensors computed before it. Autograd records what each call does, so
+// the backward pass is libtorch's own; only dropout's mask (the ABI's, not torch's RNG) is made
+// here.
+// Thread-safety: closures run on the model's calling thread; ATen parallelizes inside them.
+#ifndef DLHOST_CPU_LIBTORCH_OPS_H
+#define DLHOST_CPU_LIBTORCH_OPS_H
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "dlhost/dlhost_graph.h"
+
+namespace dlhost::cpu_libtorch {
+
+// Every tensor of the graph by id; inputs and parameters are persistent, activations are made
+// by each forward (and hold autograd's graph until backward).
+using Values = std::vector<at::Tensor>;
+using NodeForward = std::function<at::Tensor(const Values&)>;
+
+// What a node's closure may read besides the values.
+struct LowerEnv {
+  const dlhost_graph& graph;
+  const std::vector<at::Tensor>& params;  // by parameter id: leaves with preallocated gradients
+  uint64_t seed;                          // the case's seed: dropout's mask
+  const uint64_t* forward_calls;          // forward calls made before the running one
+};
+
+// The closure for node `index` (not INPUT); UNIMPLEMENTED naming the node when ATen cannot do
+// what the ABI asks.
+NodeForward lower_node(const LowerEnv& env, int32_t index);
+
+}  // namespace dlhost::cpu_libtorch
+
+#endif  // DLHOST_CPU_LIBTORCH_OPS_H

@@ -1,0 +1,116 @@
+// plugin.cpp — cpu_libtorch's face to the host, on the SDK's backend kit only
+// (dlhost/backend_kit.hpp): the device as libtorch sees it (the vector ISA ATen dispatches, the
+// library's version with its oneDNN and BLAS), contexts (threads, seed), compile and the plugin's
+// identity. Only light torch headers here (threads, build configuration): the model's ATen code is
+// in model.cpp and ops.cpp.
+// Thread-safety: the kit's; the inter-op pool is sized once per process (libtorch allows no more).
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <c10/util/Exception.h>
+#include <cblas.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend.h"
+#include "dlhost/backend_kit.hpp"
+
+namespace dlhost::cpu_libtorch {
+namespace {
+
+namespace sdk = dlhost::sdk;
+
+// The rest of the line of at::show_config() that starts with `key` (trimmed), or "".
+std::string config_line(const std::string& key) {
+  const std::string config = at::show_config();
+  const size_t at = config.find(key);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size(), end = config.find('\n', begin);
+  std::string value = config.substr(begin, end - begin);
+  const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!value.empty() && space(value.back())) value.pop_back();
+  return value.substr(std::find_if_not(value.begin(), value.end(), space) - value.begin());
+}
+
+// Up to the first space or ')'.
+std::string first_word(const std::string& s) { return s.substr(0, s.find_first_of(" )")); }
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+void set_interop_threads_once(int threads) {
+  static std::once_flag once;
+  std::call_once(once, [threads] {
+    try {
+      at::set_num_interop_threads(threads);
+    } catch (const c10::Error& e) {  // the pool already started: libtorch keeps its size
+      sdk::log(DLHOST_LOG_DEBUG, "cpu_libtorch", e.what_without_backtrace());
+    }
+  });
+}
+
+class TorchBackend final : public sdk::Backend<Context> {
+ public:
+  sdk::Device device(int32_t) const override {
+    // "CPU capability usage: AVX2": ATen's own kernels; oneDNN's are the same library dlhost's
+    // cpu_onednn reports.
+    const std::string isa = lower(config_line("CPU capability usage:"));
+    return sdk::cpu_device(isa.empty() ? "default" : isa);
+  }
+  // "libtorch 1.13.0 (ATen avx2, oneDNN 2.6.3, OpenMP 4.5, OpenBLAS 0.3.21 Cooperlake)"
+  std::string library() const override {
+    const std::string blas = openblas_get_config();  // "OpenBLAS 0.3.21 NO_LAPACKE ..."
+    return std::string("libtorch ") + TORCH_VERSION + " (ATen " + device(0).isa + ", oneDNN " +
+           first_word(config_line("MKL-DNN v")) + ", OpenMP " +
+           first_word(config_line("a.k.a. OpenMP ")) + ", " +
+           blas.substr(0, blas.find(' ', blas.find(' ') + 1)) + " " + openblas_get_corename() + ")";
+  }
+  int32_t query() const override { return -100; }  // a comparison, never the host's own choice
+
+  std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
+    const int64_t threads = options.get_int("threads", 0);
+    if (threads < 0 || threads > 4096)
+      sdk::invalid("cpu_libtorch: option threads=" + std::to_string(threads) + " out of range");
+    auto context = std::make_unique<Context>();
+    context->threads_requested = static_cast<int>(threads);
+    context->seed = options.get_int("seed", context->seed);
+    context->apply_threads();
+    context->threads = at::get_num_threads();
+    return context;
+  }
+
+  std::unique_ptr<sdk::Model> compile(Context& context, const dlhost_graph& graph,
+                                      const dlhost_optimizer_desc& optimizer,
+                                      const sdk::Options& options) override {
+    const auto precision = options.get("precision");
+    if (precision && *precision != "fp32")
+      sdk::unimplemented("cpu_libtorch: precision " + *precision + " (fp32 only)");
+    // The compile options are the case's; the context's seed is the fallback.
+    const int64_t seed = options.get_int("seed", context.seed);
+    return compile_model(context, graph, optimizer, static_cast<uint64_t>(seed));
+  }
+};
+
+}  // namespace
+
+void Context::apply_threads() const {
+  const int wanted = threads_requested > 0 ? threads_requested : at::get_num_threads();
+  if (at::get_num_threads() != wanted) at::set_num_threads(wanted);
+  if (openblas_get_num_threads() != wanted) openblas_set_num_threads(wanted);
+  set_interop_threads_once(wanted);
+}
+
+}  // namespace dlhost::cpu_libtorch
+
+extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_host_api* host) {
+  return dlhost::sdk::backend_plugin<dlhost::cpu_libtorch::TorchBackend>(
+      host, {"cpu_libtorch", "0.1.0",
+             "CPU training backend on PyTorch's C++ library (ATen ops, autograd, torch::optim)"});
+}
