@@ -42,6 +42,16 @@ cudnnMathType_t math_type(const Settings& s) {
   return s.precision == Precision::kTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 }
 
+BackwardBuilder unary_backward(Model& m, Tensor& in, Tensor& out, UnaryBackward call) {
+  return [&m, &in, &out, call = std::move(call)] {
+    if (in.grad == nullptr) return;
+    const float beta = m.beta_for(in);
+    m.add_backward([call, beta, x = in.value, dx = in.grad, y = out.value, dy = out.grad] {
+      call(beta, x, dx, y, dy);
+    });
+  };
+}
+
 BackwardBuilder lower_node(Model& m, const dlhost_graph& graph, uint32_t index) {
   const dlhost_node& node = *graph.nodes[index];
   if (node.num_params > 0 && node.params == nullptr) node_invalid(node, "params missing");

@@ -60,6 +60,12 @@ void set_nchw(cudnnTensorDescriptor_t d, const Tensor& t);
 // cuDNN's math type for the case's precision: FMA only for strict fp32 (no TF32).
 cudnnMathType_t math_type(const Settings& s);
 
+// The backward builder of an element-wise or windowed layer y = f(x) whose one call writes dx
+// scaled by `beta` (0 overwrites, 1 adds): nothing when x takes no gradient.
+using UnaryBackward =
+    std::function<void(float beta, const float* x, float* dx, const float* y, const float* dy)>;
+BackwardBuilder unary_backward(Model& m, Tensor& in, Tensor& out, UnaryBackward call);
+
 BackwardBuilder lower_conv2d(Model& m, const dlhost_node& node);
 BackwardBuilder lower_pool2d(Model& m, const dlhost_node& node);
 BackwardBuilder lower_global_avg_pool(Model& m, const dlhost_node& node);

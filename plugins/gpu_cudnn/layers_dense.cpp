@@ -103,13 +103,10 @@ BackwardBuilder lower_dropout(Model& m, const dlhost_node& node, uint32_t index)
   m.add_forward([&m, index, mask, p = a.probability, n = in.count, x = in.value, y = out.value] {
     dropout_forward(n, m.seed(), index, m.forward_calls(), p, x, y, mask, m.stream());
   });
-  return [&m, mask, &in, &out] {
-    if (in.grad == nullptr) return;
-    const float beta = m.beta_for(in);
-    m.add_backward([&m, mask, beta, n = in.count, dx = in.grad, dy = out.grad] {
-      scale_backward(n, mask, dy, dx, beta, m.stream());
-    });
-  };
+  return unary_backward(m, in, out,
+                        [&m, mask, n = in.count](float beta, auto, auto dx, auto, auto dy) {
+                          scale_backward(n, mask, dy, dx, beta, m.stream());
+                        });
 }
 
 BackwardBuilder lower_softmax_cross_entropy(Model& m, const dlhost_node& node) {

@@ -20,16 +20,12 @@ BackwardBuilder cudnn_pool(Model& m, Tensor& in, Tensor& out, std::shared_ptr<Po
     check_cudnn(cudnnPoolingForward(m.cudnn(), p->pool, &one, p->x, x, &zero, p->y, y),
                 "cudnnPoolingForward");
   });
-  return [&m, p, &in, &out] {
-    if (in.grad == nullptr) return;
-    const float beta = m.beta_for(in);
-    m.add_backward([&m, p, beta, x = in.value, dx = in.grad, y = out.value, dy = out.grad] {
-      const float one = 1;
-      check_cudnn(cudnnPoolingBackward(m.cudnn(), p->pool, &one, p->y, y, p->y, dy, p->x, x, &beta,
-                                       p->x, dx),
-                  "cudnnPoolingBackward");
-    });
-  };
+  return unary_backward(m, in, out, [&m, p](float beta, auto x, auto dx, auto y, auto dy) {
+    const float one = 1;
+    check_cudnn(
+        cudnnPoolingBackward(m.cudnn(), p->pool, &one, p->y, y, p->y, dy, p->x, x, &beta, p->x, dx),
+        "cudnnPoolingBackward");
+  });
 }
 
 BackwardBuilder kernel_pool(Model& m, Tensor& in, Tensor& out, const PoolGeometry& g) {
@@ -129,7 +125,7 @@ BackwardBuilder lower_activation(Model& m, const dlhost_node& node) {
   };
   auto p = std::make_shared<Act>();
   Tensor &in = m.tensor(node.inputs[0]), &out = m.tensor(node.output);
-  set_nchw(p->t, 1, in.count, 1, 1);
+  set_nchw(p->t, in);
   check_cudnn(cudnnSetActivationDescriptor(p->act, mode, CUDNN_NOT_PROPAGATE_NAN, 0.0),
               node_label(node) + ": activation descriptor");
   m.add_forward([&m, p, x = in.value, y = out.value] {
@@ -137,16 +133,12 @@ BackwardBuilder lower_activation(Model& m, const dlhost_node& node) {
     check_cudnn(cudnnActivationForward(m.cudnn(), p->act, &one, p->t, x, &zero, p->t, y),
                 "cudnnActivationForward");
   });
-  return [&m, p, &in, &out] {
-    if (in.grad == nullptr) return;
-    const float beta = m.beta_for(in);
-    m.add_backward([&m, p, beta, x = in.value, dx = in.grad, y = out.value, dy = out.grad] {
-      const float one = 1;
-      check_cudnn(cudnnActivationBackward(m.cudnn(), p->act, &one, p->t, y, p->t, dy, p->t, x,
-                                          &beta, p->t, dx),
-                  "cudnnActivationBackward");
-    });
-  };
+  return unary_backward(m, in, out, [&m, p](float beta, auto x, auto dx, auto y, auto dy) {
+    const float one = 1;
+    check_cudnn(cudnnActivationBackward(m.cudnn(), p->act, &one, p->t, y, p->t, dy, p->t, x, &beta,
+                                        p->t, dx),
+                "cudnnActivationBackward");
+  });
 }
 
 BackwardBuilder lower_lrn(Model& m, const dlhost_node& node) {
@@ -173,16 +165,12 @@ BackwardBuilder lower_lrn(Model& m, const dlhost_node& node) {
                                             p->t, x, &zero, p->t, y),
                 "cudnnLRNCrossChannelForward");
   });
-  return [&m, p, &in, &out] {
-    if (in.grad == nullptr) return;
-    const float beta = m.beta_for(in);
-    m.add_backward([&m, p, beta, x = in.value, dx = in.grad, y = out.value, dy = out.grad] {
-      const float one = 1;
-      check_cudnn(cudnnLRNCrossChannelBackward(m.cudnn(), p->lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1,
-                                               &one, p->t, y, p->t, dy, p->t, x, &beta, p->t, dx),
-                  "cudnnLRNCrossChannelBackward");
-    });
-  };
+  return unary_backward(m, in, out, [&m, p](float beta, auto x, auto dx, auto y, auto dy) {
+    const float one = 1;
+    check_cudnn(cudnnLRNCrossChannelBackward(m.cudnn(), p->lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one,
+                                             p->t, y, p->t, dy, p->t, x, &beta, p->t, dx),
+                "cudnnLRNCrossChannelBackward");
+  });
 }
 
 BackwardBuilder lower_batch_norm(Model& m, const dlhost_node& node) {
