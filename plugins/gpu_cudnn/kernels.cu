@@ -107,24 +107,29 @@ __global__ void mse_backward_kernel(int64_t n, const float* x, const float* t, c
   }
 }
 
-// The device twin of dlhost_dropout_keep (dlhost_graph.h), which is a host function: the same
-// splitmix64 chain over (seed, node, step, index), so the masks match every other backend.
-__device__ uint64_t mix64(uint64_t z) {
+// The device twin of dlhost_dropout_keep (dlhost_graph.h), which is a host-only function: the
+// same splitmix64 chain over (seed, node, step, index), so the masks match every other backend.
+// `base` is the part that depends on (seed, node, step) alone.
+__host__ __device__ uint64_t mix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
+__host__ __device__ uint64_t keep_base(uint64_t seed, uint32_t node, uint64_t step) {
+  return mix64(mix64(seed ^ (static_cast<uint64_t>(node) << 32)) ^ step);
+}
+__host__ __device__ bool keep(uint64_t base, uint64_t index, float p) {
+  return static_cast<float>(mix64(base ^ index) >> 40) * (1.0f / 16777216.0f) >= p;
+}
 
 __global__ void dropout_kernel(int64_t n, uint64_t seed, uint32_t node, uint64_t step, float p,
                                const float* x, float* y, float* mask) {
-  const uint64_t base = mix64(mix64(seed ^ (static_cast<uint64_t>(node) << 32)) ^ step);
+  const uint64_t base = keep_base(seed, node, step);
   const float kept = 1.0f / (1.0f - p);
   for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n;
        i += int64_t{kThreads} * gridDim.x) {
-    const uint64_t h = mix64(base ^ static_cast<uint64_t>(i));
-    const bool keep = static_cast<float>(h >> 40) * (1.0f / 16777216.0f) >= p;
-    mask[i] = keep ? kept : 0.0f;
+    mask[i] = keep(base, static_cast<uint64_t>(i), p) ? kept : 0.0f;
     y[i] = x[i] * mask[i];
   }
 }
@@ -257,6 +262,10 @@ void mse_backward(int64_t n, const float* x, const float* t, const float* dloss,
 void dropout_forward(int64_t n, uint64_t seed, uint32_t node, uint64_t step, float p,
                      const float* x, float* y, float* mask, cudaStream_t stream) {
   dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, seed, node, step, p, x, y, mask);
+}
+
+bool dropout_keep(uint64_t seed, uint32_t node, uint64_t step, uint64_t index, float p) {
+  return keep(keep_base(seed, node, step), index, p);
 }
 
 void scale_backward(int64_t n, const float* mask, const float* dy, float* dx, float beta,

@@ -47,6 +47,9 @@ void mse_backward(int64_t n, const float* x, const float* t, const float* dloss,
 // step, i, p).
 void dropout_forward(int64_t n, uint64_t seed, uint32_t node, uint64_t step, float p,
                      const float* x, float* y, float* mask, cudaStream_t stream);
+// The keep decision dropout_forward makes for element `index`, computed on the host by the same
+// code the kernel runs: what tests compare with dlhost_dropout_keep (dlhost_graph.h).
+bool dropout_keep(uint64_t seed, uint32_t node, uint64_t step, uint64_t index, float p);
 // dx = beta * dx + mask * dy (also the backward of anything that scales element-wise).
 void scale_backward(int64_t n, const float* mask, const float* dy, float* dx, float beta,
                     cudaStream_t stream);

@@ -16,6 +16,7 @@
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
 #include "dlhost/dlhost_device.h"
+#include "kernels.h"
 
 namespace dlhost {
 namespace {
@@ -101,6 +102,24 @@ TEST(GpuCudnn, DeclaresWhatItImplements) {
   EXPECT_STREQ(schema->options[0]->name, "algo");
   EXPECT_STREQ(schema->options[0]->choices, "heuristic|exhaustive");
   EXPECT_STREQ(schema->options[1]->name, "workspace_limit_mb");
+}
+
+// The kernel's mask formula, run on the host, is the ABI's (no device needed).
+TEST(GpuCudnn, DropoutMaskIsTheAbis) {
+  int64_t kept = 0, n = 0;
+  for (uint64_t seed : {0ull, 42ull, 0xFFFFFFFFFFFFull})
+    for (uint32_t node : {0u, 7u, 123456u})
+      for (uint64_t step : {0ull, 1ull, 99ull})
+        for (float p : {0.0f, 0.1f, 0.5f, 0.9f})
+          for (uint64_t i = 0; i < 2000; i += 7, ++n) {
+            const bool want = dlhost_dropout_keep(seed, node, step, i, p) != 0;
+            ASSERT_EQ(gpu_cudnn::dropout_keep(seed, node, step, i, p), want)
+                << "seed " << seed << " node " << node << " step " << step << " index " << i
+                << " p " << p;
+            kept += want;
+          }
+  EXPECT_GT(kept, n / 3);  // p averages 0.375: the check saw both outcomes many times
+  EXPECT_LT(kept, n);
 }
 
 // --- on a device -------------------------------------------------------------------------------
