@@ -97,12 +97,13 @@ void describe(Model& m, const dlhost_node& node, Lstm& s, int64_t n, int64_t t, 
   void* state = m.memory().alloc(states, "LSTM dropout states");
   check_cudnn(cudnnSetDropoutDescriptor(s.dropout, m.cudnn(), 0.0f, state, states, m.seed()),
               node_label(node) + ": dropout descriptor");
+  // Padded I/O is what allows the batch-major unpacked layout (every sequence is full length).
   check_cudnn(cudnnSetRNNDescriptor_v8(
                   s.rnn, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_SINGLE_INP_BIAS,
                   CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
                   math_type(m.settings()), static_cast<int32_t>(c), static_cast<int32_t>(hidden),
                   static_cast<int32_t>(hidden), static_cast<int32_t>(layers), s.dropout,
-                  CUDNN_RNN_PADDED_IO_DISABLED),
+                  CUDNN_RNN_PADDED_IO_ENABLED),
               node_label(node) + ": RNN descriptor");
   const std::vector<int32_t> lengths(static_cast<size_t>(n), static_cast<int32_t>(t));
   float fill = 0;
