@@ -184,7 +184,10 @@ float Model::beta_for(Tensor& t) {
 
 // --- the training step -----------------------------------------------------------------------
 
+void Model::use_device() const { check_cuda(cudaSetDevice(settings_.device), "cudaSetDevice"); }
+
 void Model::set_input(int32_t id, const void* data, size_t bytes) {
+  use_device();
   Tensor& t = tensor(id);
   if (!t.is_input) sdk::invalid("gpu_cudnn: tensor '" + t.name + "' is not a graph input");
   const size_t expected = static_cast<size_t>(t.count) * 4;
@@ -204,6 +207,7 @@ void Model::set_input(int32_t id, const void* data, size_t bytes) {
 }
 
 void Model::run(const std::vector<Step>& steps, const dlhost_grad_ready* ready) {
+  use_device();
   for (const Step& s : steps) {
     if (s.run) {
       s.run();
@@ -227,6 +231,7 @@ void Model::backward(const dlhost_grad_ready* ready) {
 }
 
 void Model::update() {
+  use_device();
   if (clip_scale_ != nullptr) {
     sum_squares(param_floats_, grads_, nullptr, partials_, stream_);
     finish_clip(partials_, optimizer_.clip_norm, clip_scale_, stream_);
@@ -261,6 +266,7 @@ float* Model::part(int32_t id, int32_t which, size_t bytes) {
 
 void Model::read_param(int32_t id, int32_t which, void* data, size_t bytes) {
   float* src = part(id, which, bytes);
+  use_device();
   if (data == nullptr) sdk::invalid("gpu_cudnn: read_param into NULL");
   check_cuda(cudaMemcpyAsync(data, src, bytes, cudaMemcpyDeviceToHost, stream_), "read_param");
   check_cuda(cudaStreamSynchronize(stream_), "read_param");
@@ -268,6 +274,7 @@ void Model::read_param(int32_t id, int32_t which, void* data, size_t bytes) {
 
 void Model::write_param(int32_t id, int32_t which, const void* data, size_t bytes) {
   float* dst = part(id, which, bytes);
+  use_device();
   if (data == nullptr) sdk::invalid("gpu_cudnn: write_param from NULL");
   check_cuda(cudaMemcpyAsync(dst, data, bytes, cudaMemcpyHostToDevice, stream_), "write_param");
   check_cuda(cudaStreamSynchronize(stream_), "write_param");

@@ -129,6 +129,8 @@ class Model final : public sdk::Model {
   void lower(const dlhost_graph& graph);
   void run(const std::vector<Step>& steps, const dlhost_grad_ready* ready);
   void describe();
+  // The calling thread's current device is per thread: every entry point makes it the model's.
+  void use_device() const;
   float* part(int32_t param, int32_t which, size_t bytes);
 
   Settings settings_;
