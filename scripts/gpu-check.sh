@@ -38,8 +38,9 @@ dirs = sorted({os.path.dirname(p) for r in roots for p in glob.glob(r + "/**/lib
 print(":".join(dirs))
 PY
 )
-export LD_LIBRARY_PATH="$BUNDLE/lib:$wheel_libs:/usr/local/nvidia/lib64:/usr/local/nvidia/lib:${LD_LIBRARY_PATH:-}"
-DLHOST=("$BUNDLE/bin/dlhost" --plugin-path "$BUNDLE/plugins")
+# Only dlhost sees the bundle's libraries: PyTorch keeps the machine's newer C++ runtime.
+libs="$BUNDLE/lib:$wheel_libs:/usr/local/nvidia/lib64:/usr/local/nvidia/lib:${LD_LIBRARY_PATH:-}"
+DLHOST=(env "LD_LIBRARY_PATH=$libs" "$BUNDLE/bin/dlhost" --plugin-path "$BUNDLE/plugins")
 echo "gpu-check: bundle $BUNDLE; CUDA libraries from: ${wheel_libs:-none found}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv 2>&1 | head -3
 
