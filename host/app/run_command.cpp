@@ -149,7 +149,7 @@ void catch_interrupts() {
 // A null record: interrupted, the case has no result. Throws when no process can be started.
 json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const RunContext& ctx) {
   if (o.in_process || !c.skip_reason.empty()) return run_case(c, ctx);
-  CaseJob job{c, suite.name, suite.path, o.plugin_folders, o.unsafe_plugins};
+  CaseJob job{c, suite.name, suite.path, o.plugin_folders, o.unsafe_plugins, ""};
   CaseLimits limits;
   double timeout = case_value<double>(c.params, "timeout");
   // The case stops itself at its timeout (keeping its steps); the kill is the backstop.

@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <regex>
@@ -100,6 +102,30 @@ void emit_line(const std::string& line) {
   }
 }
 
+// Rank 0's record in `path` (written whole, then renamed into place); nothing when path is "" or
+// its folder is not on this node (a rank 0 on another host: the parent reads stdout then).
+void write_record_file(const std::string& path, const std::string& text) {
+  if (path.empty()) return;
+  const std::string part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::binary);
+    if (!out || !(out << text) || !out.flush()) return;
+  }
+  std::rename(part.c_str(), path.c_str());
+}
+
+// The record rank 0 wrote in `path`, or null; the file is removed either way.
+json read_record_file(const std::string& path) {
+  json rec;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (in) rec = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  }
+  std::remove(path.c_str());
+  std::remove((path + ".part").c_str());
+  return rec.is_discarded() ? json() : rec;
+}
+
 }  // namespace
 
 std::optional<std::string> marker_in(const std::string& line) {
@@ -183,7 +209,8 @@ json job_to_json(const CaseJob& job) {
               {"suite_name", job.suite_name},
               {"suite_path", job.suite_path},
               {"plugin_folders", job.plugin_folders},
-              {"unsafe_plugins", unsafe_to_json(job.unsafe_plugins)}};
+              {"unsafe_plugins", unsafe_to_json(job.unsafe_plugins)},
+              {"record_file", job.record_file}};
 }
 
 CaseJob job_from_json(const nlohmann::json& j) {
@@ -199,6 +226,7 @@ CaseJob job_from_json(const nlohmann::json& j) {
   for (const auto& r : j.value("unsafe_plugins", nlohmann::json::array()))
     job.unsafe_plugins.push_back(
         {r.at("path").get<std::string>(), r.at("reason").get<std::string>()});
+  job.record_file = j.value("record_file", std::string());
   return job;
 }
 
@@ -456,8 +484,16 @@ std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput&
 
 }  // namespace
 
-json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json& environment,
+json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const json& environment,
                        volatile const int* interrupted) {
+  CaseJob job = given;
+  if (job.record_file.empty()) {
+    static int cases = 0;
+    job.record_file =
+        (std::filesystem::temp_directory_path() /
+         ("dlhost-record-" + std::to_string(getpid()) + "-" + std::to_string(cases++) + ".json"))
+            .string();
+  }
   std::string started_at = utc_now();
   auto start = Clock::now();
   int ranks = static_cast<int>(case_value<int64_t>(job.input.params, "ranks"));
@@ -485,7 +521,8 @@ json run_case_in_child(const CaseJob& job, const CaseLimits& limits, const json&
   double duration = std::chrono::duration<double>(Clock::now() - start).count();
   if (interrupted != nullptr && *interrupted && !outcome.timed_out) return json();
 
-  json rec = output.reports.record;
+  json rec = read_record_file(job.record_file);
+  if (rec.is_null()) rec = output.reports.record;
   if (outcome.timed_out || rec.is_null()) {
     auto [status, why] = failure(outcome, output, limits, ranks);
     rec = parent_record(job, environment, status, why, duration, started_at);
@@ -576,9 +613,11 @@ int case_worker_main(const std::string& job_json) {
   json rec = run_case(job.input, ctx);
   const std::string status = rec["status"].get<std::string>();
   bool ok = status == kStatusOk || status == kStatusSkipped;
-  if (ctx.rank.rank == 0)
-    emit_line(kRecordMarker + rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  else if (!ok)
+  if (ctx.rank.rank == 0) {
+    std::string text = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    write_record_file(job.record_file, text);
+    emit_line(kRecordMarker + text);
+  } else if (!ok)
     emit_line(kRankFailedMarker +
               json{{"rank", ctx.rank.rank}, {"status", status}, {"reason", rec["reason"]}}.dump(
                   -1, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -26,6 +26,9 @@ struct CaseJob {
   std::string suite_name, suite_path;
   std::vector<std::string> plugin_folders;    // searched by the worker, in order
   std::vector<RefusedPlugin> unsafe_plugins;  // refused by dlhost's probe: never loaded again
+  // Where rank 0 also writes its record (best effort; "" = stdout only). Open MPI's output
+  // forwarding can tear a long stdout line between ranks; a file on this host cannot be torn.
+  std::string record_file;
 };
 
 nlohmann::ordered_json job_to_json(const CaseJob& job);

@@ -1,0 +1,313 @@
+// model.cpp — compiling a dlhost graph onto one CUDA stream and replaying the training step
+// (see model.h); the layers themselves are in layers_*.cpp.
+#include "model.h"
+
+#include <cstring>
+
+#include "kernels.h"
+
+namespace dlhost::gpu_cudnn {
+
+namespace {
+
+// cuBLAS takes its scratch from the handle; given one here, it never allocates in a step.
+constexpr uint64_t kCublasWorkspace = uint64_t{32} << 20;
+// Parameters start on 256-byte boundaries inside their arenas, as cuDNN and cuBLAS prefer.
+constexpr int64_t kParamAlign = 64;
+
+}  // namespace
+
+const char* precision_name(Precision p) { return p == Precision::kTf32 ? "tf32" : "fp32"; }
+
+Settings read_settings(const sdk::Options& options, Settings s) {
+  s.seed = static_cast<uint64_t>(options.get_int("seed", static_cast<int64_t>(s.seed)));
+  if (auto p = options.get("precision")) {
+    if (*p == "fp32")
+      s.precision = Precision::kFp32;
+    else if (*p == "tf32")
+      s.precision = Precision::kTf32;
+    else if (*p == "bf16" || *p == "fp16")
+      sdk::unimplemented("gpu_cudnn: precision " + *p +
+                         " is not implemented (fp32 and tf32 are; see its capabilities)");
+    else
+      sdk::invalid("gpu_cudnn: option precision=" + *p + ": expected fp32|tf32|bf16|fp16");
+  }
+  if (auto a = options.get("algo")) {
+    if (*a != "heuristic" && *a != "exhaustive")
+      sdk::invalid("gpu_cudnn: option algo=" + *a + ": expected heuristic|exhaustive");
+    s.exhaustive = *a == "exhaustive";
+  }
+  if (auto mb = options.get_int("workspace_limit_mb")) {
+    if (*mb < 0 || *mb > (int64_t{1} << 30))
+      sdk::invalid("gpu_cudnn: option workspace_limit_mb=" + std::to_string(*mb) + " out of range");
+    s.workspace_limit = static_cast<uint64_t>(*mb) << 20;
+  }
+  return s;
+}
+
+Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
+             const Settings& settings)
+    : settings_(settings), optimizer_(optimizer) {
+  if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
+    sdk::unimplemented("gpu_cudnn: optimizer kind " + std::to_string(optimizer.kind) +
+                       " (only SGD)");
+  check_cuda(cudaSetDevice(settings_.device), "cudaSetDevice");
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  check_cudnn(cudnnCreate(&cudnn_), "cudnnCreate");
+  check_cudnn(cudnnSetStream(cudnn_, stream_), "cudnnSetStream");
+  check_cublas(cublasCreate(&cublas_), "cublasCreate");
+  check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
+  // Strict fp32 keeps cuBLAS on FFMA kernels; tf32 lets it round products to TF32 tensor cores.
+  check_cublas(cublasSetMathMode(cublas_, settings_.precision == Precision::kTf32
+                                              ? CUBLAS_TF32_TENSOR_OP_MATH
+                                              : CUBLAS_DEFAULT_MATH),
+               "cublasSetMathMode");
+  check_cublas(cublasSetWorkspace(cublas_, arena_.alloc(kCublasWorkspace, "cuBLAS workspace"),
+                                  kCublasWorkspace),
+               "cublasSetWorkspace");
+  make_tensors(graph);
+  make_params(graph);
+  lower(graph);
+  if (tune_workspace_ != nullptr) arena_.release(tune_workspace_);
+  if (workspace_bytes_ > 0) workspace_ = arena_.alloc(workspace_bytes_, "library workspace");
+  ones_ = arena_.alloc_n<float>(ones_count_, "ones");
+  const std::vector<float> ones(static_cast<size_t>(ones_count_), 1.0f);
+  check_cuda(cudaMemcpy(ones_, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice), "ones");
+  partials_ = arena_.alloc_n<double>(kReduceBlocks, "reduction partials");
+  const float one = 1.0f;  // d(loss)/d(loss), read by the loss's backward
+  check_cuda(cudaMemcpy(tensors_[loss_tensor_].grad, &one, 4, cudaMemcpyHostToDevice), "loss");
+  check_cuda(cudaDeviceSynchronize(), "compile");
+  describe();
+}
+
+void* Model::tune_workspace(size_t* bytes) {
+  if (tune_workspace_ == nullptr) {
+    size_t free = 0, total = 0;
+    check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    tune_bytes_ = std::min<size_t>(settings_.workspace_limit, free / 2);
+    tune_workspace_ = arena_.alloc(tune_bytes_, "autotuning workspace");
+  }
+  *bytes = tune_bytes_;
+  return tune_workspace_;
+}
+
+Model::~Model() {
+  cudaStreamSynchronize(stream_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void Model::make_tensors(const dlhost_graph& graph) {
+  tensors_.resize(static_cast<size_t>(graph.num_tensors));
+  for (int32_t id = 0; id < graph.num_tensors; ++id) {
+    const dlhost_tensor_desc& d = *graph.tensors[id];
+    Tensor& t = tensors_[id];
+    t.name = d.name != nullptr ? d.name : "";
+    t.dtype = d.dtype;
+    t.dims.assign(d.dims, d.dims + d.rank);
+    for (int64_t x : t.dims) t.count *= x;
+  }
+  for (int32_t k = 0; k < graph.num_inputs; ++k) tensor(graph.inputs[k]).is_input = true;
+  for (Tensor& t : tensors_) {
+    if (t.dtype == DLHOST_DTYPE_I32 && t.is_input) {
+      t.ids = arena_.alloc_n<int32_t>(t.count, t.name);
+      continue;
+    }
+    if (t.dtype != DLHOST_DTYPE_F32)
+      sdk::unimplemented("gpu_cudnn: tensor '" + t.name + "' of dtype " + std::to_string(t.dtype) +
+                         " (F32 tensors and I32 inputs only)");
+    t.value = arena_.alloc_n<float>(t.count, t.name);
+    if (!t.is_input) t.grad = arena_.alloc_n<float>(t.count, t.name + " gradient");
+  }
+  if (graph.loss < 0 || graph.loss >= graph.num_tensors || tensors_[graph.loss].count != 1 ||
+      tensors_[graph.loss].grad == nullptr)
+    sdk::invalid("gpu_cudnn: the graph's loss is not a computed scalar");
+  loss_tensor_ = graph.loss;
+}
+
+void Model::make_params(const dlhost_graph& graph) {
+  params_.resize(static_cast<size_t>(graph.num_params));
+  std::vector<int64_t> offsets;
+  for (int32_t id = 0; id < graph.num_params; ++id) {
+    params_[id].name = graph.params[id]->name != nullptr ? graph.params[id]->name : "";
+    params_[id].count = graph.params[id]->count;
+    offsets.push_back(param_floats_);
+    param_floats_ += (params_[id].count + kParamAlign - 1) / kParamAlign * kParamAlign;
+  }
+  values_ = arena_.alloc_n<float>(param_floats_, "parameters");
+  grads_ = arena_.alloc_n<float>(param_floats_, "parameter gradients");
+  if (optimizer_.momentum != 0.0f) velocity_ = arena_.alloc_n<float>(param_floats_, "velocities");
+  if (optimizer_.clip_norm > 0.0f) clip_scale_ = arena_.alloc_n<float>(1, "clipping scale");
+  for (int32_t id = 0; id < graph.num_params; ++id) {
+    params_[id].value = values_ + offsets[id];
+    params_[id].grad = grads_ + offsets[id];
+  }
+}
+
+void Model::lower(const dlhost_graph& graph) {
+  std::vector<std::pair<int32_t, BackwardBuilder>> builders;
+  for (int32_t i = 0; i < graph.num_nodes; ++i) {
+    const dlhost_node& node = *graph.nodes[i];
+    if (node.struct_size < DLHOST_NODE_STRUCT_SIZE)
+      sdk::invalid("gpu_cudnn: node struct smaller than ABI 1.0's");
+    if (node.op == DLHOST_OP_INPUT) continue;
+    builders.emplace_back(i, lower_node(*this, graph, static_cast<uint32_t>(i)));
+  }
+  for (auto b = builders.rbegin(); b != builders.rend(); ++b) {
+    b->second();
+    const dlhost_node& node = *graph.nodes[b->first];
+    for (int32_t k = 0; k < node.num_params; ++k) add_ready(node.params[k]);
+  }
+  for (const Tensor& t : tensors_)
+    if (t.ids != nullptr && t.id_limit == 0)
+      sdk::unimplemented("gpu_cudnn: I32 input '" + t.name + "' is read by no op it knows");
+}
+
+Tensor& Model::tensor(int32_t id) {
+  if (id < 0 || id >= static_cast<int32_t>(tensors_.size()))
+    sdk::invalid("gpu_cudnn: tensor id " + std::to_string(id) + " out of range");
+  return tensors_[id];
+}
+
+Param& Model::param(int32_t id) {
+  if (id < 0 || id >= static_cast<int32_t>(params_.size()))
+    sdk::invalid("gpu_cudnn: parameter id " + std::to_string(id) + " out of range");
+  return params_[id];
+}
+
+float Model::beta_for(Tensor& t) {
+  const float beta = t.grad_written ? 1.0f : 0.0f;
+  t.grad_written = true;
+  return beta;
+}
+
+// --- the training step -----------------------------------------------------------------------
+
+void Model::use_device() const { check_cuda(cudaSetDevice(settings_.device), "cudaSetDevice"); }
+
+void Model::set_input(int32_t id, const void* data, size_t bytes) {
+  use_device();
+  Tensor& t = tensor(id);
+  if (!t.is_input) sdk::invalid("gpu_cudnn: tensor '" + t.name + "' is not a graph input");
+  const size_t expected = static_cast<size_t>(t.count) * 4;
+  if (data == nullptr || bytes != expected)
+    sdk::invalid("gpu_cudnn: input '" + t.name + "' takes " + std::to_string(expected) +
+                 " bytes, got " + std::to_string(bytes));
+  if (t.ids != nullptr) {
+    const auto* ids = static_cast<const int32_t*>(data);
+    for (int64_t i = 0; i < t.count; ++i)
+      if (ids[i] < 0 || ids[i] >= t.id_limit)
+        sdk::invalid("gpu_cudnn: input '" + t.name + "' element " + std::to_string(i) + " is " +
+                     std::to_string(ids[i]) + ", outside [0, " + std::to_string(t.id_limit) + ")");
+  }
+  void* dst = t.ids != nullptr ? static_cast<void*>(t.ids) : static_cast<void*>(t.value);
+  check_cuda(cudaMemcpyAsync(dst, data, bytes, cudaMemcpyHostToDevice, stream_), "set_input");
+  check_cuda(cudaStreamSynchronize(stream_), "set_input");
+}
+
+void Model::run(const std::vector<Step>& steps, const dlhost_grad_ready* ready) {
+  use_device();
+  for (const Step& s : steps) {
+    if (s.run) {
+      s.run();
+    } else if (ready != nullptr && ready->fn != nullptr) {
+      ready->fn(ready->user, s.ready_param);
+    }
+  }
+  check_cuda(cudaGetLastError(), "kernel launch");
+}
+
+void Model::forward() {
+  run(forward_steps_, nullptr);
+  ++forward_calls_;
+}
+
+void Model::backward(const dlhost_grad_ready* ready) {
+  if (forward_calls_ == 0) sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "backward before forward");
+  if (ready != nullptr && ready->struct_size < DLHOST_GRAD_READY_STRUCT_SIZE)
+    sdk::invalid("gpu_cudnn: grad_ready struct smaller than ABI 1.0's");
+  run(backward_steps_, ready);
+}
+
+void Model::update() {
+  use_device();
+  if (clip_scale_ != nullptr) {
+    sum_squares(param_floats_, grads_, nullptr, partials_, stream_);
+    finish_clip(partials_, optimizer_.clip_norm, clip_scale_, stream_);
+  }
+  sgd_update(param_floats_, optimizer_.learning_rate, optimizer_.momentum, optimizer_.weight_decay,
+             clip_scale_, grads_, values_, velocity_, stream_);
+  check_cuda(cudaGetLastError(), "update");
+}
+
+void Model::synchronize() { check_cuda(cudaStreamSynchronize(stream_), "synchronize"); }
+
+float Model::loss() const {
+  float value = 0;
+  check_cuda(
+      cudaMemcpyAsync(&value, tensors_[loss_tensor_].value, 4, cudaMemcpyDeviceToHost, stream_),
+      "read_loss");
+  check_cuda(cudaStreamSynchronize(stream_), "read_loss");
+  return value;
+}
+
+// --- parameters ------------------------------------------------------------------------------
+
+float* Model::part(int32_t id, int32_t which, size_t bytes) {
+  Param& p = param(id);
+  if (which != DLHOST_PARAM_VALUE && which != DLHOST_PARAM_GRAD)
+    sdk::invalid("gpu_cudnn: unknown parameter part " + std::to_string(which));
+  if (bytes != static_cast<size_t>(p.count) * 4)
+    sdk::invalid("gpu_cudnn: parameter '" + p.name + "' holds " + std::to_string(p.count * 4) +
+                 " bytes, got " + std::to_string(bytes));
+  return which == DLHOST_PARAM_VALUE ? p.value : p.grad;
+}
+
+void Model::read_param(int32_t id, int32_t which, void* data, size_t bytes) {
+  float* src = part(id, which, bytes);
+  use_device();
+  if (data == nullptr) sdk::invalid("gpu_cudnn: read_param into NULL");
+  check_cuda(cudaMemcpyAsync(data, src, bytes, cudaMemcpyDeviceToHost, stream_), "read_param");
+  check_cuda(cudaStreamSynchronize(stream_), "read_param");
+}
+
+void Model::write_param(int32_t id, int32_t which, const void* data, size_t bytes) {
+  float* dst = part(id, which, bytes);
+  use_device();
+  if (data == nullptr) sdk::invalid("gpu_cudnn: write_param from NULL");
+  check_cuda(cudaMemcpyAsync(dst, data, bytes, cudaMemcpyHostToDevice, stream_), "write_param");
+  check_cuda(cudaStreamSynchronize(stream_), "write_param");
+}
+
+void Model::param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) {
+  const Param& p = param(id);
+  for (auto [out, data] : {std::pair{value, p.value}, std::pair{grad, p.grad}}) {
+    if (out == nullptr) continue;
+    if (DLHOST_HAS_FIELD(out, dlhost_buffer, data)) out->data = data;
+    if (DLHOST_HAS_FIELD(out, dlhost_buffer, bytes))
+      out->bytes = static_cast<uint64_t>(p.count) * 4;
+    if (DLHOST_HAS_FIELD(out, dlhost_buffer, dtype)) out->dtype = DLHOST_DTYPE_F32;
+    if (DLHOST_HAS_FIELD(out, dlhost_buffer, memory_space))
+      out->memory_space = DLHOST_MEMORY_DEVICE;
+    if (DLHOST_HAS_FIELD(out, dlhost_buffer, device)) out->device = settings_.device;
+  }
+}
+
+void Model::describe() {
+  implementation_ = std::string("cuDNN + cuBLAS on cuda") + std::to_string(settings_.device) +
+                    ", precision " + precision_name(settings_.precision) +
+                    (settings_.precision == Precision::kFp32 ? " (TF32 off)" : "") + ", algo " +
+                    (settings_.exhaustive ? "exhaustive" : "heuristic") + ", workspace limit " +
+                    std::to_string(settings_.workspace_limit >> 20) + " MiB, shared workspace " +
+                    std::to_string(workspace_bytes_ >> 10) + " KiB, autotune " +
+                    std::to_string(static_cast<int64_t>(autotune_ms_)) + " ms";
+  for (const std::string& n : notes_) implementation_ += "; " + n;
+}
+
+sdk::ModelInfo Model::info() const {
+  const uint64_t param_bytes = static_cast<uint64_t>(param_floats_) * 4;
+  return {1, implementation_.c_str(), param_bytes, arena_.in_use() - param_bytes};
+}
+
+}  // namespace dlhost::gpu_cudnn

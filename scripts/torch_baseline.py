@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""torch_baseline.py — PyTorch eager on the same networks, mini-batches and precision as a dlhost
+results file, side by side: for every OK gpu_cudnn record of DLHOST_JSONL it builds the network
+with bench/peers/torch_peer.py (networks_paper's layers, shapes and SGD settings), trains it on
+resident synthetic data on the GPU, times each step with CUDA events (median of --iterations after
+--warmup), and prints the ratio dlhost / PyTorch per network and batch. It also measures the
+cuBLAS SGEMM peak (8192^3, fp32) and prints what fraction of it FCN-5/8 reach.
+
+Precision: fp32 strict by default (TF32 off in cuBLAS and cuDNN, as gpu_cudnn's default);
+--tf32 turns it on for both sides' comparison. cuDNN autotuning (torch.backends.cudnn.benchmark)
+is off by default, like gpu_cudnn's `algo: heuristic`; --benchmark turns it on.
+
+Usage: torch_baseline.py DLHOST_JSONL [--out TORCH_JSONL] [--warmup 3] [--iterations 10]
+Runs on the lent GPU machine (scripts/gpu-check.sh); needs torch with CUDA.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "peers"))
+from optimizers import OPTIMIZERS  # noqa: E402  (the peers' shared SGD settings)
+from torch_peer import make  # noqa: E402  (networks_paper's networks in PyTorch)
+
+
+def time_network(name, batch, warmup, iterations):
+    """Median step time (CUDA events) of one network on resident data on the GPU."""
+    torch.manual_seed(42)
+    model, x, target, loss_fn = make(name, batch)
+    model, x, target = model.cuda(), x.cuda(), target.cuda()
+    lr, momentum, wd, clip = OPTIMIZERS[name]
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=wd)
+    params = list(model.parameters())
+    times, losses = [], []
+    for i in range(warmup + iterations):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), target)
+        loss.backward()
+        if clip:
+            nn.utils.clip_grad_norm_(params, clip)
+        opt.step()
+        end.record()
+        end.synchronize()
+        if i >= warmup:
+            times.append(start.elapsed_time(end))
+            losses.append(loss.item())
+    del model, opt, params
+    torch.cuda.empty_cache()
+    return statistics.median(times), losses
+
+
+def sgemm_tflops(n=8192, reps=10):
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    for _ in range(3):
+        a @ b
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        a @ b
+    end.record()
+    end.synchronize()
+    return 2.0 * n ** 3 * reps / (start.elapsed_time(end) / 1e3) / 1e12
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("dlhost_jsonl")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--benchmark", action="store_true")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.backends.cudnn.benchmark = args.benchmark
+    records = [json.loads(line) for line in open(args.dlhost_jsonl)]
+    peak = sgemm_tflops()
+    print(f"PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"{torch.cuda.get_device_name()}; precision {'tf32' if args.tf32 else 'fp32 strict'}, "
+          f"cudnn.benchmark={args.benchmark}; cuBLAS SGEMM 8192^3: {peak:.1f} TFLOP/s")
+    print(f"{'case':34} {'dlhost ms':>10} {'torch ms':>10} {'ratio':>6}  note")
+    out = open(args.out, "w") if args.out else None
+    worst = {}
+    for r in records:
+        name, batch = r["params"]["network"], r["params"]["batch"]
+        if r["params"].get("backend") != "gpu_cudnn" or name not in OPTIMIZERS:
+            continue
+        if r["status"] != "OK":
+            print(f"{r['case_id']:34} {r['status']:>10}  {r.get('reason', '')[:80]}")
+            continue
+        ours = r["timing"]["step"]["median"]
+        try:
+            theirs, losses = time_network(name, batch, args.warmup, args.iterations)
+        except torch.cuda.OutOfMemoryError as e:
+            print(f"{r['case_id']:34} {ours:10.2f} {'OOM':>10}  {str(e)[:60]}")
+            continue
+        ratio = ours / theirs
+        worst[name] = max(worst.get(name, 0.0), ratio)
+        note = ""
+        if name in ("fcn5", "fcn8") and batch == 4096:
+            note = f"{r['timing']['train_gflops_per_second_est'] / 1e3 / peak:.0%} of SGEMM peak"
+        print(f"{r['case_id']:34} {ours:10.2f} {theirs:10.2f} {ratio:6.2f}  {note}")
+        if out:
+            out.write(json.dumps({"case_id": r["case_id"], "network": name, "batch": batch,
+                                  "dlhost_ms": ours, "torch_ms": theirs, "ratio": ratio,
+                                  "torch_losses": losses, "sgemm_tflops": peak}) + "\n")
+            out.flush()
+    print("worst ratio per network (target: <= 0.9 on alexnet and resnet50, <= 1.1 everywhere):")
+    for name, ratio in worst.items():
+        target = 0.9 if name in ("alexnet", "resnet50") else 1.1
+        print(f"  {name:10} {ratio:5.2f}  {'meets' if ratio <= target else 'MISSES'} {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
