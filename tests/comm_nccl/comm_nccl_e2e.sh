@@ -63,18 +63,21 @@ rc=$?
 grep -q "comm plugin 'nccl' is not usable here: no device: " bench.txt ||
   fail "comm-bench did not give the reason: $(cat bench.txt)"
 
-# The paper's multi-GPU section: loads here, and its 1-rank cases are SKIPPED with a reason.
+# The paper's multi-GPU section: loads here, and FCN-R on 1, 2 and 4 ranks is SKIPPED with a
+# reason (no gpu_cudnn, no GPU, or too few cores), the 2-rank case after its ranks started.
 "$DLHOST" run "$SRC/suites/paper_repro.yaml" --dry-run > dry.txt 2>&1 || fail "paper_repro: $(cat dry.txt)"
-ids=$(grep -o '[a-z0-9_]*\.gpu_cudnn\.[^ ]*nccl[^ ]*' dry.txt | sort -u)
-[ -n "$ids" ] || fail "paper_repro lists no gpu_cudnn + nccl case: $(cat dry.txt)"
-one=$(echo "$ids" | grep -v 'r[24]' | head -n 1)
-[ -n "$one" ] || one=$(echo "$ids" | head -n 1)
-"$DLHOST" run "$SRC/suites/paper_repro.yaml" --case "$one" -o paper.jsonl > paper.txt 2>&1 ||
-  fail "paper_repro --case $one: $(cat paper.txt)"
-python3 - paper.jsonl << 'PY' || fail "paper_repro's multi-GPU case was not SKIPPED with a reason"
+ids=$(grep -o '^fcnr\.gpu_cudnn\.[^ ]*comm=nccl[^ ]*' dry.txt | sort -u)
+[ "$(echo "$ids" | grep -c 'ranks=[124]')" -eq 3 ] || fail "paper_repro lacks FCN-R over nccl on 1/2/4 ranks: $ids"
+set --
+for id in $ids; do set -- "$@" --case "$id"; done
+"$DLHOST" run "$SRC/suites/paper_repro.yaml" "$@" -o paper.jsonl > paper.txt 2>&1 ||
+  fail "paper_repro $*: $(cat paper.txt)"
+cat paper.txt
+python3 - paper.jsonl << 'PY' || fail "paper_repro's multi-GPU cases were not all SKIPPED with a reason"
 import json, sys
-r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][0]
-assert r["status"] == "SKIPPED" and r["reason"], (r["status"], r["reason"])
-print("%s: SKIPPED: %s" % (r["case_id"], r["reason"]))
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert len({r["case_id"] for r in recs}) == 3, [r["case_id"] for r in recs]
+for r in recs:
+    assert r["status"] == "SKIPPED" and r["reason"], (r["case_id"], r["status"], r["reason"])
 PY
 echo "comm_nccl_e2e: all checks passed"
