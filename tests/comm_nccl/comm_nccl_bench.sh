@@ -30,6 +30,10 @@ print("nccl is not built" if not p else ("" if p[0]["usable"] else p[0].get("unu
 [ -z "$why" ] || skip "nccl is not usable here: $why"
 gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
 echo "GPUs: ${gpus:-unknown}"
+# A comm-bench that allocates device buffers through a backend is told which one.
+if "$DLHOST" comm-bench --help 2>&1 | grep -q -- "--backend"; then
+  set -- --backend gpu_cudnn "$@"
+fi
 
 check() {  # check JSON WORLD
   python3 - "$1" "$2" << 'PY'
