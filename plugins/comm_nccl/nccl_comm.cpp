@@ -12,8 +12,7 @@ namespace {
 constexpr const char* kPeerHint = " (a peer rank is dead or stuck; the comm is aborted)";
 constexpr double kDefaultTimeoutS = 300.0;
 
-// --- init arguments
-// -------------------------------------------------------------------------------
+// --- init arguments ------------------------------------------------------------------------------
 
 void check_world(const dlhost_comm_init_args& args) {
   if (args.world_size < 1 || args.rank < 0 || args.rank >= args.world_size)
@@ -90,8 +89,7 @@ void check_buffers(const char* call, int32_t memory_space, uint64_t count,
     if (b == nullptr && count > 0) sdk::invalid(std::string("nccl: ") + call + ": NULL buffer");
 }
 
-// --- requests
-// -------------------------------------------------------------------------------------
+// --- requests ------------------------------------------------------------------------------------
 
 // A collective NCCL has enqueued on the stream (complete), or one of a group still being built
 // (complete at the group's end).
@@ -152,8 +150,7 @@ class BarrierRequest final : public sdk::Request {
 
 }  // namespace
 
-// --- shared state
-// ---------------------------------------------------------------------------------
+// --- shared state --------------------------------------------------------------------------------
 
 std::string CommState::reason() {
   std::lock_guard<std::mutex> lock(mutex);
@@ -184,8 +181,7 @@ bool CommState::settled(const std::string& what) {
   sdk::fail(code_of(state), message);
 }
 
-// --- the communicator
-// -----------------------------------------------------------------------------
+// --- the communicator ----------------------------------------------------------------------------
 
 NcclComm::NcclComm(const dlhost_comm_init_args& args) {
   check_world(args);
@@ -376,8 +372,7 @@ void NcclComm::abort(const std::string& why) {
   state_->abort_locked(why);
 }
 
-// --- the watchdog
-// ---------------------------------------------------------------------------------
+// --- the watchdog --------------------------------------------------------------------------------
 
 cudaEvent_t NcclComm::take_event_locked() {
   if (!spare_events_.empty()) {
