@@ -494,6 +494,8 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
          ("dlhost-record-" + std::to_string(getpid()) + "-" + std::to_string(cases++) + ".json"))
             .string();
   }
+  std::remove(
+      job.record_file.c_str());  // a stale one (a killed dlhost of the same pid) is not ours
   std::string started_at = utc_now();
   auto start = Clock::now();
   int ranks = static_cast<int>(case_value<int64_t>(job.input.params, "ranks"));
