@@ -27,7 +27,8 @@ const std::string kSuiteDir = std::string(DLHOST_TEST_SOURCE_DIR) + "/tests/data
 const char* const kCaseKeys =
     "network, backend, batch, threads, iterations, warmup, timeout, memory_limit_mb, seed, device, "
     "comm, ranks, "
-    "ranks_per_node, launcher, scaling, overlap, bucket_mb, lr, momentum, weight_decay, "
+    "ranks_per_node, launcher, scaling, overlap, bucket_mb, comm_memory, lr, momentum, "
+    "weight_decay, "
     "clip_norm, precision, loss_scale, oversubscribe, input, options, tags, launcher_args";
 
 SuiteCatalog test_catalog() {
@@ -135,7 +136,8 @@ TEST_F(suite_loader, DefaultsAreFilledInKeyOrder) {
   EXPECT_EQ(s.cases[0].params.dump(),
             R"({"network":"fcn5","backend":"cpu_onednn","threads":0,"iterations":24,"warmup":8,)"
             R"("timeout":600,"seed":42,"comm":"none","ranks":1,"launcher":"mpirun",)"
-            R"("scaling":"strong","overlap":true,"bucket_mb":25,"lr":0.05,"precision":"fp32",)"
+            R"("scaling":"strong","overlap":true,"bucket_mb":25,"comm_memory":"auto","lr":0.05,)"
+            R"("precision":"fp32",)"
             R"("oversubscribe":false,"input":"resident"})");
   EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");

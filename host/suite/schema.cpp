@@ -44,6 +44,10 @@ const std::vector<KeySpec>& key_specs() {
     choice("scaling", {"strong", "weak"});
     boolean("overlap", true);
     number("bucket_mb", true, 25);
+    // Device gradients: `device` needs a comm on device memory (NCCL, a CUDA-aware MPI) and is
+    // SKIPPED without one; `host` stages them through host memory; `auto` takes device where it
+    // can.
+    choice("comm_memory", {"auto", "device", "host"});
     number("lr", false, nullptr);
     number("momentum", false, nullptr);
     number("weight_decay", false, nullptr);
