@@ -150,6 +150,11 @@ YAML
   rc=$?
   set -e
   cat "$WORK/cut.txt"
+  # Where test hosts cannot be made, dlhost records the case SKIPPED with the reason.
+  why=$(/usr/bin/python3 -c 'import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+print(r["reason"] if r["status"] == "SKIPPED" else "")' "$WORK/cut.jsonl" 2> /dev/null || true)
+  [ -z "$why" ] || skip "$why"
   [ -n "$cut" ] || { tail -n 40 "$WORK/cut.err"; fail "the ranks never ran in both test hosts"; }
   [ $rc -eq 0 ] || [ $rc -eq 1 ] || { tail -n 40 "$WORK/cut.err"; fail "dlhost run exited with $rc"; }
   /usr/bin/python3 - "$WORK/cut.jsonl" "$DL_PID" << 'PY' || fail "records"
