@@ -14,6 +14,7 @@
 # Exit 77 (skipped, reason printed) without root, iproute2, mpirun or network namespaces.
 set -eu
 MODE="$1"; DLHOST="$2"; FIXTURES="$3"; WORK="$4"
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$WORK"; mkdir -p "$WORK"
 fail() { echo "netns_e2e $MODE: FAILED: $*"; exit 1; }
 skip() { echo "SKIPPED: $*"; exit 77; }
@@ -113,6 +114,8 @@ PY
   set -e
   [ $prc -ne 77 ] || exit 77  # the record's own skip reason, printed above
   [ $prc -eq 0 ] || fail "records"
+  "$SRC/tests/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/links.jsonl" --cases 4 ||
+    fail "the records do not follow docs/results-schema.json"
   case "$seen" in
     *h0*h1*) ;;
     *) fail "the ranks were not seen running inside both test hosts (seen: '$seen')" ;;
@@ -169,6 +172,8 @@ assert "rank 1" in cut["reason"], cut["reason"]
 assert f"test host dlhn{pid}h1 at " in cut["reason"] and "lost its link" in cut["reason"], cut["reason"]
 assert after["status"] == "OK", (after["status"], after["reason"])
 PY
+  "$SRC/tests/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/cut.jsonl" --cases 2 ||
+    fail "the records do not follow docs/results-schema.json"
   sleep 0.5
   if pgrep -f "$WORK/cut.yaml" > /dev/null; then fail "a rank outlived its case"; fi
 else

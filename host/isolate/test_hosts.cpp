@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -341,7 +342,10 @@ void TestHosts::shape(const std::string& ns, const std::string& dev, const Inter
                            "latency", "100ms"});
   }
   must(cmd);
-  if (shaping_.empty()) shaping_ = joined(std::vector<std::string>(cmd.begin() + 1, cmd.end()));
+  // Recorded as the qdisc alone ("tbf rate ..."): the same on every link and direction.
+  if (shaping_.empty())
+    shaping_ =
+        joined(std::vector<std::string>(std::find(cmd.begin(), cmd.end(), "root") + 1, cmd.end()));
 }
 
 void TestHosts::remove() noexcept {
