@@ -28,6 +28,7 @@
 #include "core/plugin_registry.h"
 #include "distributed/rank_env.h"
 #include "distributed/rendezvous_store.h"
+#include "isolate/test_hosts.h"
 #include "run/progress_channel.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
@@ -293,10 +294,16 @@ struct CaseStore {
   std::vector<char*> child_env;  // this process's environment with `variable`, NULL-ended
 };
 
-void start_store(const CaseJob& job, const CaseLimits& limits, CaseStore& store) {
-  const bool other_nodes = spans_other_hosts(job.input.params, limits.launcher_args);
+// `parent_address`: the parent's address on the test hosts' bridge ("" without test hosts), the
+// one address of this host that ranks in the namespaces reach.
+void start_store(const CaseJob& job, const CaseLimits& limits, CaseStore& store,
+                 const std::string& parent_address) {
+  const bool other_nodes =
+      !parent_address.empty() || spans_other_hosts(job.input.params, limits.launcher_args);
   std::string host = "127.0.0.1";
-  if (other_nodes) {
+  if (!parent_address.empty()) {
+    host = parent_address;
+  } else if (other_nodes) {
     char name[256] = {};
     if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
       throw std::runtime_error(std::string("gethostname: ") + std::strerror(errno));
@@ -499,9 +506,30 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   std::string started_at = utc_now();
   auto start = Clock::now();
   int ranks = static_cast<int>(case_value<int64_t>(job.input.params, "ranks"));
+  // An emulated interconnect: the ranks run on test hosts (network namespaces) made for this case
+  // and removed when it ends, however it ends.
+  std::unique_ptr<TestHosts> hosts;
+  CaseLimits launch = limits;
+  if (const Interconnect link = case_interconnect(job.input.params);
+      ranks > 1 && link.profile != "loopback") {
+    if (std::string why = test_hosts_unavailable(link); !why.empty())
+      return parent_record(job, environment, kStatusSkipped,
+                           "interconnect " + link.profile + ": " + why, 0.0, started_at);
+    try {
+      hosts = std::make_unique<TestHosts>(
+          test_host_count(job.input.params),
+          static_cast<int>(case_value_if<int64_t>(job.input.params, "ranks_per_node").value_or(1)),
+          link);
+    } catch (const std::exception& e) {
+      return parent_record(job, environment, kStatusFailed,
+                           std::string("cannot make the test hosts: ") + e.what(), 0.0, started_at);
+    }
+    std::vector<std::string> args = hosts->launcher_args();
+    launch.launcher_args.insert(launch.launcher_args.begin(), args.begin(), args.end());
+  }
   std::vector<std::string> cmd;
   try {
-    cmd = case_command(self_exe(), job, limits, host_cores());
+    cmd = case_command(self_exe(), job, launch, host_cores());
   } catch (const Error& e) {
     return parent_record(job, environment,
                          e.code() == DLHOST_CODE_UNIMPLEMENTED ? kStatusSkipped : kStatusFailed,
@@ -510,7 +538,7 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   CaseStore store;
   if (ranks > 1) {
     try {
-      start_store(job, limits, store);
+      start_store(job, limits, store, hosts ? hosts->parent_address() : std::string());
     } catch (const std::exception& e) {
       return parent_record(job, environment, kStatusFailed,
                            std::string("cannot start the rendezvous store: ") + e.what(), 0.0,
@@ -528,6 +556,13 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   if (outcome.timed_out || rec.is_null()) {
     auto [status, why] = failure(outcome, output, limits, ranks);
     rec = parent_record(job, environment, status, why, duration, started_at);
+  }
+  if (hosts) {
+    rec["interconnect"] = hosts->describe();
+    // A cut link explains a rank that stopped: name its host beside the rank.
+    if (std::string cut = hosts->link_faults(); !cut.empty() && rec["status"] != kStatusOk)
+      rec["reason"] =
+          (rec["reason"].is_string() ? rec["reason"].get<std::string>() + "; " : "") + cut;
   }
   const std::string& tail = output.tail;
   if (!tail.empty() && rec["status"] != kStatusOk && rec["status"] != kStatusSkipped)
