@@ -16,17 +16,22 @@
 # Every check prints PASS, FAIL or SKIP with its reason; its log is under OUT. Exit 0 only when
 # no check failed. Nothing here is timed against a threshold: the figures are printed.
 # Usage: scripts/gpu-check-nccl.sh [BUILD_DIR] (default ./build, built with the CUDA toolkit)
+# From a bundle (scripts/gpu-check.sh does this), the environment names the parts instead:
+# DLHOST (a dlhost command taking arguments), DLHOST_NCCL_PLUGIN (the comm_nccl library) and
+# NCCL_UNIT (the test_comm_nccl executable).
 set -u
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
-DLHOST="$BUILD/host/dlhost"
+DLHOST="${DLHOST:-$BUILD/host/dlhost}"
+NCCL_PLUGIN="${DLHOST_NCCL_PLUGIN:-$BUILD/plugins/libdlhost_comm_nccl.so}"
+NCCL_UNIT="${NCCL_UNIT:-$BUILD/tests/comm_nccl/test_comm_nccl}"
 OUT="${DLHOST_GPU_CHECK_OUT:-$BUILD/gpu-check-nccl}"
 rm -rf "$OUT"
 mkdir -p "$OUT"
 failed=0
 
 [ -x "$DLHOST" ] || { echo "gpu-check-nccl: FAIL: no $DLHOST (build first: scripts/build.sh)"; exit 1; }
-[ -f "$BUILD/plugins/libdlhost_comm_nccl.so" ] ||
+[ -f "$NCCL_PLUGIN" ] ||
   { echo "gpu-check-nccl: FAIL: comm_nccl was not built (CUDA toolkit or NCCL not found)"; exit 1; }
 gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
 echo "gpu-check-nccl: ${gpus:-0} GPU(s): $(nvidia-smi -L 2> /dev/null | head -n 1)"
@@ -55,7 +60,7 @@ run() {
 }
 
 unit() {
-  "$BUILD/tests/comm_nccl/test_comm_nccl" || return 1
+  DLHOST_NCCL_PLUGIN="$NCCL_PLUGIN" "$NCCL_UNIT" || return 1
   # On a machine with a GPU only the 2-device cases may skip.
   if grep -q 'SKIPPED \] NcclGpu' "$OUT/nccl_unit.log" && [ "${gpus:-0}" -ge 2 ]; then return 1; fi
   grep -q '^\[  SKIPPED \] NcclGpu\.\(WorldOfOne\|Group\|Abort\|APeer\)' "$OUT/nccl_unit.log" &&

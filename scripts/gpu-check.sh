@@ -6,7 +6,11 @@
 #   3. the single-GPU cases of suites/paper_repro.yaml at short iteration counts;
 #   4. PyTorch eager on the same networks, batches and precision (fp32 strict), side by side,
 #      with the ratio per network and the SGEMM peak FCN-5/8 are measured against
-#      (scripts/torch_baseline.py).
+#      (scripts/torch_baseline.py);
+#   5. scripts/gpu-check-nccl.sh from the bundle: comm_nccl's unit test on the GPU, comm-bench
+#      --comm nccl on device buffers, the multi-GPU cases of paper_repro (world size 1 trains
+#      through the whole data-parallel path; 2 and 4 are SKIPPED with the reason on one GPU), and
+#      buckets vs no comm (its logs under $OUT/nccl).
 # Every output lands in $OUT (the device tool brings that folder back; ./gpu-check-out
 # elsewhere): plugins.txt, conform.txt, conform.json, dlhost.txt, dlhost.jsonl, torch.txt,
 # torch.jsonl. A failing step is reported and the next one still runs; the exit status is the
@@ -71,5 +75,19 @@ step "paper_repro single-GPU (${#cases[@]} cases, warmup $WARMUP, iterations $IT
 step "PyTorch eager side by side (fp32 strict)" torch.txt \
   "$PY" scripts/torch_baseline.py "$OUT/dlhost.jsonl" --out "$OUT/torch.jsonl" \
   --warmup "$WARMUP" --iterations "$ITERATIONS"
+if [ -f "$BUNDLE/plugins/libdlhost_comm_nccl.so" ]; then
+  # One command word for the NCCL script and its comm-bench helper: the bundle's dlhost with
+  # its libraries and plugin folder.
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" --plugin-path "%s" "$@"\n' \
+    "$libs" "$BUNDLE/bin/dlhost" "$BUNDLE/plugins" > "$OUT/dlhost"
+  chmod +x "$OUT/dlhost"
+  step "comm_nccl (scripts/gpu-check-nccl.sh)" nccl.txt \
+    env DLHOST="$OUT/dlhost" DLHOST_NCCL_PLUGIN="$BUNDLE/plugins/libdlhost_comm_nccl.so" \
+    NCCL_UNIT="$BUNDLE/bin/test_comm_nccl" DLHOST_GPU_CHECK_OUT="$OUT/nccl" \
+    LD_LIBRARY_PATH="$libs" sh scripts/gpu-check-nccl.sh
+else
+  echo "=== comm_nccl: not in the bundle (NCCL was not found where it was built)"
+  failed=$((failed + 1))
+fi
 echo "gpu-check: $failed step(s) failed; outputs in $OUT"
 exit "$failed"

@@ -27,8 +27,9 @@ const std::string kSuiteDir = std::string(DLHOST_TEST_SOURCE_DIR) + "/tests/data
 const char* const kCaseKeys =
     "network, backend, batch, threads, iterations, warmup, timeout, memory_limit_mb, seed, device, "
     "comm, ranks, "
-    "ranks_per_node, launcher, scaling, overlap, bucket_mb, lr, momentum, weight_decay, "
-    "clip_norm, precision, loss_scale, oversubscribe, input, options, tags, launcher_args";
+    "ranks_per_node, launcher, scaling, overlap, bucket_mb, comm_memory, lr, momentum, "
+    "weight_decay, clip_norm, precision, loss_scale, oversubscribe, input, options, tags, "
+    "launcher_args, interconnect, link_gbit, link_latency_us";
 
 SuiteCatalog test_catalog() {
   return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, "", {}};
@@ -135,7 +136,8 @@ TEST_F(suite_loader, DefaultsAreFilledInKeyOrder) {
   EXPECT_EQ(s.cases[0].params.dump(),
             R"({"network":"fcn5","backend":"cpu_onednn","threads":0,"iterations":24,"warmup":8,)"
             R"("timeout":600,"seed":42,"comm":"none","ranks":1,"launcher":"mpirun",)"
-            R"("scaling":"strong","overlap":true,"bucket_mb":25,"lr":0.05,"precision":"fp32",)"
+            R"("scaling":"strong","overlap":true,"bucket_mb":25,"comm_memory":"auto","lr":0.05,)"
+            R"("precision":"fp32",)"
             R"("oversubscribe":false,"input":"resident"})");
   EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");
@@ -357,6 +359,40 @@ TEST_F(suite_loader, ThreadsBeyondTheCoresAreSkipped) {
   EXPECT_EQ(s.cases[2].skip_reason, "");
   EXPECT_EQ(s.cases[3].skip_reason, "");
   EXPECT_EQ(load(yaml, {}, 0).cases[1].skip_reason, "");  // unknown core count
+}
+
+// The link keys are custom's; custom needs one; test hosts are reached through mpirun. A case
+// that leaves `interconnect` unset keeps its parameters (no default is filled in).
+TEST_F(suite_loader, InterconnectKeysBelongTogether) {
+  const Suite s = load(
+      "defaults: {network: lenet, ranks: 2}\n"
+      "cases:\n"
+      "  - {seed: 1}\n"
+      "  - {interconnect: 1gbe}\n"
+      "  - {interconnect: custom, link_gbit: 0.5, link_latency_us: 20}\n");
+  EXPECT_FALSE(s.cases[0].params.contains("interconnect"));
+  EXPECT_EQ(s.cases[1].params["interconnect"], "1gbe");
+  EXPECT_EQ(s.cases[2].params["link_gbit"], 0.5);
+  EXPECT_EQ(error("defaults: {network: lenet, ranks: 2}\n"
+                  "cases:\n"
+                  "  - {interconnect: 1gbe,\n"
+                  "     link_gbit: 2}\n"),
+            "4:17: link_gbit is for 'interconnect: custom'; this case's interconnect is 1gbe");
+  EXPECT_EQ(error("defaults: {network: lenet, ranks: 2}\n"
+                  "cases:\n"
+                  "  - {interconnect: custom}\n"),
+            "3:20: 'interconnect: custom' needs link_gbit (bandwidth, Gbit/s) and/or "
+            "link_latency_us (one-way latency)");
+  EXPECT_EQ(error("defaults: {network: lenet, ranks: 2, launcher: srun}\n"
+                  "cases:\n"
+                  "  - {interconnect: 10gbe}\n"),
+            "1:48: 'interconnect: 10gbe' runs the ranks on test hosts that mpirun reaches; "
+            "launcher srun cannot");
+  EXPECT_NE(error("defaults: {network: lenet}\n"
+                  "cases:\n"
+                  "  - {interconnect: 100gbe}\n")
+                .find("'interconnect' must be one of loopback, 10gbe, 1gbe, custom"),
+            std::string::npos);
 }
 
 TEST_F(suite_loader, AnUnsetBackendIsTheHighestPriorityOneAndSaysSo) {

@@ -66,6 +66,9 @@ CommSession::CommSession(const LoadedPlugin& plugin, const RankEnv& rank, dlhost
   check_status(api_->init(&args, &comm_), "comm '" + name() + "' init (rank " +
                                               std::to_string(rank.rank) + " of " +
                                               std::to_string(rank.size) + ")");
+  // Asked again once the comm runs: some answers need its runtime (Open MPI's
+  // MPIX_Query_cuda_support is valid only after MPI_Init).
+  check_status(api_->capabilities(&caps_), "comm '" + name() + "' capabilities");
 }
 
 CommSession::~CommSession() { api_->finalize(comm_); }

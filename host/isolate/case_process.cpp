@@ -29,6 +29,7 @@
 #include "distributed/rank_env.h"
 #include "distributed/rendezvous_store.h"
 #include "distributed/store_address.h"
+#include "isolate/test_hosts.h"
 #include "run/progress_channel.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
@@ -297,15 +298,20 @@ struct CaseStore {
   std::vector<char*> child_env;  // this process's environment with `variable`, NULL-ended
 };
 
-void start_store(const CaseJob& job, const CaseLimits& limits, CaseStore& store) {
+// `parent_address`: the parent's address on the test hosts' bridge ("" without test hosts), the
+// one address of this host that ranks in the namespaces reach.
+void start_store(const CaseJob& job, const CaseLimits& limits, CaseStore& store,
+                 const std::string& parent_address) {
   std::vector<std::string> args;
   if (auto it = job.input.params.find("launcher_args");
       it != job.input.params.end() && it->is_array())
     for (const auto& a : *it) args.push_back(a.get<std::string>());
   args.insert(args.end(), limits.launcher_args.begin(), limits.launcher_args.end());
   StoreEndpoint at =
-      choose_store_endpoint(std::getenv("DLHOST_STORE_HOST"),
-                            spans_other_hosts(job.input.params, limits.launcher_args), args);
+      !parent_address.empty()
+          ? StoreEndpoint{parent_address, "the test hosts' bridge"}
+          : choose_store_endpoint(std::getenv("DLHOST_STORE_HOST"),
+                                  spans_other_hosts(job.input.params, limits.launcher_args), args);
   store.server = std::make_unique<RendezvousServer>(make_store_secret(), at.address);
   store.variable = "DLHOST_STORE=" + store.server->variable_value(at.address);
   for (char** e = environ; *e != nullptr; ++e)
@@ -503,9 +509,30 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   std::string started_at = utc_now();
   auto start = Clock::now();
   int ranks = static_cast<int>(case_value<int64_t>(job.input.params, "ranks"));
+  // An emulated interconnect: the ranks run on test hosts (network namespaces) made for this case
+  // and removed when it ends, however it ends.
+  std::unique_ptr<TestHosts> hosts;
+  CaseLimits launch = limits;
+  if (const Interconnect link = case_interconnect(job.input.params);
+      ranks > 1 && link.profile != "loopback") {
+    if (std::string why = test_hosts_unavailable(link); !why.empty())
+      return parent_record(job, environment, kStatusSkipped,
+                           "interconnect " + link.profile + ": " + why, 0.0, started_at);
+    try {
+      hosts = std::make_unique<TestHosts>(
+          test_host_count(job.input.params),
+          static_cast<int>(case_value_if<int64_t>(job.input.params, "ranks_per_node").value_or(1)),
+          link);
+    } catch (const std::exception& e) {
+      return parent_record(job, environment, kStatusFailed,
+                           std::string("cannot make the test hosts: ") + e.what(), 0.0, started_at);
+    }
+    std::vector<std::string> args = hosts->launcher_args();
+    launch.launcher_args.insert(launch.launcher_args.begin(), args.begin(), args.end());
+  }
   std::vector<std::string> cmd;
   try {
-    cmd = case_command(self_exe(), job, limits, host_cores());
+    cmd = case_command(self_exe(), job, launch, host_cores());
   } catch (const Error& e) {
     return parent_record(job, environment,
                          e.code() == DLHOST_CODE_UNIMPLEMENTED ? kStatusSkipped : kStatusFailed,
@@ -514,7 +541,7 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   CaseStore store;
   if (ranks > 1) {
     try {
-      start_store(job, limits, store);
+      start_store(job, limits, store, hosts ? hosts->parent_address() : std::string());
     } catch (const std::exception& e) {
       return parent_record(job, environment, kStatusFailed,
                            std::string("cannot start the rendezvous store: ") + e.what(), 0.0,
@@ -532,6 +559,13 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   if (outcome.timed_out || rec.is_null()) {
     auto [status, why] = failure(outcome, output, limits, ranks);
     rec = parent_record(job, environment, status, why, duration, started_at);
+  }
+  if (hosts) {
+    rec["interconnect"] = hosts->describe();
+    // A cut link explains a rank that stopped: name its host beside the rank.
+    if (std::string cut = hosts->link_faults(); !cut.empty() && rec["status"] != kStatusOk)
+      rec["reason"] =
+          (rec["reason"].is_string() ? rec["reason"].get<std::string>() + "; " : "") + cut;
   }
   const std::string& tail = output.tail;
   if (!tail.empty() && rec["status"] != kStatusOk && rec["status"] != kStatusSkipped)

@@ -26,9 +26,10 @@ dlhost_buffer param_buffer(const dlhost_backend_api* api, dlhost_model* model, i
   return grad ? gradient : value;
 }
 
-// Where a bucket moves, from where the gradients live and what the comm accepts.
+// Where a bucket moves, from where the gradients live, what the comm accepts and what the suite
+// asked for. The comm's caps are read after its init: a CUDA-aware MPI says so only then.
 GradientPath choose_path(const dlhost_buffer& grad, const CommSession& comm,
-                         const BackendDevice& backend) {
+                         const BackendDevice& backend, GradientMemory asked) {
   if (grad.memory_space == DLHOST_MEMORY_HOST) {
     if (comm.caps().host_memory) return GradientPath::kHost;
     throw Error(DLHOST_CODE_UNIMPLEMENTED, "comm '" + comm.name() +
@@ -40,12 +41,27 @@ GradientPath choose_path(const dlhost_buffer& grad, const CommSession& comm,
                 "backend '" + backend.name() +
                     "' keeps gradients in device memory but has no device memory extension "
                     "(the host cannot copy them)");
-  if (comm.caps().device_memory) return GradientPath::kDevice;
+  const std::string library = comm.library().empty() ? "" : " (" + comm.library() + ")";
+  if (asked == GradientMemory::kDevice && !comm.caps().device_memory)
+    throw Error(DLHOST_CODE_UNIMPLEMENTED,
+                "comm_memory: device, but comm '" + comm.name() + "'" + library +
+                    " does not take device memory here (not CUDA-aware); comm_memory: host "
+                    "stages the gradients through host memory instead");
+  if (asked == GradientMemory::kHost && !comm.caps().host_memory)
+    throw Error(DLHOST_CODE_UNIMPLEMENTED, "comm_memory: host, but comm '" + comm.name() + "'" +
+                                               library + " takes device memory only");
+  if (comm.caps().device_memory && asked != GradientMemory::kHost) return GradientPath::kDevice;
   if (comm.caps().host_memory) return GradientPath::kStaged;
   throw Error(DLHOST_CODE_UNIMPLEMENTED, "comm '" + comm.name() + "' accepts no memory space");
 }
 
 }  // namespace
+
+GradientMemory gradient_memory_from(const std::string& suite_value) {
+  if (suite_value == "device") return GradientMemory::kDevice;
+  if (suite_value == "host") return GradientMemory::kHost;
+  return GradientMemory::kAuto;
+}
 
 const char* gradient_path_name(GradientPath path) {
   switch (path) {
@@ -75,7 +91,7 @@ DataParallel::DataParallel(const DataParallelTarget& t, ControlPlane& control, d
   // Buckets in reverse parameter order: backward produces the last layer's gradients first.
   for (int32_t p = t.num_params - 1; p >= 0; --p) {
     dlhost_buffer grad = param_buffer(backend_.api(), model_, p, true);
-    if (p == t.num_params - 1) path_ = choose_path(grad, session_, backend_);
+    if (p == t.num_params - 1) path_ = choose_path(grad, session_, backend_, t.memory);
     add_gradient(p, grad, cap);
   }
   allocate();

@@ -51,6 +51,12 @@ enum class GradientPath {
 };
 const char* gradient_path_name(GradientPath path);
 
+// The suite's `comm_memory`: which path device gradients may take. kDevice asks for collectives
+// on device memory (NCCL, a CUDA-aware MPI) and makes a comm without it a SKIP, not a silent
+// staging; kHost stages through host memory even where the comm takes device memory.
+enum class GradientMemory { kAuto, kDevice, kHost };
+GradientMemory gradient_memory_from(const std::string& suite_value);  // "auto" | "device" | "host"
+
 // What DataParallel drives: the rank's comm, backend, context and compiled model. All outlive it.
 struct DataParallelTarget {
   const CommSession* comm = nullptr;
@@ -59,6 +65,7 @@ struct DataParallelTarget {
   dlhost_context* context = nullptr;
   dlhost_model* model = nullptr;
   int32_t num_params = 0;
+  GradientMemory memory = GradientMemory::kAuto;
 };
 
 class DataParallel {

@@ -74,8 +74,9 @@ namespace {
 // are launched and communicate.
 std::string scaling_key(const json& params) {
   json p = params;
-  for (const char* k : {"ranks", "comm", "launcher", "launcher_args", "ranks_per_node", "overlap",
-                        "bucket_mb", "tags", "oversubscribe", "timeout"})
+  for (const char* k :
+       {"ranks", "comm", "launcher", "launcher_args", "ranks_per_node", "overlap", "bucket_mb",
+        "tags", "oversubscribe", "timeout", "interconnect", "link_gbit", "link_latency_us"})
     p.erase(k);
   return p.dump();
 }

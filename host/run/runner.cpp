@@ -169,6 +169,15 @@ Plan resolve(const json& p, const RunContext& ctx) {
   } else {
     plan.device = devices > 0 ? ctx.rank.local_rank % devices : 0;
     plan.device_by = "local_rank";
+    // Ranks sharing a GPU would measure a split device, not the scaling the case names (and
+    // NCCL refuses two ranks on one GPU): a multi-rank case on a device backend needs one
+    // device per rank of the node. Every rank of the node sees the same counts, so all skip.
+    const BackendCaps caps = backend_caps(*plan.backend);
+    const bool device_backend = (caps.memory_spaces >> DLHOST_MEMORY_DEVICE) & 1u;
+    if (device_backend && devices > 0 && ctx.rank.local_size > devices)
+      throw Skip{"needs one device per rank: " + std::to_string(ctx.rank.local_size) +
+                 " ranks on this node, backend '" + backend_name + "' has " +
+                 std::to_string(devices) + " device" + (devices == 1 ? "" : "s") + " here"};
   }
   if (plan.device < 0 || plan.device >= devices)
     throw Skip{"backend '" + backend_name + "' has no device " + std::to_string(plan.device) +
@@ -452,8 +461,13 @@ void start_data_parallel(const json& p, const RunContext& ctx, const Plan& plan,
   d.control = d.comm->caps().host_memory
                   ? comm_control_plane(*d.comm)
                   : store_control_plane(world.rank, world.size, "dlhost/control/run/");
-  DataParallelTarget target{d.comm.get(),    d.on_stream,   &device,
-                            m.context.get(), m.model.get(), m.graph->num_params()};
+  DataParallelTarget target{d.comm.get(),
+                            d.on_stream,
+                            &device,
+                            m.context.get(),
+                            m.model.get(),
+                            m.graph->num_params(),
+                            gradient_memory_from(case_value<std::string>(p, "comm_memory"))};
   d.dp = std::make_unique<DataParallel>(target, *d.control, case_value<double>(p, "bucket_mb"),
                                         case_value<bool>(p, "overlap"));
   d.dp->broadcast_parameters();

@@ -44,6 +44,10 @@ const std::vector<KeySpec>& key_specs() {
     choice("scaling", {"strong", "weak"});
     boolean("overlap", true);
     number("bucket_mb", true, 25);
+    // Device gradients: `device` needs a comm on device memory (NCCL, a CUDA-aware MPI) and is
+    // SKIPPED without one; `host` stages them through host memory; `auto` takes device where it
+    // can.
+    choice("comm_memory", {"auto", "device", "host"});
     number("lr", false, nullptr);
     number("momentum", false, nullptr);
     number("weight_decay", false, nullptr);
@@ -58,6 +62,19 @@ const std::vector<KeySpec>& key_specs() {
     s.push_back({"tags", KeyKind::kTags, false, 0, false, {}, nullptr});
     // Extra launcher arguments for multi-rank cases (a hostfile, MCA settings): a list.
     s.push_back({"launcher_args", KeyKind::kTags, false, 0, false, {}, nullptr});
+    // The link between the ranks' hosts (docs/distributed.md): unset or loopback, every rank on
+    // this host; otherwise each host a network namespace, its link shaped by tc. custom takes
+    // link_gbit (bandwidth) and/or link_latency_us (one way, host to host). Without a default,
+    // so cases that do not set it keep their parameters (and params_hash).
+    s.push_back({"interconnect",
+                 KeyKind::kChoice,
+                 false,
+                 0,
+                 false,
+                 {"loopback", "10gbe", "1gbe", "custom"},
+                 nullptr});
+    number("link_gbit", true, nullptr);
+    number("link_latency_us", false, nullptr);
     return s;
   }();
   return specs;

@@ -16,7 +16,8 @@ bool spans_other_hosts(const ordered_json& params,
   auto args = params.find("launcher_args");
   return (args != params.end() && args->is_array() && !args->empty()) ||
          !cli_launcher_args.empty() || std::getenv("SLURM_JOB_ID") != nullptr ||
-         case_value<std::string>(params, "launcher") == "srun";
+         case_value<std::string>(params, "launcher") == "srun" ||
+         case_value_if<std::string>(params, "interconnect").value_or("loopback") != "loopback";
 }
 
 std::string thread_skip_reason(const ordered_json& params, int host_cores) {

@@ -951,6 +951,7 @@ class Loader {
                               "network in defaults"
                             : "this case has no 'network'; set it here or in defaults");
     }
+    check_interconnect(merged);
     BuiltCase built;
     built.where = entry.where;
     built.spec.source = source_of(entry.where);
@@ -982,6 +983,28 @@ class Loader {
     }
     built.spec.skip_reason = join(reasons, "; ");
     return built;
+  }
+
+  // The link keys belong to `interconnect: custom`, which needs one of them; test hosts are
+  // reached through mpirun's remote agent, so an emulated link needs launcher mpirun.
+  void check_interconnect(const KeyValues& merged) const {
+    const Value* profile = merged.find("interconnect");
+    const std::string name = profile ? profile->v.get<std::string>() : "loopback";
+    const Value* gbit = merged.find("link_gbit");
+    const Value* latency = merged.find("link_latency_us");
+    for (const Value* v : {gbit, latency})
+      if (v && name != "custom")
+        fail(v->where, std::string(v == gbit ? "link_gbit" : "link_latency_us") +
+                           " is for 'interconnect: custom'; this case's interconnect is " + name);
+    if (name == "custom" && !gbit && !latency)
+      fail(profile->where,
+           "'interconnect: custom' needs link_gbit (bandwidth, Gbit/s) and/or "
+           "link_latency_us (one-way latency)");
+    const Value* launcher = merged.find("launcher");
+    if (name != "loopback" && launcher && launcher->v != "mpirun")
+      fail(launcher->where, "'interconnect: " + name +
+                                "' runs the ranks on test hosts that mpirun reaches; launcher " +
+                                launcher->v.get<std::string>() + " cannot");
   }
 
   // A case without `backend` runs on the usable backend of highest priority (plugin query()).

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,7 +21,11 @@ namespace {
 
 using dlhost::StatusPtr;
 
-const std::string kLibrary = std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_comm_nccl.so";
+// DLHOST_NCCL_PLUGIN overrides the build's path: scripts/gpu-check.sh runs this test from a bundle
+// carried to the GPU machine, where the build folder does not exist.
+const std::string kLibrary = std::getenv("DLHOST_NCCL_PLUGIN") != nullptr
+                                 ? std::getenv("DLHOST_NCCL_PLUGIN")
+                                 : std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_comm_nccl.so";
 
 int32_t code_of(dlhost_status* s, std::string* message = nullptr) {
   StatusPtr owned(s);
