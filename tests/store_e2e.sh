@@ -2,7 +2,8 @@
 # store_e2e.sh — the rendezvous store crosses process boundaries: 2-rank cases whose comm is the
 # store_check fixture, which fails its init unless each rank reads the other's key through the
 # store that `dlhost run` serves for the case, must end OK with valid records: one started by
-# mpirun, one by dlhost itself (`launcher: local`).
+# mpirun, one by dlhost itself (`launcher: local`). In each, rank 0 also connects as a stranger
+# without the case's secret: it must be refused, and the case's log must say so.
 # Usage: store_e2e.sh DLHOST SOURCE_DIR FIXTURE_COMM_DIR WORK_DIR
 # Exit 77 (skipped) when mpirun cannot start 2 ranks here.
 set -eu
@@ -46,4 +47,9 @@ id=$(cat "$WORK/case_id")
 # Both ranks of both cases got through init, so each read the other's key.
 n=$(grep -c "read every rank's key through the store" "$WORK/store.err" || true)
 [ "$n" -eq 4 ] || fail "$n ranks logged that they read every key, expected 4"
+n=$(grep -c "a connection without the store's secret was refused" "$WORK/store.err" || true)
+[ "$n" -eq 2 ] || fail "$n ranks saw a stranger refused, expected 2"
+n=$(grep -c "did not present the case's secret" "$WORK/store.err" || true)
+[ "$n" -ge 2 ] || fail "the log names $n refused strangers, expected one per case"
+grep "did not present the case's secret" "$WORK/store.err" | head -n 2
 echo "store_e2e: OK"

@@ -1,7 +1,11 @@
 // test_rendezvous_store.cpp — the TCP rendezvous store that the ranks of a multi-rank case share:
 // its ABI semantics (wait, timeout, duplicate, small buffer, limits), many clients at once,
 // clients in another process, the server going away under a waiting client, and the host API
-// switching to it when DLHOST_STORE is set. Every wait is bounded so a bug fails, never hangs.
+// switching to it when DLHOST_STORE is set; then who may use it and what they can cost it: a
+// stranger without the case's secret or with a wrong one can neither read nor write and is
+// counted, a silent connection is closed, a flood of connections or of oversized values leaves
+// the ranks' rendezvous intact, the connection cap and the byte budget answer with clear errors.
+// Every wait is bounded so a bug fails, never hangs.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -10,10 +14,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,8 +35,17 @@ using dlhost::RendezvousServer;
 using dlhost::StoreStatus;
 using Clock = std::chrono::steady_clock;
 
+using dlhost::StoreLimits;
+
+// One secret for the test process; a case gets a fresh one each time.
+const std::string& secret() {
+  static const std::string s = dlhost::make_store_secret();
+  return s;
+}
+
+// DLHOST_STORE's value for a server on loopback: SECRET@127.0.0.1:PORT.
 std::string address_of(const RendezvousServer& server) {
-  return "127.0.0.1:" + std::to_string(server.port());
+  return server.variable_value("127.0.0.1");
 }
 
 double ms_since(Clock::time_point start) {
@@ -50,8 +66,86 @@ StoreStatus set_text(RendezvousClient& c, const std::string& key, const std::str
   return c.set(key, value.data(), value.size());
 }
 
+// A client of our own making, speaking the wire protocol byte by byte (rendezvous_store.h).
+using Bytes = std::vector<unsigned char>;
+
+int raw_connect(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  timeval tv{5, 0};  // every read below is bounded
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+void put_be(Bytes& b, uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) b.push_back(static_cast<unsigned char>(v >> (8 * i)));
+}
+
+Bytes hello(const std::string& secret) {
+  Bytes b{'D', 'L', 'R', 'S', 1};
+  put_be(b, secret.size(), 2);
+  b.insert(b.end(), secret.begin(), secret.end());
+  return b;
+}
+
+Bytes get_request(const std::string& key, uint64_t capacity) {
+  Bytes b{2};
+  put_be(b, key.size(), 4);
+  b.insert(b.end(), key.begin(), key.end());
+  put_be(b, 0, 8);  // timeout_ms
+  put_be(b, capacity, 8);
+  return b;
+}
+
+Bytes set_head(const std::string& key, uint64_t size) {
+  Bytes b{1};
+  put_be(b, key.size(), 4);
+  b.insert(b.end(), key.begin(), key.end());
+  put_be(b, size, 8);
+  return b;
+}
+
+bool send_bytes(int fd, const Bytes& b) {
+  return send(fd, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size());
+}
+
+// One answer: its code, size and message, any bytes after it, and whether the server closed.
+struct RawAnswer {
+  int code = -1;
+  uint64_t size = 0;
+  std::string message;
+  size_t more = 0;  // bytes that followed the message
+  bool closed = false;
+};
+RawAnswer read_answer(int fd, bool until_closed = true) {
+  RawAnswer a;
+  unsigned char head[13] = {};
+  if (recv(fd, head, sizeof(head), MSG_WAITALL) != static_cast<ssize_t>(sizeof(head))) return a;
+  a.code = head[0];
+  for (int i = 1; i < 9; ++i) a.size = (a.size << 8) | head[i];
+  uint32_t len = 0;
+  for (int i = 9; i < 13; ++i) len = (len << 8) | head[i];
+  a.message.resize(len);
+  if (len > 0 && recv(fd, a.message.data(), len, MSG_WAITALL) != static_cast<ssize_t>(len))
+    return a;
+  if (!until_closed) return a;
+  std::vector<char> rest(4096);
+  ssize_t n = 0;
+  while ((n = recv(fd, rest.data(), rest.size(), 0)) > 0) a.more += static_cast<size_t>(n);
+  a.closed = n == 0;
+  return a;
+}
+
 TEST(RendezvousStore, SetThenGetFromAnotherClient) {
-  RendezvousServer server;  // the default, 0.0.0.0, is reachable on loopback too
+  RendezvousServer server(secret(), "127.0.0.1");
   ASSERT_NE(server.port(), 0);
   RendezvousClient a(address_of(server)), b(address_of(server));
   ASSERT_TRUE(set_text(a, "nccl_id", "abcd").ok());
@@ -67,7 +161,7 @@ TEST(RendezvousStore, SetThenGetFromAnotherClient) {
 }
 
 TEST(RendezvousStore, ManyClientsExchangeKeys) {
-  RendezvousServer server("127.0.0.1");
+  RendezvousServer server(secret(), "127.0.0.1");
   constexpr int kClients = 8;
   std::vector<std::string> errors(kClients);
   std::vector<std::thread> threads;
@@ -90,7 +184,7 @@ TEST(RendezvousStore, ManyClientsExchangeKeys) {
 }
 
 TEST(RendezvousStore, GetWaitsForALaterSet) {
-  RendezvousServer server("127.0.0.1");
+  RendezvousServer server(secret(), "127.0.0.1");
   // One client shared by both threads: the waiting GET must not hold up the SET that ends it.
   RendezvousClient shared(address_of(server));
   auto start = Clock::now();
@@ -109,7 +203,7 @@ TEST(RendezvousStore, GetWaitsForALaterSet) {
 }
 
 TEST(RendezvousStore, GetTimesOutWithoutHoldingUpOthers) {
-  RendezvousServer server("127.0.0.1");
+  RendezvousServer server(secret(), "127.0.0.1");
   RendezvousClient waiter(address_of(server)), other(address_of(server));
   std::atomic<bool> waiter_done{false};
   StoreStatus timed_out;
@@ -140,7 +234,7 @@ TEST(RendezvousStore, GetTimesOutWithoutHoldingUpOthers) {
 }
 
 TEST(RendezvousStore, DuplicateSetIsAlreadyExists) {
-  RendezvousServer server("127.0.0.1");
+  RendezvousServer server(secret(), "127.0.0.1");
   RendezvousClient a(address_of(server)), b(address_of(server));
   ASSERT_TRUE(set_text(a, "once", "first").ok());
   StoreStatus dup = set_text(b, "once", "second");
@@ -152,7 +246,7 @@ TEST(RendezvousStore, DuplicateSetIsAlreadyExists) {
 }
 
 TEST(RendezvousStore, SmallBufferIsOutOfRangeWithTheSize) {
-  RendezvousServer server("127.0.0.1");
+  RendezvousServer server(secret(), "127.0.0.1");
   RendezvousClient c(address_of(server));
   ASSERT_TRUE(set_text(c, "id", "0123456789").ok());
   char buf[4] = {};
@@ -167,7 +261,7 @@ TEST(RendezvousStore, SmallBufferIsOutOfRangeWithTheSize) {
 }
 
 TEST(RendezvousStore, LargeValueRoundTrip) {
-  RendezvousServer server("127.0.0.1");
+  RendezvousServer server(secret(), "127.0.0.1");
   RendezvousClient a(address_of(server)), b(address_of(server));
   std::vector<unsigned char> value(8 << 20);
   for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<unsigned char>(i * 131 + 7);
@@ -181,7 +275,7 @@ TEST(RendezvousStore, LargeValueRoundTrip) {
 }
 
 TEST(RendezvousStore, LimitsAreInvalidArgument) {
-  RendezvousServer server("127.0.0.1");
+  RendezvousServer server(secret(), "127.0.0.1");
   RendezvousClient c(address_of(server));
   std::string key_at_limit(dlhost::kMaxStoreKeyBytes, 'k');
   EXPECT_TRUE(set_text(c, key_at_limit, "ok").ok());
@@ -194,33 +288,21 @@ TEST(RendezvousStore, LimitsAreInvalidArgument) {
   EXPECT_NE(s.message.find("limit"), std::string::npos) << s.message;
 
   // A client that ignores the limits: the server refuses the header without reading the body.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = raw_connect(server.port());
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(server.port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const unsigned char request[] = {1, 0, 0, 0x20, 0};  // SET, key of 8 KiB
-  ASSERT_EQ(send(fd, request, sizeof(request), MSG_NOSIGNAL),
-            static_cast<ssize_t>(sizeof(request)));
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  unsigned char reply[13] = {};
-  ASSERT_EQ(recv(fd, reply, sizeof(reply), MSG_WAITALL), static_cast<ssize_t>(sizeof(reply)));
-  EXPECT_EQ(reply[0], DLHOST_CODE_INVALID_ARGUMENT);
-  std::vector<char> rest(4096);
-  ssize_t n = 0, total = 0;
-  while ((n = recv(fd, rest.data(), rest.size(), 0)) > 0) total += n;
-  EXPECT_EQ(n, 0) << "the server closes the connection after refusing";
-  EXPECT_GT(total, 0) << "the refusal carries a message";
+  send_bytes(fd, hello(secret()));
+  send_bytes(fd, {1, 0, 0, 0x20, 0});  // SET, key of 8 KiB
+  RawAnswer a = read_answer(fd);
+  EXPECT_EQ(a.code, DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_TRUE(a.closed) << "the server closes the connection after refusing";
+  EXPECT_FALSE(a.message.empty()) << "the refusal carries a message";
   close(fd);
   // Others are still served.
   EXPECT_TRUE(get_text(c, key_at_limit, 0, &got).ok());
 }
 
 TEST(RendezvousStore, ClientsInAForkedChild) {
-  RendezvousServer server("127.0.0.1");
+  RendezvousServer server(secret(), "127.0.0.1");
   // Used before the fork, so the child inherits its open connection and must not talk on it.
   RendezvousClient inherited(address_of(server));
   ASSERT_TRUE(set_text(inherited, "before_fork", "1").ok());
@@ -247,7 +329,7 @@ TEST(RendezvousStore, ClientsInAForkedChild) {
 }
 
 TEST(RendezvousStore, ServerShutdownEndsAWaitingGet) {
-  auto server = std::make_unique<RendezvousServer>("127.0.0.1");
+  auto server = std::make_unique<RendezvousServer>(secret(), "127.0.0.1");
   RendezvousClient c(address_of(*server), 500);
   ASSERT_TRUE(set_text(c, "warm", "connection").ok());
   StoreStatus s;
@@ -279,7 +361,7 @@ TEST(RendezvousStore, BadAddressIsInvalidArgument) {
 }
 
 TEST(RendezvousStore, HostApiUsesTheServerWhenDlhostStoreIsSet) {
-  RendezvousServer server("127.0.0.1");
+  RendezvousServer server(secret(), "127.0.0.1");
   RendezvousClient direct(address_of(server));
   ASSERT_TRUE(set_text(direct, "from_direct", "xyz").ok());
   // In a child process: the host API reads DLHOST_STORE once per process, as a rank does.
@@ -310,6 +392,300 @@ TEST(RendezvousStore, HostApiUsesTheServerWhenDlhostStoreIsSet) {
   std::string got;
   ASSERT_TRUE(get_text(direct, "via_host_api", 0, &got).ok());
   EXPECT_EQ(got, "abc");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Who may use the store, and what a client can cost it.
+
+// `ranks` clients, each in its own thread, set "<prefix>/<rank>" and read every other rank's key,
+// as a comm's bootstrap does; the first error of each rank ("" when it got every key right).
+std::vector<std::string> rendezvous(const std::string& store, int ranks,
+                                    const std::string& prefix) {
+  std::vector<std::string> errors(static_cast<size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      RendezvousClient c(store);
+      std::string& error = errors[static_cast<size_t>(r)];
+      StoreStatus s =
+          set_text(c, prefix + "/" + std::to_string(r), "value of " + std::to_string(r));
+      if (!s.ok()) error = "set: " + s.message;
+      for (int q = 0; q < ranks && error.empty(); ++q) {
+        std::string got;
+        s = get_text(c, prefix + "/" + std::to_string(q), 10000, &got);
+        if (!s.ok() || got != "value of " + std::to_string(q))
+          error = "get " + std::to_string(q) + ": '" + got + "' " + s.message;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+// Waits up to 20 s for `ready`; whether it came.
+template <class Ready>
+bool wait_until(Ready ready) {
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (!ready()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+TEST(RendezvousStoreSecurity, SecretsAreFresh128BitHex) {
+  std::string a = dlhost::make_store_secret(), b = dlhost::make_store_secret();
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_NE(a, b);
+  for (char ch : a) EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(ch))) << a;
+  EXPECT_EQ(dlhost::store_variable_value(a, "10.0.0.1", 7), a + "@10.0.0.1:7");
+  EXPECT_EQ(dlhost::store_variable_value(a, "::1", 7), a + "@[::1]:7");
+  // A short or odd secret is refused: it would be guessable or break DLHOST_STORE's format.
+  EXPECT_THROW(RendezvousServer("short", "127.0.0.1"), std::invalid_argument);
+  EXPECT_THROW(RendezvousServer(std::string(20, 'a') + "@x", "127.0.0.1"), std::invalid_argument);
+}
+
+TEST(RendezvousStoreSecurity, StrangerWithoutTheSecretCanNeitherReadNorWrite) {
+  RendezvousServer server(secret(), "127.0.0.1");
+  RendezvousClient rank(address_of(server));
+  ASSERT_TRUE(set_text(rank, "nccl_id", "the case's own").ok());
+  // A client on the same address that knows the port but not the secret.
+  RendezvousClient stranger("127.0.0.1:" + std::to_string(server.port()));
+  std::string got;
+  StoreStatus read = get_text(stranger, "nccl_id", 0, &got);
+  EXPECT_EQ(read.code, DLHOST_CODE_PERMISSION_DENIED) << read.message;
+  EXPECT_EQ(got, "");
+  EXPECT_NE(read.message.find("secret"), std::string::npos) << read.message;
+  StoreStatus write = set_text(stranger, "planted", "by a stranger");
+  EXPECT_EQ(write.code, DLHOST_CODE_PERMISSION_DENIED) << write.message;
+  // A stranger speaking the protocol of old, no hello: answered and closed, no value sent.
+  int fd = raw_connect(server.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_bytes(fd, get_request("nccl_id", 1024)));
+  RawAnswer a = read_answer(fd);
+  close(fd);
+  EXPECT_EQ(a.code, DLHOST_CODE_PERMISSION_DENIED) << a.message;
+  EXPECT_EQ(a.size, 0u);
+  EXPECT_EQ(a.more, 0u) << "no value bytes reach a stranger";
+  EXPECT_TRUE(a.closed);
+  // Nothing was written; the case's key is intact; each refusal was counted.
+  EXPECT_EQ(get_text(rank, "planted", 0, &got).code, DLHOST_CODE_DEADLINE_EXCEEDED);
+  ASSERT_TRUE(get_text(rank, "nccl_id", 0, &got).ok());
+  EXPECT_EQ(got, "the case's own");
+  EXPECT_EQ(server.counters().unauthenticated, 3u);
+}
+
+TEST(RendezvousStoreSecurity, WrongSecretIsRefusedAndCounted) {
+  RendezvousServer server(secret(), "127.0.0.1");
+  RendezvousClient rank(address_of(server));
+  ASSERT_TRUE(set_text(rank, "k", "v").ok());
+  const std::string at = "@127.0.0.1:" + std::to_string(server.port());
+  std::string last_wrong = secret();
+  last_wrong.back() = last_wrong.back() == 'a' ? 'b' : 'a';
+  const std::vector<std::string> wrong = {
+      dlhost::make_store_secret(),              // another case's
+      secret().substr(0, secret().size() - 1),  // a prefix of the right one
+      secret() + "0",                           // the right one and more
+      last_wrong,                               // one character off
+  };
+  for (const std::string& w : wrong) {
+    RendezvousClient guess(w + at);
+    std::string got;
+    EXPECT_EQ(get_text(guess, "k", 0, &got).code, DLHOST_CODE_PERMISSION_DENIED) << w;
+    EXPECT_EQ(set_text(guess, "k2", "x").code, DLHOST_CODE_PERMISSION_DENIED) << w;
+  }
+  // An empty secret and one over the limit, by hand.
+  for (const Bytes& h : {hello(""), hello(std::string(300, 'a'))}) {
+    int fd = raw_connect(server.port());
+    ASSERT_GE(fd, 0);
+    send_bytes(fd, h);
+    send_bytes(fd, get_request("k", 16));
+    RawAnswer a = read_answer(fd);
+    close(fd);
+    EXPECT_EQ(a.code, DLHOST_CODE_PERMISSION_DENIED) << a.message;
+    EXPECT_EQ(a.more, 0u);
+  }
+  EXPECT_EQ(server.counters().unauthenticated, 2 * wrong.size() + 2);
+  std::string got;
+  EXPECT_EQ(get_text(rank, "k2", 0, &got).code, DLHOST_CODE_DEADLINE_EXCEEDED);
+}
+
+TEST(RendezvousStoreSecurity, SilentConnectionIsClosedAfterTheHelloTimeout) {
+  StoreLimits limits;
+  limits.hello_timeout_ms = 200;
+  RendezvousServer server(secret(), "127.0.0.1", 0, limits);
+  int fd = raw_connect(server.port());
+  ASSERT_GE(fd, 0);
+  auto start = Clock::now();
+  RawAnswer a = read_answer(fd);  // says nothing, waits to be thrown out
+  close(fd);
+  EXPECT_EQ(a.code, DLHOST_CODE_PERMISSION_DENIED) << a.message;
+  EXPECT_TRUE(a.closed);
+  EXPECT_GE(ms_since(start), 150.0);
+  EXPECT_LT(ms_since(start), 3000.0);
+  EXPECT_EQ(server.counters().unauthenticated, 1u);
+}
+
+TEST(RendezvousStoreSecurity, ConnectionFloodDoesNotKeepTheRanksOut) {
+  StoreLimits limits;
+  limits.max_pending = 8;
+  RendezvousServer server(secret(), "127.0.0.1", 0, limits);
+  std::atomic<bool> stop{false};
+  std::atomic<int> opened{0};
+  // Strangers: some hold connections open and say nothing, some send garbage, all the time.
+  std::vector<std::thread> flood;
+  for (int t = 0; t < 3; ++t) {
+    flood.emplace_back([&, t] {
+      std::vector<int> held;
+      while (!stop) {
+        int fd = raw_connect(server.port());
+        if (fd < 0) continue;
+        ++opened;
+        if (t == 2) {
+          send_bytes(fd, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff});
+          close(fd);
+          continue;
+        }
+        held.push_back(fd);
+        if (held.size() > 64) {  // stay well inside this process's descriptors
+          close(held.front());
+          held.erase(held.begin());
+        }
+      }
+      for (int fd : held) close(fd);
+    });
+  }
+  // The flood is on: silent strangers are being pushed out by newer ones, garbage refused.
+  bool flooding = wait_until([&] {
+    dlhost::StoreCounters n = server.counters();
+    return n.dropped_pending >= 20 && n.unauthenticated >= 20;
+  });
+  // The ranks meet while the flood goes on, twice, each time on new connections.
+  std::vector<std::string> errors = rendezvous(address_of(server), 4, "during_flood");
+  std::vector<std::string> again = rendezvous(address_of(server), 4, "still_flooded");
+  stop = true;
+  for (auto& t : flood) t.join();
+  EXPECT_TRUE(flooding) << "the flood did not get going";
+  for (size_t r = 0; r < errors.size(); ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(again[r], "") << "rank " << r;
+  }
+  dlhost::StoreCounters n = server.counters();
+  std::printf("flood: %d stranger connections, %llu dropped pending, %llu refused\n", opened.load(),
+              static_cast<unsigned long long>(n.dropped_pending),
+              static_cast<unsigned long long>(n.unauthenticated));
+}
+
+TEST(RendezvousStoreSecurity, ConnectionsOverTheCapAreRefused) {
+  StoreLimits limits;
+  limits.max_connections = 2;
+  RendezvousServer server(secret(), "127.0.0.1", 0, limits);
+  // Each client keeps its connection open between calls.
+  auto a = std::make_unique<RendezvousClient>(address_of(server));
+  RendezvousClient b(address_of(server)), c(address_of(server));
+  ASSERT_TRUE(set_text(*a, "a", "1").ok());
+  ASSERT_TRUE(set_text(b, "b", "1").ok());
+  StoreStatus over = set_text(c, "c", "1");
+  EXPECT_EQ(over.code, DLHOST_CODE_RESOURCE_EXHAUSTED) << over.message;
+  EXPECT_NE(over.message.find("connections"), std::string::npos) << over.message;
+  EXPECT_EQ(server.counters().over_cap, 1u);
+  // Once one leaves, the next is served (the server notices the close on its next round).
+  a.reset();
+  StoreStatus later;
+  for (int i = 0; i < 100; ++i) {
+    later = set_text(c, "c", "1");
+    if (later.code != DLHOST_CODE_RESOURCE_EXHAUSTED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(later.ok()) << later.message;
+}
+
+TEST(RendezvousStoreSecurity, FloodOfOversizedValuesDoesNotTakeTheCaseDown) {
+  StoreLimits limits;
+  limits.max_value_bytes = 1 << 20;
+  limits.max_stored_bytes = 4 << 20;
+  RendezvousServer server(secret(), "127.0.0.1", 0, limits);
+  std::atomic<bool> stop{false};
+  std::atomic<int> refused{0}, wrong{0};
+  std::vector<std::thread> flood;
+  // A buggy rank: values over the store's limit, again and again on one connection (each is
+  // read and dropped, the connection stays usable).
+  flood.emplace_back([&] {
+    RendezvousClient buggy(address_of(server));
+    std::vector<unsigned char> big((1 << 20) + 1, 7);
+    for (int i = 0; !stop && i < 100; ++i) {
+      StoreStatus s = buggy.set("big/" + std::to_string(i), big.data(), big.size());
+      (s.code == DLHOST_CODE_RESOURCE_EXHAUSTED ? refused : wrong)++;
+    }
+  });
+  // Strangers claiming values of a terabyte, with and without the secret's format.
+  flood.emplace_back([&] {
+    for (int i = 0; !stop && i < 1000; ++i) {
+      int fd = raw_connect(server.port());
+      if (fd < 0) continue;
+      if (i % 2 == 0) send_bytes(fd, hello(secret()));
+      send_bytes(fd, set_head("huge", uint64_t{1} << 40));
+      RawAnswer a = read_answer(fd);
+      close(fd);
+      bool expected =
+          a.code == (i % 2 == 0 ? DLHOST_CODE_INVALID_ARGUMENT : DLHOST_CODE_PERMISSION_DENIED);
+      if (!expected) ++wrong;
+    }
+  });
+  // The ranks meet once both floods are under way.
+  bool flooding =
+      wait_until([&] { return refused >= 3 && server.counters().unauthenticated >= 3; });
+  std::vector<std::string> errors = rendezvous(address_of(server), 4, "ranks");
+  stop = true;
+  EXPECT_TRUE(flooding) << "the flood did not get going";
+  for (auto& t : flood) t.join();
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_EQ(wrong.load(), 0) << "every oversized value was refused as such";
+  EXPECT_GT(refused.load(), 0);
+  EXPECT_EQ(server.counters().over_budget, static_cast<uint64_t>(refused.load()));
+  // The store still serves.
+  RendezvousClient after(address_of(server));
+  ASSERT_TRUE(set_text(after, "after", "x").ok());
+}
+
+TEST(RendezvousStoreSecurity, ByteBudgetIsResourceExhaustedAndTheConnectionGoesOn) {
+  StoreLimits limits;
+  limits.max_stored_bytes = 1 << 20;
+  RendezvousServer server(secret(), "127.0.0.1", 0, limits);
+  RendezvousClient c(address_of(server));
+  std::vector<unsigned char> quarter(256 << 10, 3);
+  int kept = 0;
+  StoreStatus s;
+  for (; kept < 10; ++kept) {
+    s = c.set("q/" + std::to_string(kept), quarter.data(), quarter.size());
+    if (!s.ok()) break;
+  }
+  EXPECT_EQ(kept, 3) << "3 values of 256 KiB and their keys fit in 1 MiB, a 4th does not";
+  EXPECT_EQ(s.code, DLHOST_CODE_RESOURCE_EXHAUSTED) << s.message;
+  EXPECT_NE(s.message.find("1048576"), std::string::npos) << s.message;
+  // The refused value was read and dropped: the same client goes on, small keys still fit.
+  std::vector<unsigned char> back(quarter.size());
+  size_t size = 0;
+  ASSERT_TRUE(c.get("q/0", 0, back.data(), back.size(), &size).ok());
+  EXPECT_TRUE(back == quarter);
+  EXPECT_TRUE(set_text(c, "small", "fits").ok());
+  EXPECT_EQ(server.counters().over_budget, 1u);
+}
+
+TEST(RendezvousStoreSecurity, ListensOnlyOnTheAddressItIsGiven) {
+  RendezvousServer server(secret(), "127.0.0.1");
+  // Another loopback address of this host: a server on 0.0.0.0 would answer there too.
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server.port());
+  addr.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2
+  int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  close(fd);
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(err, ECONNREFUSED);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // main.cpp — the dlhost command line: global flags and logging, plugin discovery, and the wiring
 // of every subcommand (plugins, networks, validate, run, conform, comm-bench, report, export,
-// compare, and the internal case-worker / case-local) to the function that runs it. Nothing here
-// measures or decides: the subcommands live in commands.h, conform/, commbench/ and report/.
+// compare, project, and the internal case-worker / case-local) to the function that runs it.
+// Nothing here measures or decides: the subcommands live in commands.h, conform/, commbench/,
+// report/ and project/.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -19,6 +20,7 @@
 #include "core/plugin_registry.h"
 #include "isolate/case_process.h"
 #include "isolate/plugin_probe.h"
+#include "project/command.h"
 #include "report/commands.h"
 
 namespace {
@@ -153,6 +155,7 @@ int run_main(int argc, char** argv) {
   auto* validate = add_validate(app, validate_opts);
   std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app)};
   auto report_commands = dlhost::report::add_commands(app);  // report, export, compare
+  auto project_command = dlhost::project::add_command(app);
 
   // Internal: one case in this process, for `run` (see case_process.h).
   std::string worker_job, local_job;
@@ -179,6 +182,7 @@ int run_main(int argc, char** argv) {
   if (*local) return case_local_main(local_ranks, local_job);
   if (*probe) return plugin_probe_main(probe_files);
   if (auto rc = report_commands.run_chosen()) return *rc;  // they read files, not plugins
+  if (auto rc = project_command.run_chosen()) return *rc;
   std::atexit(refuse_early_exit);
   run_opts.command_line.assign(argv, argv + argc);
   validate_opts.command_line = run_opts.command_line;

@@ -547,7 +547,8 @@ std::string device_only_unfit(const LoadedPlugin& plugin, const RankEnv& env, co
   const char* store = std::getenv("DLHOST_STORE");
   if (env.size == 1 || (store != nullptr && *store != '\0')) return "";
   return "comm '" + plugin.name + "' takes no host memory, so " + std::to_string(env.size) +
-         " ranks need a shared rendezvous store (DLHOST_STORE=host:port) for comm-bench's own "
+         " ranks need a shared rendezvous store (DLHOST_STORE=SECRET@HOST:PORT) for comm-bench's "
+         "own "
          "reductions";
 }
 

@@ -1,6 +1,7 @@
 // host_api.cpp — the dlhost_host_api table: statuses, logging into spdlog, option lookup and the
-// rendezvous store: in-process, or, in a rank of a multi-rank case (DLHOST_STORE=host:port set
-// by the parent), the parent's network store (rendezvous_store.h); the table entry is the same.
+// rendezvous store: in-process, or, in a rank of a multi-rank case (DLHOST_STORE=SECRET@HOST:PORT
+// set by the parent), the parent's network store (rendezvous_store.h); the table entry is the
+// same.
 #include "core/host_api.h"
 
 #include <spdlog/spdlog.h>

@@ -54,8 +54,9 @@ dlhost_status* guard_status(Body&& body) noexcept {
   return sdk::guard(std::forward<Body>(body));
 }
 
-// Clears the in-process rendezvous store (between cases). A process given DLHOST_STORE=host:port
-// (the ranks of a multi-rank case) uses the case's network store instead (rendezvous_store.h).
+// Clears the in-process rendezvous store (between cases). A process given
+// DLHOST_STORE=SECRET@HOST:PORT (the ranks of a multi-rank case) uses the case's network store
+// instead (rendezvous_store.h).
 void reset_store();
 
 }  // namespace dlhost

@@ -28,6 +28,7 @@
 #include "core/plugin_registry.h"
 #include "distributed/rank_env.h"
 #include "distributed/rendezvous_store.h"
+#include "distributed/store_address.h"
 #include "isolate/test_hosts.h"
 #include "run/progress_channel.h"
 #include "suite/schema.h"
@@ -285,12 +286,15 @@ namespace {
 
 // The rendezvous store of a multi-rank case. The ranks are separate processes, maybe on other
 // nodes, so the store they share is served by this process for the case's life (one server per
-// case: no key outlives it). Ranks find it through DLHOST_STORE, which the child's environment
-// carries (built here: between fork and exec only async-signal-safe calls are allowed, and
-// setenv is not one).
+// case: no key outlives it). It listens on the one address the ranks use (store_address.h) and
+// serves only those who present the case's fresh secret. Ranks find both through DLHOST_STORE
+// (SECRET@HOST:PORT), which the child's environment carries: mpirun passes it on with -x, srun
+// and `launcher: local` by inheritance; never on a command line, which any user can read. (The
+// environment is built here: between fork and exec only async-signal-safe calls are allowed, and
+// setenv is not one.)
 struct CaseStore {
   std::unique_ptr<RendezvousServer> server;
-  std::string variable;          // DLHOST_STORE=host:port
+  std::string variable;          // DLHOST_STORE=SECRET@HOST:PORT
   std::vector<char*> child_env;  // this process's environment with `variable`, NULL-ended
 };
 
@@ -298,19 +302,18 @@ struct CaseStore {
 // one address of this host that ranks in the namespaces reach.
 void start_store(const CaseJob& job, const CaseLimits& limits, CaseStore& store,
                  const std::string& parent_address) {
-  const bool other_nodes =
-      !parent_address.empty() || spans_other_hosts(job.input.params, limits.launcher_args);
-  std::string host = "127.0.0.1";
-  if (!parent_address.empty()) {
-    host = parent_address;
-  } else if (other_nodes) {
-    char name[256] = {};
-    if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
-      throw std::runtime_error(std::string("gethostname: ") + std::strerror(errno));
-    host = name;
-  }
-  store.server = std::make_unique<RendezvousServer>(other_nodes ? "0.0.0.0" : "127.0.0.1");
-  store.variable = "DLHOST_STORE=" + host + ":" + std::to_string(store.server->port());
+  std::vector<std::string> args;
+  if (auto it = job.input.params.find("launcher_args");
+      it != job.input.params.end() && it->is_array())
+    for (const auto& a : *it) args.push_back(a.get<std::string>());
+  args.insert(args.end(), limits.launcher_args.begin(), limits.launcher_args.end());
+  StoreEndpoint at =
+      !parent_address.empty()
+          ? StoreEndpoint{parent_address, "the test hosts' bridge"}
+          : choose_store_endpoint(std::getenv("DLHOST_STORE_HOST"),
+                                  spans_other_hosts(job.input.params, limits.launcher_args), args);
+  store.server = std::make_unique<RendezvousServer>(make_store_secret(), at.address);
+  store.variable = "DLHOST_STORE=" + store.server->variable_value(at.address);
   for (char** e = environ; *e != nullptr; ++e)
     if (std::strncmp(*e, "DLHOST_STORE=", 13) != 0) store.child_env.push_back(*e);
   store.child_env.push_back(store.variable.data());

@@ -384,6 +384,31 @@ json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan&
   return timing;
 }
 
+// When each gradient became ready in backward (host clock; `dlhost project` reads it): per
+// parameter in the order backward reported them, the bytes of its gradient buffer (what an
+// all-reduce moves: a backend's blocked layout may pad it) and the median over timed steps of
+// its time from the start of backward. Null when the backend reported none or the timer is the
+// device's (the host clock at a callback says nothing about device work then).
+json backward_profile_json(const Samples& s, const Graph& graph, const dlhost_backend_api* api,
+                           dlhost_model* model, const char* timer) {
+  if (s.grad_order.empty() || std::string(timer) != "host_clock") return json();
+  json gradients = json::array();
+  for (size_t k = 0; k < s.grad_order.size(); ++k) {
+    int32_t id = s.grad_order[k];
+    const dlhost_param_desc& d = graph.param(id);
+    dlhost_buffer value{}, grad{};
+    value.struct_size = grad.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
+    check_status(api->param_buffers(model, id, &value, &grad), "param_buffers");
+    gradients.push_back(json{{"param", id},
+                             {"name", d.name ? d.name : ""},
+                             {"bytes", grad.bytes},
+                             {"ready_ms", summarize(s.grad_ready_ms[k]).median}});
+  }
+  return json{{"source", "grad_ready on the host clock, ms from the start of backward"},
+              {"backward_ms", summarize(s.backward).median},
+              {"gradients", gradients}};
+}
+
 // --- data parallelism: the comm on the model's stream, a control plane, the all-reduce
 // ------------
 
@@ -546,6 +571,9 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   reduce_over_ranks(s, dp, world.size);
 
   rec["timing"] = timing_json(s, p, m, plan, world.size, loop.timer());
+  if (json profile = backward_profile_json(s, *m.graph, api, m.model.get(), loop.timer());
+      !profile.is_null())
+    rec["backward_profile"] = profile;
   if (dp) rec["distributed"] = distributed_json(s, p, plan, world, d);
   rec["loss"] = loss_json(s);
   rec["memory"] = memory_json(s.memory, backend_bytes);

@@ -35,6 +35,27 @@ StepLoop::StepLoop(const BackendDevice& backend, dlhost_context* context, dlhost
       ctx_(ctx) {
   if (backend.has_events())
     for (int i = 0; i < kMarks; ++i) events_.emplace_back(backend, model);
+  traced_ready_.struct_size = DLHOST_GRAD_READY_STRUCT_SIZE;
+  traced_ready_.user = this;
+  traced_ready_.fn = on_grad_ready;
+}
+
+// Per-gradient backward times for `dlhost project`: on the host clock a synchronous backend
+// calls grad_ready as each layer's gradients are done, so the time of the call is the time the
+// gradient became ready. Noting it costs a clock read; data parallelism's callback runs after.
+void StepLoop::on_grad_ready(void* self, int32_t param) {
+  auto* loop = static_cast<StepLoop*>(self);
+  if (Samples* s = loop->trace_) {
+    double at = ms(loop->backward_start_, Clock::now());
+    size_t k = loop->traced_++;
+    if (s->grad_order.size() == k && s->grad_ready_ms.size() == k) {
+      s->grad_order.push_back(param);
+      s->grad_ready_ms.emplace_back();
+    }
+    // A backend that reports another order in a later step: positions no longer match.
+    if (k < s->grad_order.size() && s->grad_order[k] == param) s->grad_ready_ms[k].push_back(at);
+  }
+  if (loop->ready_ != nullptr) loop->ready_->fn(loop->ready_->user, param);
 }
 
 StepLoop::~StepLoop() = default;
@@ -83,7 +104,12 @@ void StepLoop::clock_step(Samples& s) {
   synchronized(api_->forward(m_), "forward");
   auto t1 = Clock::now();
   progress(1);
-  synchronized(api_->backward(m_, ready_), "backward");
+  trace_ = &s;
+  traced_ = 0;
+  backward_start_ = t1;
+  dlhost_status* backward = api_->backward(m_, &traced_ready_);
+  trace_ = nullptr;
+  synchronized(backward, "backward");
   auto t2 = Clock::now();
   progress(2);
   if (dp_) dp_->finish(&s.dp);

@@ -46,6 +46,10 @@ struct Samples {
   std::vector<double> step, forward, backward, exposed_comm, update, allreduce, compute, loss;
   std::vector<double> upload, wall_step;
   std::vector<double> warmup_loss;
+  // When each gradient became ready (grad_ready), in ms from the start of backward, host clock
+  // only: the order of the first timed step, and per position the samples over timed steps.
+  std::vector<int32_t> grad_order;
+  std::vector<std::vector<double>> grad_ready_ms;
   DataParallelStats dp;
   MemoryFigures memory;
   bool timed_out = false;
@@ -72,13 +76,19 @@ class StepLoop {
   void synchronized(dlhost_status* status, const char* what);
   float loss();
   void progress(int phase);
+  static void on_grad_ready(void* self, int32_t param);
 
   const BackendDevice& backend_;
   const dlhost_backend_api* api_;
   dlhost_context* context_;
   dlhost_model* m_;
   DataParallel* dp_;
-  const dlhost_grad_ready* ready_;
+  const dlhost_grad_ready* ready_;  // data parallelism's, or NULL
+  // The callback backward gets on the host clock: notes the time, then calls `ready_`.
+  dlhost_grad_ready traced_ready_{};
+  Samples* trace_ = nullptr;  // the timed step's samples while its backward runs
+  std::chrono::steady_clock::time_point backward_start_;
+  size_t traced_ = 0;  // gradients noted in this step
   const std::vector<Upload>& uploads_;
   const RunContext& ctx_;
   std::vector<DeviceEvent> events_;  // empty: host clock

@@ -29,7 +29,8 @@ uint64_t next_generation(const std::string& prefix, int32_t rank) {
   if (e.code() == DLHOST_CODE_DEADLINE_EXCEEDED)
     hint =
         " (a rank did not reach the comm's init in time, or the ranks do not share one store: "
-        "`dlhost run` serves one for each case; a bare launcher needs DLHOST_STORE=host:port)";
+        "`dlhost run` serves one for each case; a bare launcher needs "
+        "DLHOST_STORE=SECRET@HOST:PORT)";
   sdk::fail(e.code(), "gloo: rendezvous store, key '" + key + "': " + e.what() + hint);
 }
 

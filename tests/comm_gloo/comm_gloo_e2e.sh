@@ -110,12 +110,13 @@ env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_SIZE 
 cat "$B"1.txt
 check_run "$B"1.txt "$B"1.json 1 none 7
 if [ $HAVE_MPI = 1 ]; then
-  "$STORE_SERVER" > "$WORK/store_port.txt" &
+  "$STORE_SERVER" > "$WORK/store.txt" &
   server=$!
   trap 'kill $server 2> /dev/null || true' EXIT
-  for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$WORK/store_port.txt" ] && break; sleep 0.2; done
-  [ -s "$WORK/store_port.txt" ] || fail "gloo_store_server printed no port"
-  export DLHOST_STORE="127.0.0.1:$(cat "$WORK/store_port.txt")"
+  for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$WORK/store.txt" ] && break; sleep 0.2; done
+  [ -s "$WORK/store.txt" ] || fail "gloo_store_server printed no address"
+  DLHOST_STORE="$(cat "$WORK/store.txt")"
+  export DLHOST_STORE
   mpirun --allow-run-as-root -np 2 --mca btl self,vader -x DLHOST_STORE \
     "$DLHOST" comm-bench --comm gloo --baseline mpi_raw $SWEEP --json "$B"2.json \
     > "$B"2.txt 2>&1 || { cat "$B"2.txt; fail "2-rank comm-bench"; }

@@ -1,0 +1,142 @@
+// projection.cpp — see projection.h.
+#include "project/projection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+namespace dlhost::project {
+
+double ring_allreduce_ms(uint64_t bytes, int ranks, const Link& link) {
+  if (ranks <= 1) return 0.0;
+  const double n = ranks;
+  double us = 2.0 * (n - 1.0) / n * static_cast<double>(bytes) * link.beta_us_per_byte +
+              2.0 * (n - 1.0) * link.alpha_us;
+  return us / 1000.0;
+}
+
+std::vector<Bucket> make_buckets(const std::vector<Gradient>& gradients, double bucket_mb) {
+  std::vector<const Gradient*> order;
+  for (const Gradient& g : gradients) order.push_back(&g);
+  // Backward produces the last layer's gradients first: the runner buckets in that order.
+  std::sort(order.begin(), order.end(),
+            [](const Gradient* a, const Gradient* b) { return a->param > b->param; });
+  const auto cap = static_cast<uint64_t>(bucket_mb * 1024 * 1024);
+  std::vector<Bucket> buckets;
+  for (const Gradient* g : order) {
+    if (buckets.empty() ||
+        (buckets.back().bytes + g->bytes > cap && !buckets.back().params.empty()))
+      buckets.emplace_back();
+    Bucket& b = buckets.back();
+    b.params.push_back(g->param);
+    b.bytes += g->bytes;
+    b.ready_ms = std::max(b.ready_ms, g->ready_ms);
+  }
+  return buckets;
+}
+
+Projection project(const ComputeProfile& profile, int ranks, const Link& link, double bucket_mb) {
+  if (ranks < 1) throw std::invalid_argument("a projection needs at least 1 rank");
+  Projection p;
+  p.ranks = ranks;
+  p.link = link.name;
+  p.compute_ms = profile.compute_ms();
+  p.buckets = make_buckets(profile.gradients, bucket_mb);
+  // Buckets start in the order they are ready (the runner starts each as its last gradient
+  // arrives); one link, so one at a time.
+  std::stable_sort(p.buckets.begin(), p.buckets.end(),
+                   [](const Bucket& a, const Bucket& b) { return a.ready_ms < b.ready_ms; });
+  double link_free = 0;
+  for (Bucket& b : p.buckets) {
+    b.comm_ms = ring_allreduce_ms(b.bytes, ranks, link);
+    b.start_ms = std::max(std::min(b.ready_ms, profile.backward_ms), link_free);
+    b.end_ms = b.start_ms + b.comm_ms;
+    link_free = b.end_ms;
+    p.comm_ms += b.comm_ms;
+  }
+  p.exposed_ms_overlap = std::max(0.0, link_free - profile.backward_ms);
+  p.step_ms_no_overlap = p.compute_ms + p.comm_ms;
+  p.step_ms_overlap = p.compute_ms + p.exposed_ms_overlap;
+  p.efficiency_no_overlap = p.step_ms_no_overlap > 0 ? p.compute_ms / p.step_ms_no_overlap : 1.0;
+  p.efficiency_overlap = p.step_ms_overlap > 0 ? p.compute_ms / p.step_ms_overlap : 1.0;
+  return p;
+}
+
+Fit fit_alpha_beta(const std::vector<std::pair<double, double>>& points, int ranks) {
+  if (ranks < 2) throw std::invalid_argument("an all-reduce fit needs figures of 2 or more ranks");
+  std::set<double> sizes;
+  for (const auto& [x, t] : points)
+    if (t > 0) sizes.insert(x);
+  if (sizes.size() < 2)
+    throw std::invalid_argument("an all-reduce fit needs times at 2 or more message sizes");
+  double s = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, t] : points) {
+    if (t <= 0) continue;
+    const double w = 1.0 / (t * t);
+    s += w;
+    sx += w * x;
+    sy += w * t;
+    sxx += w * x * x;
+    sxy += w * x * t;
+  }
+  Fit f;
+  f.ranks = ranks;
+  f.b_us_per_byte = (s * sxy - sx * sy) / (s * sxx - sx * sx);
+  f.a_us = (sy - f.b_us_per_byte * sx) / s;
+  if (f.a_us < 0) {  // no negative latency: the line through the origin
+    f.a_us = 0;
+    f.b_us_per_byte = sxy / sxx;
+  }
+  if (f.b_us_per_byte < 0) {  // no negative bandwidth cost: a constant
+    f.b_us_per_byte = 0;
+    f.a_us = sy / s;
+  }
+  const double n = ranks;
+  f.link.name = "measured";
+  f.link.alpha_us = f.a_us / (2.0 * (n - 1.0));
+  f.link.beta_us_per_byte = f.b_us_per_byte * n / (2.0 * (n - 1.0));
+  for (const auto& [x, t] : points) {
+    if (t <= 0) continue;
+    ++f.points;
+    f.max_relative_error =
+        std::max(f.max_relative_error, std::fabs(f.a_us + f.b_us_per_byte * x - t) / t);
+  }
+  return f;
+}
+
+Link interconnect(const std::string& name, const Fit* measured, double bandwidth_gbit,
+                  double latency_us) {
+  double link_gbit = 0, link_latency_us = 0;
+  if (name == "loopback") {
+    if (measured == nullptr)
+      throw std::invalid_argument(
+          "interconnect 'loopback' is what comm-bench measured here: give its --comm-bench file");
+    Link l = measured->link;
+    l.name = "loopback";
+    return l;
+  } else if (name == "10gbe") {
+    link_gbit = 10;
+    link_latency_us = 10;
+  } else if (name == "1gbe") {
+    link_gbit = 1;
+    link_latency_us = 50;
+  } else if (name == "custom") {
+    if (!(bandwidth_gbit > 0))
+      throw std::invalid_argument("interconnect 'custom' needs --bandwidth-gbit above 0");
+    link_gbit = bandwidth_gbit;
+    link_latency_us = latency_us;
+  } else {
+    throw std::invalid_argument("unknown interconnect '" + name +
+                                "' (loopback, 10gbe, 1gbe, custom)");
+  }
+  // Bytes per us of the wire: Gbit/s * 1e9 / 8 / 1e6.
+  const double wire_beta = 1.0 / (link_gbit * 1e3 / 8.0);
+  Link l;
+  l.name = name;
+  l.alpha_us = link_latency_us + (measured ? measured->link.alpha_us : 0.0);
+  l.beta_us_per_byte = std::max(wire_beta, measured ? measured->link.beta_us_per_byte : 0.0);
+  return l;
+}
+
+}  // namespace dlhost::project

@@ -1,0 +1,215 @@
+// test_project.cpp — `dlhost project`'s model (project/projection.h) against cases computed by
+// hand: the ring all-reduce cost, the runner's bucketing, the overlapped schedule of the DAG
+// model when the link keeps up and when it does not, the alpha-beta fit recovering a known line,
+// the named interconnects; then the command end to end on small files (a profile record, a
+// comm-bench document, a measured 2-rank record) down to the error it prints.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "project/command.h"
+#include "project/projection.h"
+
+namespace {
+
+using namespace dlhost::project;
+
+constexpr uint64_t KiB = 1024;
+
+Link link(double alpha_us, double beta_us_per_byte) { return {"test", alpha_us, beta_us_per_byte}; }
+
+TEST(Projection, RingAllReduceCost) {
+  Link l = link(10, 0.001);
+  // N = 2: 2 (1/2) 1e6 B x 0.001 us/B + 2 x 10 us = 1020 us.
+  EXPECT_NEAR(ring_allreduce_ms(1000000, 2, l), 1.020, 1e-12);
+  // N = 4: 2 (3/4) 1e6 x 0.001 + 6 x 10 = 1560 us.
+  EXPECT_NEAR(ring_allreduce_ms(1000000, 4, l), 1.560, 1e-12);
+  EXPECT_EQ(ring_allreduce_ms(1000000, 1, l), 0.0);
+}
+
+// Four gradients: param 0 and 1 of 600 KiB, 2 of 300 KiB, 3 of 200 KiB; backward reports 3
+// first (1 ms), then 2 (2 ms), 1 (5 ms), 0 (6 ms).
+ComputeProfile four_gradients() {
+  ComputeProfile p;
+  p.forward_ms = 10;
+  p.backward_ms = 6;
+  p.update_ms = 2;
+  p.gradients = {{0, "fc1.weight", 600 * KiB, 6.0},
+                 {1, "fc1.bias", 600 * KiB, 5.0},
+                 {2, "fc2.weight", 300 * KiB, 2.0},
+                 {3, "fc2.bias", 200 * KiB, 1.0}};
+  return p;
+}
+
+TEST(Projection, BucketsFollowTheRunner) {
+  // 1 MiB buckets in reverse parameter order: {3, 2} (500 KiB), then 1 would make 1100 KiB:
+  // {1}, then {0}.
+  std::vector<Bucket> b = make_buckets(four_gradients().gradients, 1.0);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].params, (std::vector<int32_t>{3, 2}));
+  EXPECT_EQ(b[0].bytes, 500 * KiB);
+  EXPECT_EQ(b[0].ready_ms, 2.0);  // its last gradient's
+  EXPECT_EQ(b[1].params, (std::vector<int32_t>{1}));
+  EXPECT_EQ(b[2].params, (std::vector<int32_t>{0}));
+  // A gradient larger than a bucket is a bucket of its own; everything fits one big bucket.
+  EXPECT_EQ(make_buckets({{0, "", 3 << 20, 1.0}}, 1.0).size(), 1u);
+  EXPECT_EQ(make_buckets(four_gradients().gradients, 25.0).size(), 1u);
+}
+
+TEST(Projection, LinkThatKeepsUpLeavesOnlyTheLastBucketExposed) {
+  // 2 ranks, no latency, 1 GB/s: a bucket of B bytes takes B / 1000 us.
+  Projection p = project(four_gradients(), 2, link(0, 0.001), 1.0);
+  const double c0 = 500 * 1024 / 1e6, c1 = 600 * 1024 / 1e6;  // 0.512 and 0.6144 ms
+  EXPECT_NEAR(p.compute_ms, 18.0, 1e-12);
+  EXPECT_NEAR(p.comm_ms, c0 + 2 * c1, 1e-9);
+  EXPECT_NEAR(p.step_ms_no_overlap, 18.0 + c0 + 2 * c1, 1e-9);
+  // Overlap: {3,2} at 2..2.512, {1} at 5..5.6144, {0} at 6..6.6144: 0.6144 ms past backward.
+  ASSERT_EQ(p.buckets.size(), 3u);
+  EXPECT_NEAR(p.buckets[0].start_ms, 2.0, 1e-12);
+  EXPECT_NEAR(p.buckets[1].start_ms, 5.0, 1e-12);
+  EXPECT_NEAR(p.buckets[2].end_ms, 6.0 + c1, 1e-9);
+  EXPECT_NEAR(p.exposed_ms_overlap, c1, 1e-9);
+  EXPECT_NEAR(p.step_ms_overlap, 18.0 + c1, 1e-9);
+  EXPECT_NEAR(p.efficiency_overlap, 18.0 / (18.0 + c1), 1e-12);
+  EXPECT_NEAR(p.efficiency_no_overlap, 18.0 / (18.0 + c0 + 2 * c1), 1e-12);
+}
+
+TEST(Projection, SlowLinkQueuesTheBuckets) {
+  // 10x slower: 5.12, 6.144, 6.144 ms. {3,2} 2..7.12; {1} waits for the link: 7.12..13.264;
+  // {0} 13.264..19.408; exposed 19.408 - 6 = 13.408.
+  Projection p = project(four_gradients(), 2, link(0, 0.01), 1.0);
+  EXPECT_NEAR(p.buckets[1].start_ms, 7.12, 1e-9);
+  EXPECT_NEAR(p.buckets[2].start_ms, 13.264, 1e-9);
+  EXPECT_NEAR(p.exposed_ms_overlap, 13.408, 1e-9);
+  EXPECT_NEAR(p.step_ms_overlap, 31.408, 1e-9);
+  EXPECT_NEAR(p.step_ms_no_overlap, 35.408, 1e-9);
+  // More ranks cost more per byte (2 (N-1)/N) and per message (2 (N-1) alpha).
+  Projection four = project(four_gradients(), 4, link(100, 0.01), 1.0);
+  EXPECT_NEAR(four.comm_ms, (1.5 * (1700 * 1024) * 0.01 + 3 * 6 * 100) / 1000, 1e-9);
+  // One rank communicates nothing.
+  Projection one = project(four_gradients(), 1, link(100, 0.01), 1.0);
+  EXPECT_EQ(one.step_ms_overlap, 18.0);
+  EXPECT_EQ(one.efficiency_no_overlap, 1.0);
+}
+
+TEST(Projection, FitRecoversAKnownLine) {
+  // 2 ranks: time = 2 alpha + beta x bytes, alpha 20 us, beta 0.0005 us/byte.
+  std::vector<std::pair<double, double>> points;
+  for (double x = 1024; x <= 64.0 * 1024 * 1024; x *= 4) points.emplace_back(x, 40 + 0.0005 * x);
+  Fit f = fit_alpha_beta(points, 2);
+  EXPECT_NEAR(f.a_us, 40, 1e-6);
+  EXPECT_NEAR(f.b_us_per_byte, 0.0005, 1e-12);
+  EXPECT_NEAR(f.link.alpha_us, 20, 1e-6);
+  EXPECT_NEAR(f.link.beta_us_per_byte, 0.0005, 1e-12);
+  EXPECT_LT(f.max_relative_error, 1e-9);
+  EXPECT_EQ(f.points, 9);  // 1 KiB, 4 KiB, ... 64 MiB
+  // 4 ranks: a = 6 alpha, b = 1.5 beta.
+  Fit four = fit_alpha_beta(points, 4);
+  EXPECT_NEAR(four.link.alpha_us, 40.0 / 6, 1e-6);
+  EXPECT_NEAR(four.link.beta_us_per_byte, 0.0005 / 1.5, 1e-12);
+  // Noisy points: the relative fit stays near, the worst point is reported.
+  points[0].second *= 1.2;
+  Fit noisy = fit_alpha_beta(points, 2);
+  EXPECT_NEAR(noisy.b_us_per_byte, 0.0005, 0.00002);
+  EXPECT_GT(noisy.max_relative_error, 0.01);
+  EXPECT_THROW(fit_alpha_beta({{1024, 5}}, 2), std::invalid_argument);
+  EXPECT_THROW(fit_alpha_beta(points, 1), std::invalid_argument);
+}
+
+TEST(Projection, NamedInterconnects) {
+  Link gbe = interconnect("1gbe", nullptr);
+  EXPECT_NEAR(gbe.beta_us_per_byte, 0.008, 1e-15);  // 1 Gbit/s = 125 bytes/us
+  EXPECT_EQ(gbe.alpha_us, 50);
+  Fit f;
+  f.link = link(20, 0.0005);
+  Link ten = interconnect("10gbe", &f);
+  EXPECT_NEAR(ten.beta_us_per_byte, 0.0008, 1e-15);  // the wire is slower than the host
+  EXPECT_EQ(ten.alpha_us, 30);
+  Link lo = interconnect("loopback", &f);
+  EXPECT_EQ(lo.alpha_us, 20);
+  EXPECT_EQ(lo.beta_us_per_byte, 0.0005);
+  Link custom = interconnect("custom", &f, 100, 5);  // 100 Gbit/s: the host is slower
+  EXPECT_EQ(custom.beta_us_per_byte, 0.0005);
+  EXPECT_EQ(custom.alpha_us, 25);
+  EXPECT_THROW(interconnect("loopback", nullptr), std::invalid_argument);
+  EXPECT_THROW(interconnect("custom", &f), std::invalid_argument);
+  EXPECT_THROW(interconnect("infiniband", &f), std::invalid_argument);
+}
+
+std::string write(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("dlhost-test-project-" + std::to_string(getpid()) + "-" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(ProjectCommand, FilesToTableAndError) {
+  using json = nlohmann::json;
+  json gradients = json::array();
+  for (const auto& g : four_gradients().gradients)
+    gradients.push_back(
+        {{"param", g.param}, {"name", g.name}, {"bytes", g.bytes}, {"ready_ms", g.ready_ms}});
+  json profile = {
+      {"case_id", "lenet-1"},
+      {"status", "OK"},
+      {"params", {{"network", "lenet"}, {"backend", "cpu_onednn"}, {"batch", 32}, {"ranks", 1}}},
+      {"timing",
+       {{"forward", {{"median", 10.0}}},
+        {"backward", {{"median", 6.0}}},
+        {"update", {{"median", 2.0}}}}},
+      {"backward_profile", {{"source", "test"}, {"backward_ms", 6.0}, {"gradients", gradients}}}};
+  // Measured on 2 ranks, 32 each, overlap on: 20 ms.
+  json measured = {{"case_id", "lenet-2"},
+                   {"status", "OK"},
+                   {"params", {{"network", "lenet"}, {"backend", "cpu_onednn"}, {"batch", 64}}},
+                   {"timing", {{"step", {{"median", 20.0}}}}},
+                   {"distributed",
+                    {{"ranks", 2},
+                     {"per_rank_batch", 32},
+                     {"overlap", true},
+                     {"exposed_comm", {{"median", 1.0}}}}}};
+  // comm-bench on 2 ranks: time = 0 + 0.001 us/byte x size (1 GB/s, no latency).
+  json rows = json::array();
+  for (double x = 1024; x <= 4.0 * 1024 * 1024; x *= 4)
+    rows.push_back(
+        {{"op", "all_reduce"}, {"size", x}, {"median_us", 0.001 * x}, {"time_us", 0.001 * x}});
+  rows.push_back({{"op", "broadcast"}, {"size", 1024}, {"median_us", 999.0}});
+  json bench = {{"schema", "dlhost.comm-bench/1"}, {"world_size", 2}, {"results", rows}};
+
+  Options o;
+  o.results = {write("profile.jsonl", profile.dump() + "\n")};
+  o.compare = {write("measured.jsonl", measured.dump() + "\n")};
+  o.comm_bench = write("bench.json", bench.dump());
+  o.ranks = {2, 4};
+  o.bucket_mb = 1.0;
+  Report r = run_projection(o);
+  json out = json::parse(r.json);
+  ASSERT_EQ(out["projections"].size(), 2u);
+  // The first case of LinkThatKeepsUp: 18 + 0.6144 ms with overlap.
+  EXPECT_NEAR(out["projections"][0]["step_ms_overlap"].get<double>(), 18.6144, 1e-6);
+  ASSERT_EQ(out["comparisons"].size(), 1u);
+  EXPECT_NEAR(out["comparisons"][0]["projected_step_ms"].get<double>(), 18.6144, 1e-6);
+  EXPECT_NEAR(out["comparisons"][0]["error_percent"].get<double>(), (18.6144 - 20.0) / 20.0 * 100,
+              1e-6);
+  EXPECT_NE(r.text.find("error -6.9%"), std::string::npos) << r.text;
+  // A record without a profile, named: one clear error.
+  json bare = profile;
+  bare.erase("backward_profile");
+  o.results = {write("bare.jsonl", bare.dump() + "\n")};
+  o.case_id = "lenet-1";
+  try {
+    run_projection(o);
+    ADD_FAILURE() << "a record without a profile cannot be projected";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("backward_profile"), std::string::npos) << e.what();
+  }
+  for (const auto& f : {o.results[0], o.compare[0], o.comm_bench}) std::filesystem::remove(f);
+}
+
+}  // namespace
