@@ -329,6 +329,7 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
     if (data) parts.insert(parts.begin(), number_at(r->data, "/timing/data/median"));
     std::vector<std::string> row{case_id(*r), format_ms(step_median_ms(*r))};
     for (double v : parts) row.push_back(format_ms(v));
+    if (data && !has(r->data, "/timing/data/median")) row[2] = "-";  // synthetic: no wait
     t.rows.push_back(row);
     double sum = 0;
     for (double v : parts) sum += v;

@@ -93,12 +93,14 @@ DataFeed::DataFeed(const json& p, const Graph& graph, const BackendDevice& devic
   const auto [steps, vocabulary] = sequence_shape(g);
   if (steps > 0) open.steps = steps;
   open.max_vocabulary = vocabulary;
+  const auto opened = Clock::now();
   try {
     set_ = data::open_dataset(
         data::find_files(*family, data::resolve_data_dir(setting == "real" ? "" : setting)), open);
   } catch (const data::DataError& e) {
     throw Error(DLHOST_CODE_INVALID_ARGUMENT, std::string("data: ") + e.what());
   }
+  open_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - opened).count();
   const std::string name = data::family_name(*family);
   try {
     plan_.emplace(g, set_.train->layout(), batch, set_.classes, name);
@@ -163,6 +165,7 @@ json DataFeed::describe() const {
               {"train", set_.train->describe()},
               {"test", set_.test->describe()},
               {"files", set_.files},
+              {"open_ms", open_ms_},
               {"classes", set_.classes},
               {"epochs", o.epochs},
               {"epoch_size", o.epoch_size > 0 ? o.epoch_size : set_.train->size()},

@@ -70,6 +70,7 @@ class DataFeed {
   RankEnv world_;
   uint64_t seed_;
   bool pinned_ = false;
+  double open_ms_ = 0;  // reading and checking the files (before timing; not in any step)
   data::Dataset set_;
   std::optional<data::FeedPlan> plan_;
   std::optional<std::vector<dlhost_buffer>> device_inputs_;  // per graph input, in feed order
