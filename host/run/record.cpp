@@ -45,6 +45,9 @@ RecordSummary RecordSummary::of(const json& rec) {
     } else {
       std::snprintf(buf, sizeof(buf), "test loss %.4f", (*e)["mean_loss"].get<double>());
       r.evaluation = buf;
+      if (e->contains("accuracy_status"))
+        r.evaluation += " (accuracy " + e->value("accuracy_status", std::string()) + ": " +
+                        e->value("accuracy_reason", std::string()) + ")";
     }
   }
   if (auto d = rec.find("distributed"); d != rec.end() && d->is_object()) {
