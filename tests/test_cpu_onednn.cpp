@@ -404,6 +404,47 @@ TEST(cpu_onednn, ActivationAndFcForwardMatchReference) {
   }
 }
 
+// ABI 1.3: read_tensor hands back a tensor's value in the canonical layout, also where oneDNN
+// keeps it blocked (a 16-channel convolution output), and refuses a wrong size.
+TEST(cpu_onednn, ReadTensorGivesCanonicalValues) {
+  const dlhost_extension* chain =
+      test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, "cpu_onednn").table->extensions;
+  const auto* ext = reinterpret_cast<const dlhost_tensor_read_ext*>(
+      dlhost_find_extension(chain, DLHOST_EXT_TENSOR_READ));
+  ASSERT_NE(ext, nullptr);
+  ASSERT_GE(ext->struct_size, DLHOST_TENSOR_READ_EXT_STRUCT_SIZE);
+  std::mt19937 rng(9);
+  const int64_t c = 3, h = 5, w = 5, oc = 16, k = 3;
+  std::vector<float> x = uniform(2 * c * h * w, rng), wt = uniform(oc * c * k * k, rng),
+                     bias = uniform(oc, rng);
+  GraphBuilder b("read", 2);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, {c, h, w});
+  int32_t y = b.conv2d("conv", data, conv(oc, k, 1, 1));
+  int32_t logits = b.fc("fc", y, fc(10));
+  int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
+  b.softmax_cross_entropy("loss", logits, labels);
+  Session s(b.finish());
+  s.put(s.param_id("conv.weight"), wt);
+  s.put(s.param_id("conv.bias"), bias);
+  s.set(data, x);
+  s.set_labels(labels, {1, 2});
+  s.loss();
+  std::vector<float> got(2 * oc * h * w);
+  check_status(ext->read_tensor(s.model(), y, got.data(), got.size() * 4), "read_tensor");
+  for (int n = 0; n < 2; ++n) {
+    std::vector<float> xn(x.begin() + n * c * h * w, x.begin() + (n + 1) * c * h * w);
+    std::vector<double> want = reference_conv(xn, c, h, w, wt, bias, oc, k, 1, 1, 1);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[n * want.size() + i], want[i], 1e-4) << "sample " << n << " element " << i;
+  }
+  std::vector<float> scores(20);
+  check_status(ext->read_tensor(s.model(), logits, scores.data(), 80), "read_tensor logits");
+  EXPECT_EQ(take(ext->read_tensor(s.model(), logits, scores.data(), 40)).code,
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(take(ext->read_tensor(s.model(), labels, scores.data(), 8)).code,
+            DLHOST_CODE_INVALID_ARGUMENT);
+}
+
 TEST(cpu_onednn, LossValuesMatchReference) {
   std::mt19937 rng(6);
   const int64_t n = 3, f = 5, classes = 4;

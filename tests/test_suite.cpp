@@ -28,8 +28,8 @@ const char* const kCaseKeys =
     "network, backend, batch, threads, iterations, warmup, timeout, memory_limit_mb, seed, device, "
     "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, comm_memory, lr, momentum, "
-    "weight_decay, clip_norm, precision, loss_scale, oversubscribe, input, options, tags, "
-    "launcher_args, interconnect, link_gbit, link_latency_us";
+    "weight_decay, clip_norm, precision, loss_scale, oversubscribe, input, data, epochs, "
+    "epoch_size, evaluate, options, tags, launcher_args, interconnect, link_gbit, link_latency_us";
 
 SuiteCatalog test_catalog() {
   return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, "", {}};
@@ -133,12 +133,13 @@ TEST_F(suite_loader, DefaultsAreFilledInKeyOrder) {
   EXPECT_EQ(s.description, "every default");
   // batch, device, ranks_per_node, momentum, weight_decay, clip_norm, options and tags stay
   // absent.
-  EXPECT_EQ(s.cases[0].params.dump(),
-            R"({"network":"fcn5","backend":"cpu_onednn","threads":0,"iterations":24,"warmup":8,)"
-            R"("timeout":600,"seed":42,"comm":"none","ranks":1,"launcher":"mpirun",)"
-            R"("scaling":"strong","overlap":true,"bucket_mb":25,"comm_memory":"auto","lr":0.05,)"
-            R"("precision":"fp32",)"
-            R"("oversubscribe":false,"input":"resident"})");
+  EXPECT_EQ(
+      s.cases[0].params.dump(),
+      R"({"network":"fcn5","backend":"cpu_onednn","threads":0,"iterations":24,"warmup":8,)"
+      R"("timeout":600,"seed":42,"comm":"none","ranks":1,"launcher":"mpirun",)"
+      R"("scaling":"strong","overlap":true,"bucket_mb":25,"comm_memory":"auto","lr":0.05,"precision":"fp32",)"
+      R"("oversubscribe":false,"input":"resident","data":"synthetic","epochs":0,"epoch_size":0,)"
+      R"("evaluate":false})");
   EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");
 }
@@ -432,6 +433,43 @@ TEST_F(suite_loader, IdsShowEveryKeyThatVaries) {
                  "fcn5.cpu_onednn.t0.iterations=20.seed=7.lr=1",
                  "fcn8.cpu_onednn.t0.iterations=20.seed=42.options=onednn.verbose=1-isa=avx2-"
                  "trace.on=true.tags=paper-table-3"}));
+}
+
+// Real data (docs/data.md): a data set that is not here skips the case with the path; a network
+// without a real data set, or evaluate/epochs on synthetic data, is an error at its line; the
+// real-data keys appear in an id only where they leave their default, so synthetic cases keep
+// their ids beside real-data ones.
+TEST_F(suite_loader, RealDataAbsentIsSkippedWithThePath) {
+  const std::string nowhere = (dir_ / "no_data").string();
+  Suite s = load(
+      "name: r\ncases:\n  - {network: lenet, backend: cpu_onednn}\n"
+      "  - {network: lenet, backend: cpu_onednn, data: " +
+      nowhere + ", evaluate: true, epochs: 2}\n");
+  ASSERT_EQ(s.cases.size(), 2u);
+  EXPECT_EQ(s.cases[0].id, "lenet.cpu_onednn.t0");
+  EXPECT_EQ(s.cases[0].skip_reason, "");
+  EXPECT_EQ(s.cases[1].skip_reason,
+            "real data: " + nowhere + ": not a directory (the data directory)");
+  EXPECT_EQ(s.cases[1].id.find("lenet.cpu_onednn.t0.data="), 0u) << s.cases[1].id;
+  // An MNIST directory with one file missing: that file is named.
+  fs::create_directories(dir_ / "half" / "mnist");
+  std::ofstream((dir_ / "half" / "mnist" / "train-images-idx3-ubyte").string()) << "x";
+  Suite half = load("name: r\ncases:\n  - {network: lenet, backend: cpu_onednn, data: " +
+                    (dir_ / "half").string() + "}\n");
+  EXPECT_NE(half.cases[0].skip_reason.find("train-labels-idx1-ubyte[.gz]: missing: MNIST needs"),
+            std::string::npos)
+      << half.cases[0].skip_reason;
+}
+
+TEST_F(suite_loader, RealDataErrorsNameTheLine) {
+  EXPECT_EQ(error("name: r\ncases:\n  - {network: fcn5, backend: cpu_onednn, data: real}\n"),
+            "3:5: network 'fcn5' trains on synthetic data only: 'data' must be synthetic (real "
+            "data: fcnr, lenet, autoencoder on MNIST; alexnet_r, resnet56 on CIFAR-10; lstm_ptb "
+            "on PTB)");
+  EXPECT_EQ(error("name: r\ncases:\n  - {network: lenet, backend: cpu_onednn, evaluate: true}\n"),
+            "3:5: 'evaluate: true' needs real data (data: real or a directory)");
+  EXPECT_EQ(error("name: r\ncases:\n  - {network: lenet, backend: cpu_onednn, data: ''}\n"),
+            "3:49: 'data' must be a non-empty string, got \"\"");
 }
 
 TEST_F(suite_loader, IdsShowKeysSetByAnInclude) {

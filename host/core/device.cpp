@@ -31,6 +31,15 @@ std::optional<dlhost_buffer> BackendDevice::input_buffer(dlhost_model* model,
   return b;
 }
 
+void BackendDevice::read_tensor(dlhost_model* model, int32_t tensor, void* dst,
+                                size_t bytes) const {
+  if (ext_.tensor_read == nullptr)
+    throw Error(DLHOST_CODE_UNIMPLEMENTED,
+                name_ + " cannot read tensors (no DLHOST_EXT_TENSOR_READ)");
+  check_status(ext_.tensor_read->read_tensor(model, tensor, dst, bytes),
+               name_ + " read_tensor " + std::to_string(tensor));
+}
+
 std::optional<dlhost_memory_stats> BackendDevice::memory_stats(dlhost_model* model) const {
   if (ext_.memory == nullptr) return std::nullopt;
   dlhost_memory_stats s{};

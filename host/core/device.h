@@ -34,6 +34,10 @@ class BackendDevice {
   std::optional<dlhost_stream> stream(dlhost_model* model) const;
   // The device buffer of an input tensor; nullopt without the memory extension.
   std::optional<dlhost_buffer> input_buffer(dlhost_model* model, int32_t tensor) const;
+  // The backend can copy a tensor's value after forward to the host (ABI 1.3).
+  bool reads_tensors() const { return ext_.tensor_read != nullptr; }
+  // The F32 value of `tensor` into `dst` (exactly its bytes); throws without the extension.
+  void read_tensor(dlhost_model* model, int32_t tensor, void* dst, size_t bytes) const;
   // The memory statistics of `model`; nullopt without the memory extension.
   std::optional<dlhost_memory_stats> memory_stats(dlhost_model* model) const;
 

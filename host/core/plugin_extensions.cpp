@@ -81,6 +81,9 @@ PluginExtensions resolve_extensions(const dlhost_plugin& plugin) {
       case DLHOST_EXT_COMM_ABORT:
         x.abort = as<dlhost_comm_abort_ext>(e, DLHOST_COMM_ABORT_EXT_STRUCT_SIZE);
         break;
+      case DLHOST_EXT_TENSOR_READ:
+        x.tensor_read = as<dlhost_tensor_read_ext>(e, DLHOST_TENSOR_READ_EXT_STRUCT_SIZE);
+        break;
       default:
         break;  // a newer extension this host does not know: skipped, as the ABI says
     }

@@ -22,6 +22,7 @@ struct PluginExtensions {
   const dlhost_option_schema_ext* option_schema = nullptr;
   const dlhost_comm_group_ext* group = nullptr;
   const dlhost_comm_abort_ext* abort = nullptr;
+  const dlhost_tensor_read_ext* tensor_read = nullptr;  // 1.3
 };
 
 // Walks `plugin.extensions` when the plugin speaks ABI 1.2 or later; an extension whose

@@ -298,16 +298,27 @@ Section multi_rank_view(const EnvironmentGroup& g, Plotter& plotter) {
 
 Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
   Section s{"Where a mini-batch goes (" + g.label + ")", {}};
-  s.paragraph(
-      "Median forward, backward, exposed communication (not hidden under backward) and "
-      "update time per mini-batch, in ms; the plot stacks them as shares of their sum, "
-      "so networks of any size compare. Medians of parts need not add up to the step's.");
-  Table t{{"case", "step", "forward", "backward", "exposed comm", "update"}, {}, 1};
+  // The data column (real data: the wait for the input pipeline) only where a record has one.
+  bool data = false;
+  for (const Record* r : g.records)
+    data = data || (is_ok(*r) && has(r->data, "/timing/data/median"));
+  s.paragraph(std::string("Median ") +
+              (data ? "data wait (real data: the step waited for its mini-batch), " : "") +
+              "forward, backward, exposed communication (not hidden under backward) and "
+              "update time per mini-batch, in ms; the plot stacks them as shares of their sum, "
+              "so networks of any size compare. Medians of parts need not add up to the step's.");
+  std::vector<std::string> phases{"forward", "backward", "exposed comm", "update"};
+  if (data) phases.insert(phases.begin(), "data");
+  std::vector<std::string> head{"case", "step"};
+  head.insert(head.end(), phases.begin(), phases.end());
+  Table t{head, {}, 1};
+  std::string sum_of;
+  for (const auto& ph : phases) sum_of += (sum_of.empty() ? "" : " + ") + ph;
   StackedBars bars{"phases_" + g.label,
                    "Share of each phase in a mini-batch (" + g.label + ")",
-                   "% of forward + backward + exposed comm + update",
+                   "% of " + sum_of,
                    {},
-                   {"forward", "backward", "exposed comm", "update"},
+                   phases,
                    {}};
   for (const Record* r : g.records) {
     if (!is_ok(*r)) continue;
@@ -315,9 +326,13 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
                               number_at(r->data, "/timing/backward/median"),
                               number_at(r->data, "/distributed/exposed_comm/median"),
                               number_at(r->data, "/timing/update/median")};
-    t.rows.push_back({case_id(*r), format_ms(step_median_ms(*r)), format_ms(parts[0]),
-                      format_ms(parts[1]), format_ms(parts[2]), format_ms(parts[3])});
-    double sum = parts[0] + parts[1] + parts[2] + parts[3];
+    if (data) parts.insert(parts.begin(), number_at(r->data, "/timing/data/median"));
+    std::vector<std::string> row{case_id(*r), format_ms(step_median_ms(*r))};
+    for (double v : parts) row.push_back(format_ms(v));
+    if (data && !has(r->data, "/timing/data/median")) row[2] = "-";  // synthetic: no wait
+    t.rows.push_back(row);
+    double sum = 0;
+    for (double v : parts) sum += v;
     if (sum <= 0) continue;
     for (auto& v : parts) v = 100 * v / sum;
     bars.categories.push_back(case_id(*r));

@@ -26,6 +26,29 @@ RecordSummary RecordSummary::of(const json& rec) {
     r.p95_ms = step["p95"].get<double>();
     r.iterations = (*t)["iterations"].get<int64_t>();
     r.samples_per_second = (*t)["samples_per_second"].get<double>();
+    if (auto d = t->find("data"); d != t->end() && d->is_object())
+      r.data_ms = (*d)["median"].get<double>();
+  }
+  if (auto e = rec.find("evaluation"); e != rec.end() && e->is_object()) {
+    char buf[160];
+    if (e->value("status", std::string()) != kStatusOk) {
+      r.evaluation = "evaluation " + e->value("status", std::string()) + ": " +
+                     e->value("reason", std::string());
+    } else if (e->contains("accuracy")) {
+      std::snprintf(buf, sizeof(buf), "test accuracy %.4f (%lld samples)",
+                    (*e)["accuracy"].get<double>(),
+                    static_cast<long long>((*e)["samples"].get<int64_t>()));
+      r.evaluation = buf;
+    } else if (e->contains("perplexity")) {
+      std::snprintf(buf, sizeof(buf), "test perplexity %.2f", (*e)["perplexity"].get<double>());
+      r.evaluation = buf;
+    } else {
+      std::snprintf(buf, sizeof(buf), "test loss %.4f", (*e)["mean_loss"].get<double>());
+      r.evaluation = buf;
+      if (e->contains("accuracy_status"))
+        r.evaluation += " (accuracy " + e->value("accuracy_status", std::string()) + ": " +
+                        e->value("accuracy_reason", std::string()) + ")";
+    }
   }
   if (auto d = rec.find("distributed"); d != rec.end() && d->is_object()) {
     r.ranks = (*d)["ranks"].get<int>();
@@ -51,7 +74,12 @@ std::string case_line(size_t index, size_t total, const RecordSummary& rec) {
                   rec.median_ms, rec.p5_ms, rec.p95_ms, static_cast<long long>(rec.iterations),
                   rec.samples_per_second);
     line += body;
+    if (rec.data_ms >= 0) {
+      std::snprintf(body, sizeof(body), "  data wait %.2f ms", rec.data_ms);
+      line += body;
+    }
   }
+  if (!rec.evaluation.empty()) line += "  " + rec.evaluation;
   if (!rec.reason.empty()) line += "  " + rec.reason;
   if (rec.backend_by_priority) line += "  (backend " + rec.backend + ", by priority)";
   return line;

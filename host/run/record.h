@@ -24,6 +24,10 @@ struct RecordSummary {
   bool weak = false;                 // weak scaling
   std::string backend;               // "" when the case never reached its backend
   bool backend_by_priority = false;  // the host chose the backend (the suite left it unset)
+  // Real data: the median wait for a mini-batch (< 0 when synthetic), and the evaluation's
+  // figures as one text ("test accuracy 0.9731 (9984 samples)"; "" without one).
+  double data_ms = -1;
+  std::string evaluation;
 
   static RecordSummary of(const nlohmann::ordered_json& record);
 };

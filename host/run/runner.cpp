@@ -27,6 +27,7 @@
 #include "core/plugin_registry.h"
 #include "core/stats.h"
 #include "core/synthetic.h"
+#include "run/data_feed.h"
 #include "run/data_parallel.h"
 #include "run/step_loop.h"
 #include "suite/schema.h"
@@ -321,7 +322,7 @@ void reduce_over_ranks(Samples& s, DataParallel* dp, int world_size) {
     s.compute[i] = s.forward[i] + s.backward[i] + s.update[i];
   if (!dp) return;
   for (auto* v : {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce,
-                  &s.compute, &s.upload, &s.wall_step})
+                  &s.compute, &s.upload, &s.wall_step, &s.data})
     dp->all_reduce_max(*v);
   dp->all_reduce_sum(s.loss);
   for (auto& l : s.loss) l /= world_size;
@@ -346,14 +347,17 @@ void dump_params(const std::string& case_id, const dlhost_backend_api* api, dlho
 // --- the record's parts ------------------------------------------------------------------------
 
 json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan& plan,
-                 int world_size, const char* timer) {
+                 int world_size, const char* timer, const DataFeed* feed) {
   Summary step = summarize(s.step);
-  const bool upload = !m.uploads.empty();
+  const bool upload = !m.uploads.empty() || feed != nullptr;
   json timing;
   timing["unit"] = "ms";
   timing["timer"] = timer;
-  timing["input"] = upload ? "upload" : "resident";
-  if (upload) {
+  timing["input"] = feed ? "data" : upload ? "upload" : "resident";
+  if (feed) {
+    timing["upload_pinned"] = feed->pinned();
+    timing["upload_via"] = feed->upload_via();
+  } else if (upload) {
     timing["upload_pinned"] = m.uploads.front().memory->pinned();
     timing["upload_via"] = m.uploads.front().device ? "copy_from_host" : "set_input";
   }
@@ -367,6 +371,8 @@ json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan&
   timing["backward"] = summary_json(summarize(s.backward));
   timing["update"] = summary_json(summarize(s.update));
   if (upload) timing["upload"] = summary_json(summarize(s.upload));
+  // Real data: the step's wait for its mini-batch from the input pipeline (inside `step`).
+  if (feed) timing["data"] = summary_json(summarize(s.data));
   // The host clock around each whole step, its one synchronize included: what the step cost
   // the host, whichever timer split it.
   timing["wall_step"] = summary_json(summarize(s.wall_step));
@@ -381,6 +387,7 @@ json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan&
                            {"update", s.update},
                            {"wall_step", s.wall_step}};
   if (upload) timing["samples"]["upload"] = s.upload;
+  if (feed) timing["samples"]["data"] = s.data;
   return timing;
 }
 
@@ -539,6 +546,35 @@ void finish_status(const Samples& s, const json& p, json& rec) {
   }
 }
 
+// --- real data ---------------------------------------------------------------------------------
+
+// With `epochs`, the whole epochs are the run: warm-up steps first, the rest timed.
+int64_t timed_steps(const json& p, const DataFeed& feed) {
+  const int64_t total = feed.total_steps(), warmup = case_value<int64_t>(p, "warmup");
+  if (total < 0) return case_value<int64_t>(p, "iterations");
+  if (total <= warmup)
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT, std::to_string(case_value<int64_t>(p, "epochs")) +
+                                                  " epoch(s) of " + std::to_string(total) +
+                                                  " steps leave no timed step after " +
+                                                  std::to_string(warmup) + " warm-up steps");
+  return total - warmup;
+}
+
+// The test-split evaluation; a failure there is recorded in its block and keeps the timing.
+json evaluation(DataFeed& feed, DataParallel* dp) {
+  try {
+    json e = feed.evaluate(dp);
+    e["status"] = kStatusOk;
+    return e;
+  } catch (const Error& e) {
+    const bool unimplemented = e.code() == DLHOST_CODE_UNIMPLEMENTED;
+    return json{{"status", unimplemented ? kStatusSkipped : kStatusFailed},
+                {"reason", std::string(code_name(e.code())) + ": " + e.what()}};
+  } catch (const std::exception& e) {
+    return json{{"status", kStatusFailed}, {"reason", e.what()}};
+  }
+}
+
 // --- the case, step by step ---------------------------------------------------------------------
 
 void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
@@ -562,22 +598,35 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   if (case_value<std::string>(p, "comm") != "none") start_data_parallel(p, ctx, plan, device, m, d);
   DataParallel* dp = d.dp.get();
 
+  // Real data: mini-batches from the input pipeline; `epochs` sets the number of steps.
+  std::unique_ptr<DataFeed> feed;
+  json params = p;
+  if (uses_real_data(p)) {
+    feed = std::make_unique<DataFeed>(p, *m.graph, device, m.context.get(), m.model.get(),
+                                      plan.batch, world);
+    params["iterations"] = timed_steps(p, *feed);
+  }
+
   const dlhost_backend_api* api = device.api();
-  StepLoop loop(device, m.context.get(), m.model.get(), dp, m.uploads, ctx);
-  Samples s = train(loop, dp, p, case_start);
+  StepLoop loop(device, m.context.get(), m.model.get(), dp, m.uploads, ctx, feed.get());
+  Samples s = train(loop, dp, params, case_start);
   uint64_t backend_bytes = 0;
   check_status(api->memory_in_use(m.model.get(), &backend_bytes), "memory_in_use");
   if (world.rank == 0) dump_params(in.id, api, m.model.get(), *m.graph);
   reduce_over_ranks(s, dp, world.size);
 
-  rec["timing"] = timing_json(s, p, m, plan, world.size, loop.timer());
+  rec["timing"] = timing_json(s, params, m, plan, world.size, loop.timer(), feed.get());
   if (json profile = backward_profile_json(s, *m.graph, api, m.model.get(), loop.timer());
       !profile.is_null())
     rec["backward_profile"] = profile;
   if (dp) rec["distributed"] = distributed_json(s, p, plan, world, d);
   rec["loss"] = loss_json(s);
   rec["memory"] = memory_json(s.memory, backend_bytes);
-  finish_status(s, p, rec);
+  if (feed) {
+    rec["data"] = feed->describe();
+    if (case_value<bool>(p, "evaluate") && !s.timed_out) rec["evaluation"] = evaluation(*feed, dp);
+  }
+  finish_status(s, params, rec);
 }
 
 }  // namespace

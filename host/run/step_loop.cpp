@@ -24,7 +24,8 @@ enum Mark { kStart, kUploaded, kForward, kBackward, kReduced, kUpdated, kMarks }
 }  // namespace
 
 StepLoop::StepLoop(const BackendDevice& backend, dlhost_context* context, dlhost_model* model,
-                   DataParallel* dp, const std::vector<Upload>& uploads, const RunContext& ctx)
+                   DataParallel* dp, const std::vector<Upload>& uploads, const RunContext& ctx,
+                   DataFeed* feed)
     : backend_(backend),
       api_(backend.api()),
       context_(context),
@@ -32,7 +33,8 @@ StepLoop::StepLoop(const BackendDevice& backend, dlhost_context* context, dlhost
       dp_(dp),
       ready_(dp ? dp->grad_ready() : nullptr),
       uploads_(uploads),
-      ctx_(ctx) {
+      ctx_(ctx),
+      feed_(feed) {
   if (backend.has_events())
     for (int i = 0; i < kMarks; ++i) events_.emplace_back(backend, model);
   traced_ready_.struct_size = DLHOST_GRAD_READY_STRUCT_SIZE;
@@ -60,7 +62,15 @@ void StepLoop::on_grad_ready(void* self, int32_t param) {
 
 StepLoop::~StepLoop() = default;
 
+double StepLoop::take_batch() {
+  if (feed_ == nullptr) return 0;
+  auto t0 = Clock::now();
+  feed_->take();
+  return ms(t0, Clock::now());
+}
+
 void StepLoop::upload() {
+  if (feed_) feed_->upload();
   for (const Upload& u : uploads_) {
     if (u.device)
       backend_.copy_from_host(context_, m_, u.memory->data(), *u.device, 0, u.bytes);
@@ -71,6 +81,7 @@ void StepLoop::upload() {
 
 float StepLoop::warmup_step() {
   progress(0);
+  take_batch();
   upload();
   check_status(api_->forward(m_), "forward");
   progress(1);
@@ -98,8 +109,10 @@ void StepLoop::timed_step(Samples& s) {
 void StepLoop::clock_step(Samples& s) {
   progress(0);
   auto t0 = Clock::now();
+  const double data_ms = take_batch();
+  auto td = Clock::now();
   upload();
-  if (!uploads_.empty()) check_status(api_->synchronize(m_), "synchronize after upload");
+  if (uploads()) check_status(api_->synchronize(m_), "synchronize after upload");
   auto tu = Clock::now();
   synchronized(api_->forward(m_), "forward");
   auto t1 = Clock::now();
@@ -117,7 +130,8 @@ void StepLoop::clock_step(Samples& s) {
   progress(3);
   synchronized(api_->update(m_), "update");
   auto t4 = Clock::now();
-  s.upload.push_back(ms(t0, tu));
+  if (feed_) s.data.push_back(data_ms);
+  s.upload.push_back(ms(td, tu));
   s.forward.push_back(ms(tu, t1));
   s.backward.push_back(ms(t1, t2));
   s.exposed_comm.push_back(ms(t2, t3));
@@ -131,6 +145,7 @@ void StepLoop::event_step(Samples& s) {
   auto& e = events_;
   progress(0);
   auto w0 = Clock::now();
+  const double data_ms = take_batch();  // on the host, before the device's part of the step
   e[kStart].record();
   upload();
   e[kUploaded].record();
@@ -153,7 +168,8 @@ void StepLoop::event_step(Samples& s) {
   s.backward.push_back(e[kBackward].ms_since(e[kForward]));
   s.exposed_comm.push_back(e[kReduced].ms_since(e[kBackward]));
   s.update.push_back(e[kUpdated].ms_since(e[kReduced]));
-  s.step.push_back(e[kUpdated].ms_since(e[kStart]));
+  s.step.push_back(data_ms + e[kUpdated].ms_since(e[kStart]));
+  if (feed_) s.data.push_back(data_ms);
   s.wall_step.push_back(ms(w0, w1));
 }
 
@@ -192,7 +208,7 @@ Samples train(StepLoop& loop, DataParallel* dp, const json& p, Clock::time_point
   const double timeout_s = case_value<double>(p, "timeout");
   Samples s;
   for (auto* v : {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce,
-                  &s.loss, &s.upload, &s.wall_step})
+                  &s.loss, &s.upload, &s.wall_step, &s.data})
     v->reserve(static_cast<size_t>(iterations));
   // Every rank must stop at the same step, or the others would wait in an all-reduce forever.
   auto over_time = [&] {

@@ -2,6 +2,9 @@
 // of [upload,] forward, backward (gradients all-reduced as they become ready), the rest of the
 // all-reduce, and update.
 //
+// With real data (DataFeed), every step first takes its mini-batch from the input pipeline: the
+// time it waited is the step's "data" phase (host clock, inside the step), then uploads it.
+//
 // Two timers. Where the backend exports a stream and events (ABI 1.2), an event is recorded
 // between the phases and the step ends with ONE synchronize; the phases are the device times
 // between events, so a GPU is never drained mid-step. Else ("host_clock", every 1.1 backend) the
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "run/data_feed.h"
 #include "run/data_parallel.h"
 #include "run/runner.h"
 
@@ -45,6 +49,7 @@ struct MemoryFigures {
 struct Samples {
   std::vector<double> step, forward, backward, exposed_comm, update, allreduce, compute, loss;
   std::vector<double> upload, wall_step;
+  std::vector<double> data;  // real data: the wait for the mini-batch (empty when synthetic)
   std::vector<double> warmup_loss;
   // When each gradient became ready (grad_ready), in ms from the start of backward, host clock
   // only: the order of the first timed step, and per position the samples over timed steps.
@@ -57,9 +62,11 @@ struct Samples {
 
 class StepLoop {
  public:
-  // Events are used when `backend` has them; `uploads` may be empty (resident inputs).
+  // Events are used when `backend` has them; `uploads` may be empty (resident inputs); `feed`
+  // is NULL for synthetic data.
   StepLoop(const BackendDevice& backend, dlhost_context* context, dlhost_model* model,
-           DataParallel* dp, const std::vector<Upload>& uploads, const RunContext& ctx);
+           DataParallel* dp, const std::vector<Upload>& uploads, const RunContext& ctx,
+           DataFeed* feed = nullptr);
   ~StepLoop();
   StepLoop(const StepLoop&) = delete;
   StepLoop& operator=(const StepLoop&) = delete;
@@ -71,6 +78,8 @@ class StepLoop {
 
  private:
   void upload();
+  double take_batch();  // ms waited for the next real-data mini-batch; 0 when synthetic
+  bool uploads() const { return !uploads_.empty() || feed_ != nullptr; }
   void clock_step(Samples& s);
   void event_step(Samples& s);
   void synchronized(dlhost_status* status, const char* what);
@@ -91,6 +100,7 @@ class StepLoop {
   size_t traced_ = 0;  // gradients noted in this step
   const std::vector<Upload>& uploads_;
   const RunContext& ctx_;
+  DataFeed* feed_;
   std::vector<DeviceEvent> events_;  // empty: host clock
   int64_t step_ = 0;
 };

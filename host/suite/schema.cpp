@@ -58,6 +58,13 @@ const std::vector<KeySpec>& key_specs() {
     number("loss_scale", false, nullptr);
     boolean("oversubscribe", false);
     choice("input", {"resident", "upload"});  // upload: the batch copied to the device each step
+    // Real data (docs/data.md): `synthetic`, `real` (the directory in $DLHOST_DATA) or a
+    // directory; epochs 0 runs warmup + iterations steps, more runs whole epochs of epoch_size
+    // samples (0: the whole training split); evaluate scores the test split at the end.
+    s.push_back({"data", KeyKind::kText, false, 0, false, {}, "synthetic"});
+    integer("epochs", true, 0, false, 0);
+    integer("epoch_size", true, 0, false, 0);
+    boolean("evaluate", false);
     s.push_back({"options", KeyKind::kOptions, false, 0, false, {}, nullptr});
     s.push_back({"tags", KeyKind::kTags, false, 0, false, {}, nullptr});
     // Extra launcher arguments for multi-rank cases (a hostfile, MCA settings): a list.

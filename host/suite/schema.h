@@ -14,7 +14,8 @@
 
 namespace dlhost {
 
-enum class KeyKind { kName, kInt, kNumber, kBool, kChoice, kOptions, kTags };
+// kText: any non-empty string (a path), checked against no catalog.
+enum class KeyKind { kName, kInt, kNumber, kBool, kChoice, kOptions, kTags, kText };
 
 struct KeySpec {
   std::string name;

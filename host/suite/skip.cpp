@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include <stdexcept>
+
+#include "data/catalog.h"
+#include "data/error.h"
 #include "suite/schema.h"
 
 namespace dlhost {
@@ -39,6 +43,30 @@ std::string rank_skip_reason(const ordered_json& params, int host_cores,
   return "needs " + std::to_string(need) + " cores (" + std::to_string(ranks) + " ranks x " +
          std::to_string(threads) + " threads); this machine has " + std::to_string(host_cores) +
          " (run it under Slurm or with a hostfile)";
+}
+
+std::string data_skip_reason(const ordered_json& params) {
+  const std::string data = case_value<std::string>(params, "data");
+  if (data == "synthetic") {
+    if (case_value<bool>(params, "evaluate"))
+      throw std::invalid_argument("'evaluate: true' needs real data (data: real or a directory)");
+    if (case_value<int64_t>(params, "epochs") > 0)
+      throw std::invalid_argument("'epochs' needs real data (data: real or a directory)");
+    return "";
+  }
+  const std::string network = case_value_if<std::string>(params, "network").value_or("");
+  const auto family = data::family_for_network(network);
+  if (!family)
+    throw std::invalid_argument("network '" + network +
+                                "' trains on synthetic data only: 'data' must be synthetic "
+                                "(real data: fcnr, lenet, autoencoder on MNIST; alexnet_r, "
+                                "resnet56 on CIFAR-10; lstm_ptb on PTB)");
+  try {
+    data::find_files(*family, data::resolve_data_dir(data == "real" ? "" : data));
+  } catch (const data::DataError& e) {
+    return std::string("real data: ") + e.what();
+  }
+  return "";
 }
 
 void apply_rank_skips(Suite& suite, int host_cores,

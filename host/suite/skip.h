@@ -2,6 +2,7 @@
 // threads than the machine has cores (decided when the suite loads), and a multi-rank case that
 // needs ranks x threads cores on a machine that has fewer and no other hosts to spread to
 // (decided by `dlhost run`/`validate`, which know the command line's launcher arguments).
+// A case on real data whose data set is not on this machine (decided when the suite loads).
 // A name that is not installed (network, backend, comm) is the loader's catalog check.
 // Pure functions of their arguments and the environment (SLURM_JOB_ID); thread-safe.
 #pragma once
@@ -29,6 +30,12 @@ std::string thread_skip_reason(const nlohmann::ordered_json& params, int host_co
 // oversubscribe nor go to other hosts.
 std::string rank_skip_reason(const nlohmann::ordered_json& params, int host_cores,
                              const std::vector<std::string>& cli_launcher_args);
+
+// "" for synthetic data or when the case's data set is all there; else why not, naming the path
+// (`data: real` with $DLHOST_DATA unset, a directory that is not one, a file of the network's
+// data set that is missing). Throws std::invalid_argument when the network trains on no real
+// data set: an error of the suite, not of this machine.
+std::string data_skip_reason(const nlohmann::ordered_json& params);
 
 // Sets rank_skip_reason on every case that has no skip reason yet.
 void apply_rank_skips(Suite& suite, int host_cores,

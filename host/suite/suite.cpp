@@ -24,6 +24,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 
 namespace dlhost {
@@ -197,6 +198,8 @@ std::string expected_text(const KeySpec& spec) {
       return "a map of plugin name -> map of option -> scalar";
     case Kind::kTags:
       return "a list of strings";
+    case Kind::kText:
+      return "a non-empty string";
   }
   return "";
 }
@@ -602,6 +605,9 @@ class Loader {
       case Kind::kChoice:
         if (!node.IsScalar() || !contains(spec.choices, text)) bad(describe(node));
         return text;
+      case Kind::kText:
+        if (!node.IsScalar() || text.empty()) bad(describe(node));
+        return text;
       case Kind::kBool: {
         bool b = false;
         if (!plain || !parse_bool(text, &b)) bad(describe(node));
@@ -981,6 +987,11 @@ class Loader {
     if (std::string why = thread_skip_reason(params, host_cores_); !why.empty()) {
       reasons.push_back(why);
     }
+    try {
+      if (std::string why = data_skip_reason(params); !why.empty()) reasons.push_back(why);
+    } catch (const std::invalid_argument& e) {
+      fail(entry.where, e.what());
+    }
     built.spec.skip_reason = join(reasons, "; ");
     return built;
   }
@@ -1016,6 +1027,7 @@ class Loader {
 
   void assign_ids(std::vector<BuiltCase>* built) const {
     static const std::set<std::string> kFixed = {"network", "backend", "batch", "threads"};
+    static const std::set<std::string> kNamedWhenSet = {"data", "epochs", "epoch_size", "evaluate"};
     std::set<std::string> include_keys;
     for (const Entry& inc : includes_) {
       for (const auto& kv : inc.values.items()) include_keys.insert(kv.first);
@@ -1037,6 +1049,10 @@ class Loader {
       if (p.contains("batch")) id += ".b" + id_text(p["batch"]);
       id += ".t" + id_text(p["threads"]);
       for (const std::string& key : shown) {
+        // The real-data keys are named only where they leave their default, so adding a
+        // real-data case to a suite keeps the ids (and results) of its synthetic cases.
+        if (kNamedWhenSet.count(key) && p.contains(key) && p[key] == find_key_spec(key)->def)
+          continue;
         if (p.contains(key)) id += "." + key + "=" + id_text(p[key]);
       }
       b.spec.id = sanitize_id(id);

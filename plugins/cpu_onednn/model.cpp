@@ -435,6 +435,22 @@ void Model::read_param(int32_t id, int32_t part, void* data, size_t bytes) {
   });
 }
 
+// The value in the tensor's internal layout, reordered into the canonical row-major one.
+void Model::read_tensor(int32_t id, void* data, size_t bytes) {
+  Tensor& t = tensor(id);
+  if (t.dtype != DLHOST_DTYPE_F32 || !t.value)
+    sdk::invalid("cpu_onednn: read_tensor: " + t.name + " is not a float32 tensor with a value");
+  if (bytes != static_cast<size_t>(t.elements) * 4)
+    sdk::invalid("cpu_onednn: read_tensor: " + t.name + " holds " + std::to_string(t.elements * 4) +
+                 " bytes, got " + std::to_string(bytes));
+  with_dnnl("read_tensor " + t.name, [&] {
+    dnnl::memory user(plain_md(t.dims, dnnl::memory::data_type::f32), context_.engine, data);
+    dnnl::memory internal = t.value;  // a handle copy: execute() wants non-const
+    dnnl::reorder(internal, user).execute(context_.stream, internal, user);
+    context_.stream.wait();
+  });
+}
+
 void Model::write_param(int32_t id, int32_t part, const void* data, size_t bytes) {
   Param& p = param(id);
   dnnl::memory internal = part_of(p, part);  // a handle copy: execute() wants non-const

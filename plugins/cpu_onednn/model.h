@@ -96,6 +96,7 @@ class Model final : public sdk::Model {
   float loss() const override { return loss_; }
   void param_buffers(int32_t param, dlhost_buffer* value, dlhost_buffer* grad) override;
   void read_param(int32_t param, int32_t part, void* data, size_t bytes) override;
+  void read_tensor(int32_t tensor, void* data, size_t bytes) override;
   void write_param(int32_t param, int32_t part, const void* data, size_t bytes) override;
   sdk::ModelInfo info() const override;
 

@@ -609,6 +609,17 @@ void Model::update() {
                p.value.data(), p.velocity.empty() ? nullptr : p.velocity.data());
 }
 
+void Model::read_tensor(int32_t id, void* data, size_t bytes) {
+  const Tensor& t = tensor(id);
+  if (t.dtype != DLHOST_DTYPE_F32)
+    sdk::invalid("cpu_reference: read_tensor: '" + t.name + "' is not float32");
+  const size_t expected = static_cast<size_t>(t.count) * 4;
+  if (bytes != expected || t.value.size() * 4 != expected)
+    sdk::invalid("cpu_reference: read_tensor: '" + t.name + "' holds " + std::to_string(expected) +
+                 " bytes, got " + std::to_string(bytes));
+  std::memcpy(data, t.value.data(), bytes);
+}
+
 float Model::loss() const { return tensors_[loss_tensor_].value[0]; }
 
 // --- parameters ------------------------------------------------------------------------------

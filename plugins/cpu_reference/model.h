@@ -40,6 +40,8 @@ class Model final : public dlhost::sdk::Model {
   void read_param(int32_t param, int32_t part, void* data, size_t bytes) override;
   void write_param(int32_t param, int32_t part, const void* data, size_t bytes) override;
 
+  void read_tensor(int32_t tensor, void* data, size_t bytes) override;
+
   dlhost::sdk::ModelInfo info() const override;
 
  private:

@@ -95,7 +95,7 @@ class NcclPlugin : public ::testing::Test {
 
 TEST_F(NcclPlugin, DescribesItselfAsADeviceMemoryComm) {
   EXPECT_EQ(plugin->abi_major, 1u);
-  EXPECT_EQ(plugin->abi_minor, 2u);
+  EXPECT_EQ(plugin->abi_minor, static_cast<uint32_t>(DLHOST_ABI_MINOR));
   dlhost_comm_caps caps{};
   caps.struct_size = DLHOST_COMM_CAPS_STRUCT_SIZE;
   ASSERT_EQ(code_of(api->capabilities(&caps)), DLHOST_CODE_OK);

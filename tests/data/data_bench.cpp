@@ -24,54 +24,10 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Learnable images of random classes (learnable_image), valid files of the real sizes, so the
-// same files serve the throughput figures here and a short training run whose loss must fall.
-std::vector<uint8_t> records(int64_t n, int64_t c, int64_t side, std::mt19937_64& rng,
-                             std::vector<uint8_t>& labels) {
-  std::vector<uint8_t> pixels(static_cast<size_t>(n * c * side * side));
-  labels.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    labels[i] = static_cast<uint8_t>(rng() % 10);
-    testing::learnable_image(pixels.data() + i * c * side * side, labels[i], c, side, side, rng);
-  }
-  return pixels;
-}
-
-void write_mnist(const std::filesystem::path& dir, const std::string& prefix, int64_t n, bool gzip,
-                 std::mt19937_64& rng) {
-  std::vector<uint8_t> labels;
-  auto pixels = records(n, 1, 28, rng, labels);
-  auto images = testing::mnist_images(0);  // the header, then its count fixed below
-  std::vector<uint8_t> label_file = testing::mnist_labels(0);
-  for (int shift = 24, k = 4; shift >= 0; shift -= 8, ++k)
-    images[k] = label_file[k] = static_cast<uint8_t>(n >> shift);
-  images.insert(images.end(), pixels.begin(), pixels.end());
-  label_file.insert(label_file.end(), labels.begin(), labels.end());
-  const std::string gz = gzip ? ".gz" : "";
-  testing::write_bytes((dir / (prefix + "-images-idx3-ubyte" + gz)).string(), images, gzip);
-  testing::write_bytes((dir / (prefix + "-labels-idx1-ubyte" + gz)).string(), label_file, gzip);
-}
-
-void write_cifar(const std::filesystem::path& path, int64_t n, std::mt19937_64& rng) {
-  std::vector<uint8_t> labels;
-  auto pixels = records(n, 3, 32, rng, labels);
-  std::vector<uint8_t> out;
-  out.reserve(static_cast<size_t>(n) * 3073);
-  for (int64_t i = 0; i < n; ++i) {
-    out.push_back(labels[i]);
-    out.insert(out.end(), pixels.begin() + i * 3072, pixels.begin() + (i + 1) * 3072);
-  }
-  testing::write_bytes(path.string(), out);
-}
-
+// Learnable images of random classes (data_files.h), valid files of the real sizes, so the same
+// files serve the throughput figures here and a short training run whose loss must fall.
 void write_sets(const std::filesystem::path& dir) {
-  std::mt19937_64 rng(1);
-  write_mnist(dir / "mnist", "train", 60000, true, rng);
-  write_mnist(dir / "mnist", "t10k", 10000, false, rng);
-  for (int b = 1; b <= 5; ++b)
-    write_cifar(dir / ("cifar-10-batches-bin/data_batch_" + std::to_string(b) + ".bin"), 10000,
-                rng);
-  write_cifar(dir / "cifar-10-batches-bin/test_batch.bin", 10000, rng);
+  testing::write_learnable_sets(dir, 60000, 10000, 10000, 10000, 0);
 }
 
 void measure(const char* name, const Dataset& d, int64_t batch, int64_t epochs,

@@ -138,4 +138,83 @@ inline void write_text(const std::string& path, const std::string& text) {
   write_bytes(path, std::vector<uint8_t>(text.begin(), text.end()));
 }
 
+// n learnable images (learnable_image) of random classes: pixels [n, c, side, side], `labels`.
+inline std::vector<uint8_t> learnable_records(int64_t n, int64_t c, int64_t side,
+                                              std::mt19937_64& rng, std::vector<uint8_t>& labels) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(n * c * side * side));
+  labels.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    labels[i] = static_cast<uint8_t>(rng() % 10);
+    learnable_image(pixels.data() + i * c * side * side, labels[i], c, side, side, rng);
+  }
+  return pixels;
+}
+
+// PREFIX-images-idx3-ubyte and PREFIX-labels-idx1-ubyte (.gz when gzip) of n learnable images.
+inline void write_learnable_mnist(const fs::path& dir, const std::string& prefix, int64_t n,
+                                  bool gzip, std::mt19937_64& rng) {
+  std::vector<uint8_t> labels;
+  auto pixels = learnable_records(n, 1, 28, rng, labels);
+  auto images = mnist_images(0);  // the header, then its count fixed below
+  std::vector<uint8_t> label_file = mnist_labels(0);
+  for (int shift = 24, k = 4; shift >= 0; shift -= 8, ++k)
+    images[k] = label_file[k] = static_cast<uint8_t>(n >> shift);
+  images.insert(images.end(), pixels.begin(), pixels.end());
+  label_file.insert(label_file.end(), labels.begin(), labels.end());
+  const std::string gz = gzip ? ".gz" : "";
+  write_bytes((dir / (prefix + "-images-idx3-ubyte" + gz)).string(), images, gzip);
+  write_bytes((dir / (prefix + "-labels-idx1-ubyte" + gz)).string(), label_file, gzip);
+}
+
+// One CIFAR-10 binary batch of n learnable records.
+inline void write_learnable_cifar(const fs::path& path, int64_t n, std::mt19937_64& rng) {
+  std::vector<uint8_t> labels;
+  auto pixels = learnable_records(n, 3, 32, rng, labels);
+  std::vector<uint8_t> out;
+  out.reserve(static_cast<size_t>(n) * 3073);
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(labels[i]);
+    out.insert(out.end(), pixels.begin() + i * 3072, pixels.begin() + (i + 1) * 3072);
+  }
+  write_bytes(path.string(), out);
+}
+
+// PTB-style text of `words` words in lines of 20 over a vocabulary of `vocabulary` words
+// ("w0".."wN"), learnable: each word is followed by (7 w + 3) mod N nine times in ten, by a
+// random word otherwise, so a language model's perplexity falls far below N.
+inline std::string learnable_text(int64_t words, int vocabulary, std::mt19937_64& rng) {
+  std::string text;
+  int w = static_cast<int>(rng() % static_cast<uint64_t>(vocabulary));
+  for (int64_t i = 0; i < words; ++i) {
+    text += "w" + std::to_string(w) + ((i + 1) % 20 == 0 ? "\n" : " ");
+    w = rng() % 10 < 9 ? (7 * w + 3) % vocabulary
+                       : static_cast<int>(rng() % static_cast<uint64_t>(vocabulary));
+  }
+  return text + "\n";
+}
+
+// The three families under dir in the layout of the official downloads (docs/data.md), learnable;
+// a count of 0 leaves that family out. MNIST's training files are gzip-compressed, its test files
+// not (both forms are read). PTB: train, valid and test texts of ptb_words, ptb_words / 10 each.
+inline void write_learnable_sets(const fs::path& dir, int64_t mnist_train, int64_t mnist_test,
+                                 int64_t cifar_per_batch, int64_t cifar_test, int64_t ptb_words,
+                                 uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  if (mnist_train > 0) {
+    write_learnable_mnist(dir / "mnist", "train", mnist_train, true, rng);
+    write_learnable_mnist(dir / "mnist", "t10k", mnist_test, false, rng);
+  }
+  if (cifar_per_batch > 0) {
+    for (int b = 1; b <= 5; ++b)
+      write_learnable_cifar(dir / ("cifar-10-batches-bin/data_batch_" + std::to_string(b) + ".bin"),
+                            cifar_per_batch, rng);
+    write_learnable_cifar(dir / "cifar-10-batches-bin/test_batch.bin", cifar_test, rng);
+  }
+  if (ptb_words > 0) {
+    write_text((dir / "ptb/ptb.train.txt").string(), learnable_text(ptb_words, 200, rng));
+    write_text((dir / "ptb/ptb.valid.txt").string(), learnable_text(ptb_words / 10, 200, rng));
+    write_text((dir / "ptb/ptb.test.txt").string(), learnable_text(ptb_words / 10, 200, rng));
+  }
+}
+
 }  // namespace dlhost::data::testing

@@ -227,3 +227,29 @@ TEST(Report, TimeTableKeepsNetworksInFirstSeenOrder) {
   EXPECT_EQ(t.rows[1][0], "fcn8");
   EXPECT_EQ(t.rows[2][0], "alexnet");
 }
+
+// Real data: the phase split gains a `data` column (the wait for the input pipeline) where a
+// record has `timing.data`; a synthetic record beside it shows "-" there.
+TEST(Report, PhaseSplitHasADataColumnForRealData) {
+  const std::string folder = fresh_folder("real_data");
+  std::ifstream in(kData + "/results.jsonl");
+  std::string first;
+  std::getline(in, first);
+  auto synthetic = nlohmann::ordered_json::parse(first);
+  auto real = synthetic;
+  real["case_id"] = synthetic["case_id"].get<std::string>() + ".data=real";
+  real["timing"]["data"] = synthetic["timing"]["update"];
+  real["timing"]["data"]["median"] = 0.25;
+  std::ofstream(folder + "/real.jsonl") << synthetic.dump() << "\n" << real.dump() << "\n";
+  ReportOptions o;
+  o.inputs = {folder + "/real.jsonl"};
+  o.folder = folder;
+  o.gnuplot = "";
+  Document doc = write_report(o);
+  const Table& phases = first_table(section(doc, "Where a mini-batch goes (E1)"));
+  ASSERT_EQ(phases.header, (std::vector<std::string>{"case", "step", "data", "forward", "backward",
+                                                     "exposed comm", "update"}));
+  ASSERT_EQ(phases.rows.size(), 2u);
+  EXPECT_EQ(phases.rows[0][2], "-");
+  EXPECT_EQ(phases.rows[1][2], "0.250");
+}

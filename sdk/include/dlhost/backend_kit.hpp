@@ -153,6 +153,15 @@ class Model {
   virtual void read_param(int32_t param, int32_t part, void* data, size_t bytes) = 0;
   virtual void write_param(int32_t param, int32_t part, const void* data, size_t bytes) = 0;
   virtual ModelInfo info() const = 0;
+  // ABI 1.3 (DLHOST_EXT_TENSOR_READ, published when Backend::reads_tensors()): the F32 value of
+  // `tensor` after the last forward, canonical row-major, exactly elements * 4 bytes; the kit
+  // synchronizes first.
+  virtual void read_tensor(int32_t tensor, void* data, size_t bytes) {
+    (void)data;
+    (void)bytes;
+    unimplemented(std::string(detail::plugin_name()) + ": read_tensor of tensor " +
+                  std::to_string(tensor));
+  }
   // Bytes held on the device now; by default what info() counts.
   virtual uint64_t memory_in_use() const {
     ModelInfo i = info();
@@ -180,6 +189,9 @@ class Backend {
   // Published as DLHOST_EXT_BACKEND_CAPS when set; asked once. Without it the host runs only
   // fp32 cases on the backend.
   virtual std::optional<Capabilities> capabilities() const { return std::nullopt; }
+  // True when its models implement Model::read_tensor: the kit then publishes
+  // DLHOST_EXT_TENSOR_READ.
+  virtual bool reads_tensors() const { return false; }
   // `device` is already checked against device_count(), and "precision" against capabilities().
   virtual std::unique_ptr<ContextT> open(int32_t device, const Options& options) = 0;
   // Graph and optimizer are borrowed for the call and already checked for struct_size.
@@ -293,6 +305,7 @@ struct BackendTable {
   static const dlhost_extension* extensions() {
     static ExtensionChain chain;
     static dlhost_backend_caps_ext caps_ext{};
+    static dlhost_tensor_read_ext read_ext{};
     static std::once_flag once;
     std::call_once(once, [] {
       if (auto declared = backend().options()) chain.declare_options(std::move(*declared));
@@ -301,6 +314,12 @@ struct BackendTable {
         caps_ext.type = DLHOST_EXT_BACKEND_CAPS;
         caps_ext.capabilities = capabilities;
         chain.link(&caps_ext);
+      }
+      if (backend().reads_tensors()) {
+        read_ext = make_struct<dlhost_tensor_read_ext>(DLHOST_TENSOR_READ_EXT_STRUCT_SIZE);
+        read_ext.type = DLHOST_EXT_TENSOR_READ;
+        read_ext.read_tensor = read_tensor;
+        chain.link(&read_ext);
       }
     });
     return chain.head();
@@ -379,6 +398,14 @@ struct BackendTable {
   static dlhost_status* write_param(dlhost_model* m, int32_t param, int32_t part, const void* data,
                                     size_t bytes) {
     return guard([&] { model(m, "write_param").write_param(param, part, data, bytes); });
+  }
+  static dlhost_status* read_tensor(dlhost_model* m, int32_t tensor, void* data, size_t bytes) {
+    return guard([&] {
+      Model& mod = model(m, "read_tensor");
+      if (data == nullptr) invalid(std::string(plugin_name()) + ": read_tensor: data is NULL");
+      mod.synchronize();
+      mod.read_tensor(tensor, data, bytes);
+    });
   }
   static dlhost_status* memory_in_use(dlhost_model* m, uint64_t* bytes) {
     return guard([&] {

@@ -48,7 +48,8 @@ typedef enum dlhost_extension_type {
   DLHOST_EXT_OPTION_SCHEMA = 5, /* dlhost_option_schema_ext, in any plugin's chain */
   DLHOST_EXT_COMM_STREAM = 6,   /* dlhost_comm_stream_ext, in dlhost_comm_init_args.extensions */
   DLHOST_EXT_COMM_GROUP = 7,    /* dlhost_comm_group_ext, in a comm's plugin chain */
-  DLHOST_EXT_COMM_ABORT = 8     /* dlhost_comm_abort_ext, in a comm's plugin chain */
+  DLHOST_EXT_COMM_ABORT = 8,    /* dlhost_comm_abort_ext, in a comm's plugin chain */
+  DLHOST_EXT_TENSOR_READ = 9    /* dlhost_tensor_read_ext, in a backend's plugin chain (1.3) */
 } dlhost_extension_type;
 
 /* ---------------------------------------------------------------------------------------------
@@ -268,6 +269,22 @@ typedef struct dlhost_comm_abort_ext {
   void (*abort)(dlhost_comm* comm);
 } dlhost_comm_abort_ext;
 #define DLHOST_COMM_ABORT_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_comm_abort_ext, abort)
+
+/* ---------------------------------------------------------------------------------------------
+ * ABI 1.3: the value of a tensor after a forward, for the host's evaluation on a test split
+ * (`evaluate: true`: test accuracy from the logits, the input of softmax_cross_entropy). */
+typedef struct dlhost_tensor_read_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_TENSOR_READ */
+  const dlhost_extension* next;
+  /* Copies the F32 value of graph tensor `tensor` (a node's output, or an input) as the last
+   * forward left it, in the tensor's canonical row-major layout (its dims, innermost last), into
+   * host memory of exactly its element count * 4 bytes; `data` is borrowed for the call.
+   * INVALID_ARGUMENT for another size or a non-F32 tensor; UNIMPLEMENTED for a tensor the backend
+   * does not keep (e.g. computed in place and overwritten). Synchronizes. */
+  dlhost_status* (*read_tensor)(dlhost_model* model, int32_t tensor, void* data, size_t bytes);
+} dlhost_tensor_read_ext;
+#define DLHOST_TENSOR_READ_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_tensor_read_ext, read_tensor)
 
 /* Finds the extension of `type` in a chain, or NULL. A reader then checks struct_size against
  * the part it needs. */
