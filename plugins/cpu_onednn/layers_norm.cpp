@@ -88,8 +88,8 @@ class BatchNormLayer : public NodeLayer {
     Steps post;
     // oneDNN computes the data gradient in any case; nobody reads it when nothing upstream
     // learns.
-    memory diff_src =
-        x.needs_grad ? m.diff_sink(x, pd.diff_src_desc(), post, what) : m.alloc(pd.diff_src_desc());
+    memory diff_src = x.needs_grad ? m.diff_sink(x, pd.diff_src_desc(), post, what)
+                                   : m.scratch(pd.diff_src_desc());
     m.add_primitive(steps, what, dnnl::batch_normalization_backward(pd), pd,
                     {{DNNL_ARG_SRC, x.value},
                      {DNNL_ARG_MEAN, mean_},
