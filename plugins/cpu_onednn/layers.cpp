@@ -164,7 +164,8 @@ class FcLayer : public WeightedLayer {
       wdims = {a_.out_features, features};
     }
     wdims_ = wdims;
-    if (flat_ || x.md == plain_md(x.dims, dt::f32)) {
+    const int64_t rows = x.dims[0] * (flat_ ? x.dims[1] : 1);
+    if (rows >= kGemmMinRows && (flat_ || x.md == plain_md(x.dims, dt::f32))) {
       build_forward_gemm(m, steps, x, y, src);
       return;
     }
@@ -238,12 +239,15 @@ class FcLayer : public WeightedLayer {
     if (fast(candidate) && candidate.src_desc() == pd_.src_desc()) pd_ = candidate;
   }
 
-  // An FC over a plain source (the FC stacks, the per-step decoder of the language models) is
-  // three plain GEMMs: the forward a matmul primitive with the bias fused, the two gradients
-  // dnnl_sgemm calls. oneDNN 2.6's inner-product backward kernels (brgemm_bwd_w/bwd_d on
-  // AVX-512) took 1.3-1.7x the time of dnnl_sgemm for the same product (the LSTM decoder's
-  // [4096 x 256] x [256 x 10000]: 2.2 s against 1.35 s under the same load), and plain weights
-  // are the canonical layout, so no reorder is ever needed.
+  // An FC over a plain source of many rows (the per-step decoder of the language models, FCN-R's
+  // batch of 1024) is three plain GEMMs: the forward a matmul primitive with the bias fused,
+  // the two gradients dnnl_sgemm calls. There oneDNN 2.6's inner-product backward kernels
+  // (brgemm_bwd_w/bwd_d on AVX-512) took 1.3-1.7x the time of dnnl_sgemm for the same product
+  // (the LSTM decoder's [4096 x 256] x [256 x 10000]: 2.2 s against 1.35 s under the same
+  // load), and plain weights are the canonical layout, so no reorder is ever needed. With few
+  // rows (FCN-5's batch of 64) the blocked inner product's forward is the faster one, and the
+  // whole FCN-5 step measured 1.08-1.12x slower on this path, so those keep it.
+  static constexpr int64_t kGemmMinRows = 256;
   void build_forward_gemm(Model& m, Steps& steps, Tensor& x, Tensor& y, const memory& src) {
     gemm_ = true;
     rows_ = x.dims[0] * (flat_ ? x.dims[1] : 1);
