@@ -504,6 +504,19 @@ TEST(cpu_onednn, FcGradients2D) {
         1e-2f);
 }
 
+TEST(cpu_onednn, FcGradientsManyRows) {
+  // 300 rows take the plain-GEMM path (matmul forward, dnnl_sgemm gradients, bias column sums);
+  // the tanh between the layers runs in place over fc1's output.
+  for (bool bias : {true, false})
+    check_ce_gradients(
+        bias ? "fc_rows_bias" : "fc_rows_nobias", 300, {5},
+        [&](GraphBuilder& b, int32_t x) {
+          x = b.activation("tanh", b.fc("fc1", x, fc(6, bias)), act(DLHOST_ACTIVATION_TANH));
+          return b.fc("fc2", x, fc(4, bias));
+        },
+        1e-2f);
+}
+
 TEST(cpu_onednn, FcGradients4D) {
   // The inner product reads a 4-D source: plain from the input, blocked after a convolution.
   check_ce_gradients(

@@ -27,6 +27,17 @@ inline bool fast(const dnnl::primitive_desc_base& pd) {
   return pd && std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
 }
 
+// Whether a node may overwrite tensor `x` with its output: it is x's only reader, and x's
+// producer does not read its own output in backward (these read their sources, or nothing).
+// Graph inputs never qualify.
+inline bool may_overwrite(const Tensor& x) {
+  const int32_t p = x.producer_op;
+  const bool producer_forgets_output = p == DLHOST_OP_CONV2D || p == DLHOST_OP_FC ||
+                                       p == DLHOST_OP_BATCH_NORM || p == DLHOST_OP_ADD ||
+                                       p == DLHOST_OP_POOL2D || p == DLHOST_OP_LRN;
+  return x.consumers == 1 && producer_forgets_output;
+}
+
 // Another descriptor over the same bytes (a [N, T, C] tensor seen as [N*T, C], or as oneDNN's
 // RNN [T, N, C] with the ntc tag). The caller keeps `mem` alive as long as the view.
 inline dnnl::memory view(const dnnl::memory& mem, const Md& md) {

@@ -4,6 +4,7 @@
 // primitive forward and one backward; only the dropout mask and the running statistics are
 // plain loops. Layers exist only while a model compiles, as in layers.cpp.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dlhost/dlhost.hpp"
@@ -88,8 +89,8 @@ class BatchNormLayer : public NodeLayer {
     Steps post;
     // oneDNN computes the data gradient in any case; nobody reads it when nothing upstream
     // learns.
-    memory diff_src =
-        x.needs_grad ? m.diff_sink(x, pd.diff_src_desc(), post, what) : m.alloc(pd.diff_src_desc());
+    memory diff_src = x.needs_grad ? m.diff_sink(x, pd.diff_src_desc(), post, what)
+                                   : m.scratch(pd.diff_src_desc());
     m.add_primitive(steps, what, dnnl::batch_normalization_backward(pd), pd,
                     {{DNNL_ARG_SRC, x.value},
                      {DNNL_ARG_MEAN, mean_},
@@ -195,12 +196,24 @@ class AddLayer : public NodeLayer {
       bad("inputs " + dims_str(a.dims) + " and " + dims_str(b.dims) + ", output " +
           dims_str(y.dims));
     const std::string what = name_ + ": add";
-    memory second = m.as_layout(b.value, a.md, steps, what);
-    m.alloc_tensor(y, a.md);
+    memory first = a.value, second = m.as_layout(b.value, a.md, steps, what);
+    // The sum overwrites an input where may_overwrite allows (the residual's last batch norm,
+    // as PyTorch's `out += identity`): backward reads neither input. oneDNN's binary works in
+    // place on its first source.
+    if (may_overwrite(a)) {
+      y.md = a.md;
+      y.value = a.value;
+    } else if (may_overwrite(b) && b.md == a.md) {
+      std::swap(first, second);
+      y.md = a.md;
+      y.value = b.value;
+    } else {
+      m.alloc_tensor(y, a.md);
+    }
     dnnl::binary::primitive_desc pd(dnnl::binary::desc(algorithm::binary_add, a.md, a.md, a.md),
                                     m.attr(), m.engine());
     m.add_primitive(steps, what, dnnl::binary(pd), pd,
-                    {{DNNL_ARG_SRC_0, a.value}, {DNNL_ARG_SRC_1, second}, {DNNL_ARG_DST, y.value}});
+                    {{DNNL_ARG_SRC_0, first}, {DNNL_ARG_SRC_1, second}, {DNNL_ARG_DST, y.value}});
   }
 
   void build_backward(Model& m, Steps& steps) override {

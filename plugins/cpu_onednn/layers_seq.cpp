@@ -179,11 +179,11 @@ class LstmLayer : public NodeLayer {
       Steps post;
       memory diff_src;
       if (l > 0) {
-        diff_src = m.alloc(src_md);  // the diff_dst of the layer below
+        diff_src = m.scratch(src_md);  // the diff_dst of the layer below
       } else if (x.needs_grad) {
         diff_src = view(m.diff_sink(x, plain_md(x.dims, dt::f32), post, what), src_md);
       } else {
-        diff_src = m.alloc(src_md);  // computed by oneDNN in any case, read by nobody
+        diff_src = m.scratch(src_md);  // computed by oneDNN in any case, read by nobody
       }
       memory dw = m.output_as(m.param(layer.weight).grad, pd.diff_weights_layer_desc(), post, what);
       memory dwi =

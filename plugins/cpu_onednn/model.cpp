@@ -94,6 +94,8 @@ Model::Model(const Context& context, const dlhost_graph* graph,
     for (int32_t i = 0; i < node.num_inputs; ++i) grad = grad || tensor(node.inputs[i]).needs_grad;
     Tensor& out = tensor(node.output);
     out.needs_grad = grad && !out.is_loss;
+    out.producer_op = node.op;
+    for (int32_t i = 0; i < node.num_inputs; ++i) ++tensor(node.inputs[i]).consumers;
   }
 
   for (int32_t n = 0; n < graph->num_nodes; ++n) {
@@ -107,8 +109,13 @@ Model::Model(const Context& context, const dlhost_graph* graph,
   for (int32_t n = graph->num_nodes - 1; n >= 0; --n) {
     const dlhost_node& node = *graph->nodes[n];
     std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
+    building_backward_ = true;
     with_dnnl("node " + name, [&] { layers_[n]->build_backward(*this, backward_steps_); });
+    building_backward_ = false;
     release_diff(tensor(node.output));
+    for (const dnnl::memory& buffer : node_scratches_)
+      free_diffs_.emplace_back(buffer.get_desc().get_size(), buffer);
+    node_scratches_.clear();
   }
   for (const Param& p : params_)
     if (!p.value) sdk::invalid("cpu_onednn: parameter " + p.name + " belongs to no node");
@@ -161,20 +168,27 @@ void Model::alloc_tensor(Tensor& t, const Md& md) {
 dnnl::memory& Model::diff_of(Tensor& t) {
   if (!t.needs_grad) sdk::invalid("cpu_onednn: tensor " + t.name + " has no gradient");
   if (t.diff) return t.diff;
-  const size_t bytes = t.md.get_size();
-  // Best fit among the free buffers, else a new one.
+  t.diff_buffer = take_pooled(t.md.get_size());
+  t.diff = dnnl::memory(t.md, context_.engine, t.diff_buffer.get_data_handle());
+  return t.diff;
+}
+
+dnnl::memory Model::take_pooled(size_t bytes) {
   auto best = free_diffs_.end();
   for (auto it = free_diffs_.begin(); it != free_diffs_.end(); ++it)
     if (it->first >= bytes && (best == free_diffs_.end() || it->first < best->first)) best = it;
-  if (best != free_diffs_.end()) {
-    t.diff_buffer = best->second;
-    free_diffs_.erase(best);
-  } else {
-    t.diff_buffer = alloc(Md({static_cast<int64_t>(bytes)}, dnnl::memory::data_type::u8,
-                             dnnl::memory::format_tag::a));
-  }
-  t.diff = dnnl::memory(t.md, context_.engine, t.diff_buffer.get_data_handle());
-  return t.diff;
+  if (best == free_diffs_.end())
+    return alloc(Md({static_cast<int64_t>(bytes)}, dnnl::memory::data_type::u8,
+                    dnnl::memory::format_tag::a));
+  dnnl::memory buffer = best->second;
+  free_diffs_.erase(best);
+  return buffer;
+}
+
+dnnl::memory Model::scratch(const Md& md) {
+  if (!building_backward_) return alloc(md);
+  node_scratches_.push_back(take_pooled(md.get_size()));
+  return dnnl::memory(md, context_.engine, node_scratches_.back().get_data_handle());
 }
 
 void Model::release_diff(Tensor& t) {
@@ -186,7 +200,7 @@ void Model::release_diff(Tensor& t) {
 dnnl::memory Model::as_layout(const dnnl::memory& mem, const Md& want, Steps& steps,
                               const std::string& what) {
   if (mem.get_desc() == want) return mem;
-  dnnl::memory out = alloc(want);
+  dnnl::memory out = scratch(want);
   dnnl::reorder::primitive_desc pd(context_.engine, mem.get_desc(), context_.engine, want, attr_);
   add_primitive(steps, what + ": reorder", dnnl::reorder(pd), pd,
                 {{DNNL_ARG_FROM, mem}, {DNNL_ARG_TO, out}});
@@ -198,13 +212,13 @@ dnnl::memory Model::diff_sink(Tensor& t, const Md& produced, Steps& post, const 
   t.diff_written = true;
   diff_of(t);
   if (!accumulate && produced == t.md) return t.diff;
-  dnnl::memory scratch = alloc(produced);
-  dnnl::memory in_layout = scratch;
+  dnnl::memory produced_mem = scratch(produced);
+  dnnl::memory in_layout = produced_mem;
   if (!(produced == t.md)) {
-    in_layout = accumulate ? alloc(t.md) : t.diff;
+    in_layout = accumulate ? scratch(t.md) : t.diff;
     dnnl::reorder::primitive_desc pd(context_.engine, produced, context_.engine, t.md, attr_);
     add_primitive(post, what + ": gradient reorder", dnnl::reorder(pd), pd,
-                  {{DNNL_ARG_FROM, scratch}, {DNNL_ARG_TO, in_layout}});
+                  {{DNNL_ARG_FROM, produced_mem}, {DNNL_ARG_TO, in_layout}});
   }
   if (accumulate) {
     dnnl::binary::primitive_desc pd(
@@ -212,18 +226,18 @@ dnnl::memory Model::diff_sink(Tensor& t, const Md& produced, Steps& post, const 
     add_primitive(post, what + ": gradient sum", dnnl::binary(pd), pd,
                   {{DNNL_ARG_SRC_0, t.diff}, {DNNL_ARG_SRC_1, in_layout}, {DNNL_ARG_DST, t.diff}});
   }
-  return scratch;
+  return produced_mem;
 }
 
 dnnl::memory Model::output_as(const dnnl::memory& target, const Md& produced, Steps& post,
                               const std::string& what) {
   if (produced == target.get_desc()) return target;
-  dnnl::memory scratch = alloc(produced);
+  dnnl::memory out = scratch(produced);
   dnnl::reorder::primitive_desc pd(context_.engine, produced, context_.engine, target.get_desc(),
                                    attr_);
   add_primitive(post, what + ": reorder", dnnl::reorder(pd), pd,
-                {{DNNL_ARG_FROM, scratch}, {DNNL_ARG_TO, target}});
-  return scratch;
+                {{DNNL_ARG_FROM, out}, {DNNL_ARG_TO, target}});
+  return out;
 }
 
 void Model::add_primitive(Steps& steps, const std::string& what, const dnnl::primitive& prim,

@@ -53,6 +53,8 @@ struct Tensor {
   dnnl::memory diff_buffer;   // the pooled bytes under `diff`
   int64_t label_classes = 0;  // I32 labels or token ids: the valid range for set_input
   bool diff_written = false;  // compile-time: a later consumer already writes the diff
+  int consumers = 0;          // graph nodes that read this tensor
+  int32_t producer_op = 0;    // DLHOST_OP_* of the node that writes it (0: none)
 };
 
 struct Param {
@@ -138,6 +140,11 @@ class Model final : public sdk::Model {
   // share memory, which halves a ResNet's workspace.
   dnnl::memory& diff_of(Tensor& t);
 
+  // A buffer in layout `md` that a node writes and reads only within its own steps. While the
+  // backward steps are built it comes from the gradient pool and goes back to it once the node
+  // is built (later nodes' steps run later, so they may reuse the bytes); in forward it is a
+  // buffer of its own, as forward scratches may be read again by the backward steps.
+  dnnl::memory scratch(const Md& md);
   // `mem` as layout `want`: itself, or a scratch filled by a reorder appended to `steps`.
   dnnl::memory as_layout(const dnnl::memory& mem, const Md& want, Steps& steps,
                          const std::string& what);
@@ -162,6 +169,8 @@ class Model final : public sdk::Model {
   void finish_scratchpad();
   void build_update();
   void release_diff(Tensor& t);
+  // A pooled buffer of at least `bytes` (best fit among the free ones, else a new one).
+  dnnl::memory take_pooled(size_t bytes);
 
   Context context_;
   dlhost_optimizer_desc optimizer_;
@@ -178,6 +187,8 @@ class Model final : public sdk::Model {
   std::vector<RunningStats> running_stats_;
   // Diff buffers free for reuse (bytes, buffer) and every one made, which owns them.
   std::vector<std::pair<size_t, dnnl::memory>> free_diffs_;
+  bool building_backward_ = false;
+  std::vector<dnnl::memory> node_scratches_;  // pooled scratches of the node being built
   const dlhost_grad_ready* ready_ = nullptr;
   uint64_t param_bytes_ = 0, workspace_bytes_ = 0;
   std::vector<std::pair<std::string, int>> implementations_;
