@@ -7,6 +7,8 @@
 #     they reach on the parent's bridge address, not loopback); a 100 Mbit/s link must hold the
 #     all-reduce to at least the time its bytes need on the wire (the shaping is real); a link
 #     latency is SKIPPED naming netem where the kernel lacks it, else emulated (OK).
+#   projection: `dlhost project` for 2 and 4 ranks over 1gbe beside the same cases measured on
+#     test hosts (errors printed; from the ranks' own compute within 2x).
 #   cut_link: a test host's link cut (`ip link set down`) in the middle of a case ends it within
 #     its timeout naming the rank and the host, the next case runs, and no process, namespace or
 #     link is left behind.
@@ -120,6 +122,50 @@ PY
     *h0*h1*) ;;
     *) fail "the ranks were not seen running inside both test hosts (seen: '$seen')" ;;
   esac
+elif [ "$MODE" = projection ]; then
+  # `dlhost project` against ranks on test hosts: LeNet profiled on 1 rank, then run on 2 and 4
+  # test hosts (4 oversubscribe the cores) over an emulated 1 GbE link; comm-bench's all-reduce
+  # fitted; the projection for the 1gbe link printed beside each measured row with its error.
+  # Bounded like project_e2e: from the compute the ranks measured, within 2x of the measured step.
+  cat > "$WORK/proj.yaml" << 'YAML'
+name: projection
+defaults: {network: lenet, backend: cpu_onednn, threads: 1, warmup: 2, iterations: 6, timeout: 120}
+cases:
+  - {batch: 64, tags: [one]}
+  - {batch: 128, ranks: 2, comm: mpi, interconnect: 1gbe, tags: [two]}
+  - {batch: 256, ranks: 4, comm: mpi, interconnect: 1gbe, tags: [four]}
+YAML
+  "$DLHOST" run "$WORK/proj.yaml" -o "$WORK/proj.jsonl" > "$WORK/proj.txt" 2>&1 &
+  DL_PID=$!
+  set +e
+  wait "$DL_PID"
+  rc=$?
+  set -e
+  cat "$WORK/proj.txt"
+  [ $rc -eq 0 ] || fail "dlhost run exited with $rc"
+  why=$(/usr/bin/python3 -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+print(next((r["reason"] for r in rs if r["status"] == "SKIPPED"), ""))' "$WORK/proj.jsonl")
+  [ -z "$why" ] || skip "$why"
+  mpirun --allow-run-as-root -np 2 --bind-to none "$DLHOST" comm-bench --comm mpi \
+    --ops all_reduce -b 1K -e 4M -f 4 -n 10 -w 3 --json "$WORK/bench.json" > "$WORK/bench.txt" 2>&1 ||
+    { tail -n 20 "$WORK/bench.txt"; fail "comm-bench"; }
+  "$DLHOST" project "$WORK/proj.jsonl" --comm-bench "$WORK/bench.json" --ranks 2,4 \
+    --interconnect 1gbe --compare "$WORK/proj.jsonl" --json "$WORK/project.json" \
+    > "$WORK/project.txt" 2>&1 || { cat "$WORK/project.txt"; fail "dlhost project"; }
+  cat "$WORK/project.txt"
+  /usr/bin/python3 - "$WORK/project.json" << 'PY' || fail "projection"
+import json, math, sys
+comps = json.load(open(sys.argv[1]))["comparisons"]
+assert sorted(c["ranks"] for c in comps) == [2, 4], comps
+for c in comps:
+    ratio = c["projected_step_ms_from_measured_compute"] / c["measured_step_ms"]
+    print("%d test hosts over 1gbe: measured %.1f ms, projected %.1f ms (error %+.1f%%), from the "
+          "measured compute %.1f ms (error %+.1f%%)" % (c["ranks"], c["measured_step_ms"],
+          c["projected_step_ms"], c["error_percent"], c["projected_step_ms_from_measured_compute"],
+          c["error_percent_from_measured_compute"]))
+    assert math.isfinite(c["error_percent"]) and 0.5 < ratio < 2, c
+PY
 elif [ "$MODE" = cut_link ]; then
   # The first case would run for its whole timeout; its host h1 loses its link once both ranks
   # run. The second must still run.
