@@ -17,15 +17,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-dlhost_buffer param_buffer(const dlhost_backend_api* api, dlhost_model* model, int32_t param,
-                           bool grad) {
-  dlhost_buffer value{}, gradient{};
-  value.struct_size = gradient.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
-  check_status(api->param_buffers(model, param, &value, &gradient),
-               "param_buffers of parameter " + std::to_string(param));
-  return grad ? gradient : value;
-}
-
 // Where a bucket moves, from where the gradients live, what the comm accepts and what the suite
 // asked for. The comm's caps are read after its init: a CUDA-aware MPI says so only then.
 GradientPath choose_path(const dlhost_buffer& grad, const CommSession& comm,
@@ -61,6 +52,15 @@ GradientMemory gradient_memory_from(const std::string& suite_value) {
   if (suite_value == "device") return GradientMemory::kDevice;
   if (suite_value == "host") return GradientMemory::kHost;
   return GradientMemory::kAuto;
+}
+
+dlhost_buffer param_buffer(const dlhost_backend_api* api, dlhost_model* model, int32_t param,
+                           bool grad) {
+  dlhost_buffer value{}, gradient{};
+  value.struct_size = gradient.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
+  check_status(api->param_buffers(model, param, &value, &gradient),
+               "param_buffers of parameter " + std::to_string(param));
+  return grad ? gradient : value;
 }
 
 const char* gradient_path_name(GradientPath path) {

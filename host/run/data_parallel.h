@@ -51,6 +51,10 @@ enum class GradientPath {
 };
 const char* gradient_path_name(GradientPath path);
 
+// A parameter's value (grad false) or gradient (grad true) buffer, as the backend describes it.
+dlhost_buffer param_buffer(const dlhost_backend_api* api, dlhost_model* model, int32_t param,
+                           bool grad);
+
 // The suite's `comm_memory`: which path device gradients may take. kDevice asks for collectives
 // on device memory (NCCL, a CUDA-aware MPI) and makes a comm without it a SKIP, not a silent
 // staging; kHost stages through host memory even where the comm takes device memory.

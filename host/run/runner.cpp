@@ -403,12 +403,9 @@ json backward_profile_json(const Samples& s, const Graph& graph, const dlhost_ba
   for (size_t k = 0; k < s.grad_order.size(); ++k) {
     int32_t id = s.grad_order[k];
     const dlhost_param_desc& d = graph.param(id);
-    dlhost_buffer value{}, grad{};
-    value.struct_size = grad.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
-    check_status(api->param_buffers(model, id, &value, &grad), "param_buffers");
     gradients.push_back(json{{"param", id},
                              {"name", d.name ? d.name : ""},
-                             {"bytes", grad.bytes},
+                             {"bytes", param_buffer(api, model, id, true).bytes},
                              {"ready_ms", summarize(s.grad_ready_ms[k]).median}});
   }
   return json{{"source", "grad_ready on the host clock, ms from the start of backward"},
