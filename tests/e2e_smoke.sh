@@ -24,6 +24,20 @@ grep -q "SKIPPED .*gpu_cudnn" "$WORK/run.txt" || fail "the GPU case was not repo
   --status lenet.cpu_onednn.b16.t1=OK --status autoencoder.cpu_onednn.b16.t1=OK \
   --status fcnr.cpu_onednn.b16.t1=OK || fail "results do not validate"
 
+# A case worker loads only the plugins its case names (here the backend and the network), never
+# libtorch, cuDNN or NCCL: their memory would count in the case's peak.
+python3 - "$WORK/smoke.jsonl" <<'PY' || fail "a case worker loaded plugins its case does not name"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["case_id"] != "lenet.cpu_onednn.b16.t1":
+        continue
+    loaded = sorted(p["name"] for p in r["environment"]["plugins_loaded"])
+    print("e2e_smoke: lenet's worker loaded", loaded)
+    sys.exit(0 if loaded == ["cpu_onednn", "networks_paper"] else 1)
+sys.exit(1)
+PY
+
 # One case alone, appended to a fresh file.
 "$DLHOST" run "$SRC/suites/smoke.yaml" --case lenet.cpu_onednn.b16.t1 -o "$WORK/one.jsonl" > /dev/null
 "$SRC/tests/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/one.jsonl" --cases 1 \

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,8 @@
 #include "app/commands.h"
 #include "core/compatibility.h"
 #include "core/environment.h"
+#include "core/networks.h"
+#include "core/plugin_registry.h"
 #include "isolate/case_process.h"
 #include "run/progress_channel.h"
 #include "run/record.h"
@@ -145,11 +148,35 @@ void catch_interrupts() {
   signal(SIGXFSZ, SIG_IGN);
 }
 
+// The files of the plugins a case names, as absolute paths (its ranks may start elsewhere). A
+// name not found here is left out: the worker then skips the case with the same reason as here.
+std::vector<std::string> case_plugin_files(const CaseSpec& c, const RunContext& ctx) {
+  std::vector<std::string> files;
+  auto add = [&](const LoadedPlugin* p) {
+    if (p == nullptr) return;
+    std::string path = std::filesystem::absolute(p->path).string();
+    if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
+  };
+  // By name alone: find() would query (initialize) a plugin this process has no use for.
+  auto loaded = [&](dlhost_plugin_kind kind, const std::string& name) -> const LoadedPlugin* {
+    for (const auto& p : ctx.registry->plugins())
+      if (p.kind == kind && p.name == name) return &p;
+    return nullptr;
+  };
+  auto named = [&](const char* key) { return case_value_if<std::string>(c.params, key); };
+  if (auto b = named("backend")) add(loaded(DLHOST_PLUGIN_BACKEND, *b));
+  if (auto m = named("comm"); m && *m != "none") add(loaded(DLHOST_PLUGIN_COMM, *m));
+  if (auto n = named("network"); n && ctx.networks != nullptr)
+    if (const NetworkRef* net = find_network(*ctx.networks, *n)) add(net->plugin);
+  return files;
+}
+
 // One case's record: in this process (--no-isolate, or skipped), else in its own process(es).
 // A null record: interrupted, the case has no result. Throws when no process can be started.
 json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const RunContext& ctx) {
   if (o.in_process || !c.skip_reason.empty()) return run_case(c, ctx);
-  CaseJob job{c, suite.name, suite.path, o.plugin_folders, o.unsafe_plugins, ""};
+  CaseJob job{c, suite.name, suite.path, o.plugin_folders, o.unsafe_plugins, {}, ""};
+  job.plugin_files = case_plugin_files(c, ctx);
   CaseLimits limits;
   double timeout = case_value<double>(c.params, "timeout");
   // The case stops itself at its timeout (keeping its steps); the kill is the backstop.

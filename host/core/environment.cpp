@@ -111,6 +111,12 @@ nlohmann::ordered_json capture_environment(const PluginRegistry& registry) {
     }
   }
   env["libraries"] = libraries;
+  // What this process loaded: a reader can tell which build of each plugin measured the case.
+  nlohmann::ordered_json loaded = nlohmann::ordered_json::array();
+  for (const auto& p : registry.plugins())
+    loaded.push_back(
+        {{"name", p.name}, {"kind", kind_name(p.kind)}, {"version", p.version}, {"path", p.path}});
+  env["plugins_loaded"] = loaded;
 
   // Variables that change the numbers; recorded whether set or not.
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();

@@ -212,6 +212,7 @@ json job_to_json(const CaseJob& job) {
               {"suite_path", job.suite_path},
               {"plugin_folders", job.plugin_folders},
               {"unsafe_plugins", unsafe_to_json(job.unsafe_plugins)},
+              {"plugin_files", job.plugin_files},
               {"record_file", job.record_file}};
 }
 
@@ -228,6 +229,7 @@ CaseJob job_from_json(const nlohmann::json& j) {
   for (const auto& r : j.value("unsafe_plugins", nlohmann::json::array()))
     job.unsafe_plugins.push_back(
         {r.at("path").get<std::string>(), r.at("reason").get<std::string>()});
+  job.plugin_files = j.value("plugin_files", std::vector<std::string>());
   job.record_file = j.value("record_file", std::string());
   return job;
 }
@@ -624,7 +626,9 @@ int case_worker_main(const std::string& job_json) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   CaseJob job = job_from_json(nlohmann::json::parse(job_json));
   PluginRegistry registry;
-  registry.discover(job.plugin_folders, [&](const auto&) { return job.unsafe_plugins; });
+  if (job.plugin_files.empty())
+    registry.discover(job.plugin_folders, [&](const auto&) { return job.unsafe_plugins; });
+  for (const auto& file : job.plugin_files) registry.load_file(file);
   std::vector<NetworkRef> networks = list_networks(registry);
   // Query only the case's backend before the environment is described (query() is lazy: the
   // comm is queried when the case finds it, and no other plugin is initialized here).
