@@ -6,7 +6,7 @@
 #
 # Usage: bench/link_tcp.sh [RATE [BURST [LATENCY [SECONDS]]]]
 #   RATE     tbf rate (tc syntax, e.g. 1gbit, 10gbit) or "none" (unshaped); default 1gbit
-#   BURST    tbf burst in bytes; default what test_hosts.cpp sets: max(64 KiB, rate / 250)
+#   BURST    tbf burst in bytes; default what test_hosts.cpp sets: max(64 KiB, 2 ms of the rate)
 #   LATENCY  tbf latency (its queue limit, as time at the rate); default 100ms, as dlhost
 #   SECONDS  each transfer's length; default 4
 # Prints, receiver side: one stream h0 -> h1; two streams at once h0 -> h1 and h1 -> h0 (what a
@@ -26,7 +26,7 @@ bits_per_s() {  # tc rate text -> bit/s
   python3 -c 'import re,sys; m=re.fullmatch(r"([0-9.]+)([kmg]?)bit",sys.argv[1]); print(int(float(m[1])*{"":1,"k":1e3,"m":1e6,"g":1e9}[m[2]]))' "$1"
 }
 if [ "$RATE" != none ] && [ -z "$BURST" ]; then
-  BURST=$(python3 -c "print(max(65536, round($(bits_per_s "$RATE") / 8 / 250)))")
+  BURST=$(python3 -c "print(max(65536, round($(bits_per_s "$RATE") / 8 * 0.002)))")
 fi
 shape() {  # [netns args] dev
   [ "$RATE" = none ] && return 0
