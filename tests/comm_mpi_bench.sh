@@ -4,7 +4,9 @@
 #                ranks with distinct pids), #wrong 0 everywhere, busbw > 0. SKIPs (exit 77) with
 #                the reason when mpirun cannot start two ranks here; mpirun as root refuses and
 #                exits 0, so a preflight checks that both ranks really printed.
-#   MODE 1rank:  no launcher: a world of 1; and usage errors exit 2.
+#                Then `--interconnect loopback --ranks 2 --in-place`: dlhost starts the 2 ranks
+#                itself; the same checks, and the JSON records the link and the in-place mode.
+#   MODE 1rank:  no launcher: a world of 1; and usage errors exit 2 (launch options too).
 # Usage: comm_mpi_bench.sh DLHOST WORK_DIR MODE
 set -u
 DLHOST="$1"
@@ -30,6 +32,21 @@ case "$MODE" in
     cat out.txt err.txt
     [ $rc -eq 0 ] || fail "2-rank comm-bench exited $rc"
     check_run out.txt out.json 2 openmpi 7
+    # dlhost starting the ranks itself (--interconnect loopback: mpirun on this host, as `dlhost
+    # run` launches a case), all-reduce in place as the runner issues it: checked the same way,
+    # and the JSON says so.
+    "$DLHOST" comm-bench --comm mpi $SWEEP --in-place --interconnect loopback --ranks 2 \
+      --json inplace.json > inplace.txt 2> inplace.err
+    rc=$?
+    cat inplace.txt inplace.err
+    [ $rc -eq 0 ] || fail "comm-bench --interconnect loopback exited $rc"
+    check_run inplace.txt inplace.json 2 openmpi 7
+    grep -q "all_reduce in place" inplace.txt || fail "the header does not say 'in place'"
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["in_place"] is True, d["config"]
+assert d["interconnect"] == {"profile": "loopback", "ranks_per_host": 2}, d["interconnect"]' \
+      inplace.json || fail "inplace.json: config.in_place / interconnect"
     ;;
   1rank)
     # No launcher variables, even when ctest itself runs under mpirun or srun.
@@ -47,6 +64,15 @@ case "$MODE" in
     rc=$?
     [ $rc -eq 2 ] || fail "bad size exited $rc, expected 2"
     grep -q "'4X' is not a size" bad.txt || fail "bad size: $(cat bad.txt)"
+    # Launch options: each wrong one named, exit 2, nothing started.
+    for args in "--interconnect token-ring" "--interconnect 1gbe --link-gbit 2" \
+      "--interconnect custom" "--interconnect loopback --ranks 1"; do
+      # shellcheck disable=SC2086
+      "$DLHOST" comm-bench --comm mpi $args > bad.txt 2>&1
+      rc=$?
+      [ $rc -eq 2 ] || fail "comm-bench $args exited $rc, expected 2: $(cat bad.txt)"
+      grep -q -- "--interconnect\|--ranks\|--link-gbit" bad.txt || fail "$args: $(cat bad.txt)"
+    done
     ;;
   *)
     fail "unknown mode '$MODE' (2ranks, 1rank)"

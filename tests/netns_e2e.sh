@@ -8,7 +8,9 @@
 #     all-reduce to at least the time its bytes need on the wire (the shaping is real); a link
 #     latency is SKIPPED naming netem where the kernel lacks it, else emulated (OK).
 #   projection: `dlhost project` for 2 and 4 ranks over 1gbe beside the same cases measured on
-#     test hosts (errors printed; from the ranks' own compute within 2x).
+#     test hosts, from `dlhost comm-bench --interconnect 1gbe` fits of 2 and 4 ranks taken as
+#     measured (errors printed; from the ranks' own compute within 25%, where it was 2x before
+#     the link measured itself).
 #   cut_link: a test host's link cut (`ip link set down`) in the middle of a case ends it within
 #     its timeout naming the rank and the host, the next case runs, and no process, namespace or
 #     link is left behind.
@@ -124,9 +126,9 @@ PY
   esac
 elif [ "$MODE" = projection ]; then
   # `dlhost project` against ranks on test hosts: LeNet profiled on 1 rank, then run on 2 and 4
-  # test hosts (4 oversubscribe the cores) over an emulated 1 GbE link; comm-bench's all-reduce
-  # fitted; the projection for the 1gbe link printed beside each measured row with its error.
-  # Bounded like project_e2e: from the compute the ranks measured, within 2x of the measured step.
+  # test hosts (4 oversubscribe the cores) over an emulated 1 GbE link; comm-bench's in-place
+  # all-reduce measured over that link on 2 and 4 test hosts and fitted; the projection printed
+  # beside each measured row with its error.
   cat > "$WORK/proj.yaml" << 'YAML'
 name: projection
 defaults: {network: lenet, backend: cpu_onednn, threads: 1, warmup: 2, iterations: 6, timeout: 120}
@@ -147,24 +149,39 @@ YAML
 rs = [json.loads(l) for l in open(sys.argv[1])]
 print(next((r["reason"] for r in rs if r["status"] == "SKIPPED"), ""))' "$WORK/proj.jsonl")
   [ -z "$why" ] || skip "$why"
-  mpirun --allow-run-as-root -np 2 --bind-to none "$DLHOST" comm-bench --comm mpi \
-    --ops all_reduce -b 1K -e 4M -f 4 -n 10 -w 3 --json "$WORK/bench.json" > "$WORK/bench.txt" 2>&1 ||
-    { tail -n 20 "$WORK/bench.txt"; fail "comm-bench"; }
-  "$DLHOST" project "$WORK/proj.jsonl" --comm-bench "$WORK/bench.json" --ranks 2,4 \
-    --interconnect 1gbe --compare "$WORK/proj.jsonl" --json "$WORK/project.json" \
-    > "$WORK/project.txt" 2>&1 || { cat "$WORK/project.txt"; fail "dlhost project"; }
+  # The all-reduce over the same link, as the runner issues it (in place), on 2 and 4 test hosts:
+  # the projection takes each fit as measured for its rank count.
+  for n in 2 4; do
+    "$DLHOST" comm-bench --comm mpi --baseline none --ops all_reduce --in-place -b 512K -e 8M -f 2 \
+      -n 5 -w 2 --interconnect 1gbe --ranks $n --timeout 120 --json "$WORK/bench$n.json" \
+      > "$WORK/bench$n.txt" 2>&1 || { tail -n 20 "$WORK/bench$n.txt"; fail "comm-bench over 1gbe, $n ranks"; }
+  done
+  cat "$WORK/bench4.txt"
+  "$DLHOST" project "$WORK/proj.jsonl" --comm-bench "$WORK/bench2.json" \
+    --comm-bench "$WORK/bench4.json" --ranks 2,4 --interconnect 1gbe --compare "$WORK/proj.jsonl" \
+    --json "$WORK/project.json" > "$WORK/project.txt" 2>&1 || { cat "$WORK/project.txt"; fail "dlhost project"; }
   cat "$WORK/project.txt"
-  /usr/bin/python3 - "$WORK/project.json" << 'PY' || fail "projection"
+  /usr/bin/python3 - "$WORK/project.json" "$WORK/bench2.json" "$WORK/bench4.json" << 'PY' || fail "projection"
 import json, math, sys
-comps = json.load(open(sys.argv[1]))["comparisons"]
+for n, path in ((2, sys.argv[2]), (4, sys.argv[3])):
+    link = json.load(open(path))["interconnect"]
+    assert link["profile"] == "1gbe" and len(link["hosts"]) == n, link
+proj = json.load(open(sys.argv[1]))
+for l in proj["links"]:
+    assert l["source"].startswith("as measured on %d ranks over 1gbe" % l["ranks"]), l
+comps = proj["comparisons"]
 assert sorted(c["ranks"] for c in comps) == [2, 4], comps
 for c in comps:
-    ratio = c["projected_step_ms_from_measured_compute"] / c["measured_step_ms"]
-    print("%d test hosts over 1gbe: measured %.1f ms, projected %.1f ms (error %+.1f%%), from the "
-          "measured compute %.1f ms (error %+.1f%%)" % (c["ranks"], c["measured_step_ms"],
-          c["projected_step_ms"], c["error_percent"], c["projected_step_ms_from_measured_compute"],
-          c["error_percent_from_measured_compute"]))
-    assert math.isfinite(c["error_percent"]) and 0.5 < ratio < 2, c
+    print("%d test hosts over 1gbe%s: measured %.1f ms (exposed comm %.1f), projected %.1f ms "
+          "(error %+.1f%%), from the measured compute %.1f ms (error %+.1f%%)" % (c["ranks"],
+          " (oversubscribed)" if c["oversubscribed"] else "", c["measured_step_ms"],
+          c["measured_exposed_ms"], c["projected_step_ms"], c["error_percent"],
+          c["projected_step_ms_from_measured_compute"], c["error_percent_from_measured_compute"]))
+    assert math.isfinite(c["error_percent"]), c
+    # The communication model alone, over the link's own fit: within 25% of the measured step
+    # (a loopback fit with the nominal 1 GbE ring, or a fit dominated by sizes the tbf burst lets
+    # through free, fell 35-48% short).
+    assert abs(c["error_percent_from_measured_compute"]) < 25, c
 PY
 elif [ "$MODE" = cut_link ]; then
   # The first case would run for its whole timeout; its host h1 loses its link once both ranks

@@ -22,7 +22,13 @@ using namespace dlhost::project;
 
 constexpr uint64_t KiB = 1024;
 
-Link link(double alpha_us, double beta_us_per_byte) { return {"test", alpha_us, beta_us_per_byte}; }
+Link link(double alpha_us, double beta_us_per_byte) {
+  Link l;
+  l.name = "test";
+  l.alpha_us = alpha_us;
+  l.beta_us_per_byte = beta_us_per_byte;
+  return l;
+}
 
 TEST(Projection, RingAllReduceCost) {
   Link l = link(10, 0.001);
@@ -122,6 +128,52 @@ TEST(Projection, FitRecoversAKnownLine) {
   EXPECT_THROW(fit_alpha_beta(points, 1), std::invalid_argument);
 }
 
+TEST(Projection, BinomialAllReduceCost) {
+  Link l = link(10, 0.001);
+  l.algorithm = Algorithm::kBinomial;
+  // N = 2: one round up, one down, the whole 1e6 B each: 2 x (1000 + 10) us.
+  EXPECT_NEAR(allreduce_ms(1000000, 2, l), 2.020, 1e-12);
+  // N = 4 and 5: 2 and 3 rounds each way.
+  EXPECT_NEAR(allreduce_ms(1000000, 4, l), 4.040, 1e-12);
+  EXPECT_NEAR(allreduce_ms(1000000, 5, l), 6.060, 1e-12);
+  EXPECT_EQ(allreduce_ms(1000000, 1, l), 0.0);
+  EXPECT_EQ(parse_algorithm("binomial"), Algorithm::kBinomial);
+  EXPECT_THROW(parse_algorithm("tree"), std::invalid_argument);
+  // A fit by either algorithm gives its own line back on the ranks it was measured on.
+  std::vector<std::pair<double, double>> points;
+  for (double x = 1024; x <= 4.0 * 1024 * 1024; x *= 4) points.emplace_back(x, 30 + 0.004 * x);
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kBinomial}) {
+    Fit f = fit_alpha_beta(points, 4, a);
+    EXPECT_NEAR(allreduce_ms(1 << 20, 4, f.link), (30 + 0.004 * (1 << 20)) / 1000, 1e-9);
+  }
+  // Scaled to 8 ranks: binomial 3/2 of the 4-rank time, ring (7/4)/(3/2) of its bytes term.
+  Fit b = fit_alpha_beta(points, 4, Algorithm::kBinomial);
+  EXPECT_NEAR(allreduce_ms(1 << 20, 8, b.link), 1.5 * (30 + 0.004 * (1 << 20)) / 1000, 1e-9);
+}
+
+TEST(Projection, FitOverTheNamedLinkIsTakenAsMeasured) {
+  Fit f;
+  f.ranks = 2;
+  f.link = link(40, 0.016);
+  f.interconnect = "1gbe";
+  Link gbe = interconnect("1gbe", &f);
+  EXPECT_EQ(gbe.alpha_us, 40);  // no nominal 50 us on top
+  EXPECT_EQ(gbe.beta_us_per_byte, 0.016);
+  EXPECT_EQ(gbe.source, "as measured on 2 ranks over 1gbe test hosts");
+  Link ten = interconnect("10gbe", &f);  // another link: nominal, over this fit
+  EXPECT_EQ(ten.alpha_us, 50);
+  EXPECT_NE(ten.source.find("nominal 10gbe"), std::string::npos) << ten.source;
+  EXPECT_THROW(interconnect("loopback", &f), std::invalid_argument);
+  f.interconnect = "custom";
+  f.link_gbit = 0.5;
+  EXPECT_TRUE(measured_on(f, "custom", 0.5, 0));
+  EXPECT_FALSE(measured_on(f, "custom", 2, 0));
+  EXPECT_EQ(interconnect("custom", &f, 0.5).alpha_us, 40);
+  EXPECT_EQ(interconnect("custom", &f, 2).alpha_us, 40);  // 2 Gbit/s, no latency: nominal
+  EXPECT_EQ(interconnect("custom", &f, 2).beta_us_per_byte, 0.016);
+  EXPECT_NE(interconnect("custom", &f, 2).source.find("nominal"), std::string::npos);
+}
+
 TEST(Projection, NamedInterconnects) {
   Link gbe = interconnect("1gbe", nullptr);
   EXPECT_NEAR(gbe.beta_us_per_byte, 0.008, 1e-15);  // 1 Gbit/s = 125 bytes/us
@@ -185,7 +237,7 @@ TEST(ProjectCommand, FilesToTableAndError) {
   Options o;
   o.results = {write("profile.jsonl", profile.dump() + "\n")};
   o.compare = {write("measured.jsonl", measured.dump() + "\n")};
-  o.comm_bench = write("bench.json", bench.dump());
+  o.comm_benches = {write("bench.json", bench.dump())};
   o.ranks = {2, 4};
   o.bucket_mb = 1.0;
   Report r = run_projection(o);
@@ -209,7 +261,92 @@ TEST(ProjectCommand, FilesToTableAndError) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("backward_profile"), std::string::npos) << e.what();
   }
-  for (const auto& f : {o.results[0], o.compare[0], o.comm_bench}) std::filesystem::remove(f);
+  for (const auto& f : {o.results[0], o.compare[0], o.comm_benches[0]}) std::filesystem::remove(f);
+}
+
+TEST(ProjectCommand, FitOverTheLinkPerWorldSize) {
+  using json = nlohmann::json;
+  json gradients = json::array();
+  for (const auto& g : four_gradients().gradients)
+    gradients.push_back(
+        {{"param", g.param}, {"name", g.name}, {"bytes", g.bytes}, {"ready_ms", g.ready_ms}});
+  json profile = {
+      {"case_id", "lenet-1"},
+      {"status", "OK"},
+      {"params", {{"network", "lenet"}, {"backend", "cpu_onednn"}, {"batch", 32}, {"ranks", 1}}},
+      {"timing",
+       {{"forward", {{"median", 10.0}}},
+        {"backward", {{"median", 6.0}}},
+        {"update", {{"median", 2.0}}}}},
+      {"backward_profile", {{"source", "test"}, {"backward_ms", 6.0}, {"gradients", gradients}}}};
+  // comm-bench over 1gbe test hosts: 2 ranks 0.02 us/byte (2 x the wire's 0.008: a reduce then
+  // a broadcast), 4 ranks 0.04 us/byte; both without latency.
+  auto bench = [&](int world, double b) {
+    json rows = json::array();
+    for (double x = 16 * 1024; x <= 4.0 * 1024 * 1024; x *= 4)
+      rows.push_back({{"op", "all_reduce"}, {"size", x}, {"median_us", b * x}});
+    return json{{"schema", "dlhost.comm-bench/1"},
+                {"world_size", world},
+                {"config", {{"in_place", true}}},
+                {"results", rows},
+                {"interconnect", {{"profile", "1gbe"}, {"link_gbit", 1}}},
+                {"status", "OK"}};
+  };
+  // The same case measured on 4 test hosts over 1gbe (compared), and over loopback (not: another
+  // link).
+  json measured = {{"case_id", "lenet-4"},
+                   {"status", "OK"},
+                   {"params", {{"network", "lenet"}, {"backend", "cpu_onednn"}, {"batch", 128}}},
+                   {"environment", {{"cores", 2}}},
+                   {"interconnect", {{"profile", "1gbe"}}},
+                   {"timing", {{"step", {{"median", 100.0}}}}},
+                   {"distributed", {{"ranks", 4}, {"per_rank_batch", 32}, {"overlap", false}}}};
+  json loopback = measured;
+  loopback["case_id"] = "lenet-4-loopback";
+  loopback.erase("interconnect");
+
+  Options o;
+  o.results = {write("profile2.jsonl", profile.dump() + "\n")};
+  o.compare = {write("measured2.jsonl", measured.dump() + "\n" + loopback.dump() + "\n")};
+  o.comm_benches = {write("bench2.json", bench(2, 0.02).dump()),
+                    write("bench4.json", bench(4, 0.04).dump())};
+  o.ranks = {2, 4, 8};
+  o.interconnect = "1gbe";
+  o.bucket_mb = 25;
+  Report r = run_projection(o);
+  json out = json::parse(r.json);
+  ASSERT_EQ(out["links"].size(), 3u);
+  EXPECT_EQ(out["links"][0]["source"], "as measured on 2 ranks over 1gbe test hosts");
+  EXPECT_EQ(out["links"][1]["source"], "as measured on 4 ranks over 1gbe test hosts");
+  EXPECT_NE(
+      out["links"][2]["source"].get<std::string>().find("scaled from 4 to 8 ranks by the ring"),
+      std::string::npos)
+      << out["links"][2];
+  // 1700 KiB in one bucket, no overlap: 2 ranks 0.02 us/byte x bytes, as measured (no nominal
+  // latency, no wire beta added).
+  const double bytes = 1700.0 * 1024;
+  EXPECT_NEAR(out["projections"][0]["comm_ms"].get<double>(), 0.02 * bytes / 1000, 1e-9);
+  EXPECT_NEAR(out["projections"][1]["comm_ms"].get<double>(), 0.04 * bytes / 1000, 1e-9);
+  // Only the 1gbe record is compared, marked oversubscribed (4 ranks on 2 cores).
+  ASSERT_EQ(out["comparisons"].size(), 1u);
+  EXPECT_EQ(out["comparisons"][0]["measured_case"], "lenet-4");
+  EXPECT_TRUE(out["comparisons"][0]["oversubscribed"].get<bool>());
+  EXPECT_NEAR(out["comparisons"][0]["projected_step_ms"].get<double>(), 18 + 0.04 * bytes / 1000,
+              1e-9);
+  EXPECT_NE(r.text.find("oversubscribed: 4 threads on 2 cores"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("1gbe test hosts, in place"), std::string::npos) << r.text;
+  // Over another link, the 1gbe fits are nominal figures' floor, and say so.
+  o.interconnect = "10gbe";
+  json ten = json::parse(run_projection(o).json);
+  EXPECT_NE(ten["links"][0]["source"].get<std::string>().find("nominal 10gbe over the fit"),
+            std::string::npos)
+      << ten["links"][0];
+  EXPECT_EQ(ten["comparisons"].size(), 0u);
+  // Two files of one world size: one clear error.
+  o.comm_benches.push_back(o.comm_benches[0]);
+  EXPECT_THROW(run_projection(o), std::invalid_argument);
+  for (const auto& f : {o.results[0], o.compare[0], o.comm_benches[0], o.comm_benches[1]})
+    std::filesystem::remove(f);
 }
 
 }  // namespace

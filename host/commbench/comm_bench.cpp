@@ -18,16 +18,26 @@
 // when the comm takes no host memory (control_plane.h).
 //
 // Rank 0 prints the header, one table per collective and the footer, and writes the JSON.
-// Exit code: 0 all values right, 1 a wrong value or a failed collective, 2 a usage error.
+// `--in-place` all-reduces with one buffer, as data parallelism does (Open MPI picks its
+// algorithm by it). `--interconnect NAME --ranks N` is run once, not under a launcher: it starts
+// the N ranks itself as `dlhost run` starts a case's (on test hosts over an emulated link, or
+// mpirun on this host for loopback) and adds the link's `interconnect` block to the JSON.
+// Exit code: 0 all values right, 1 a wrong value or a failed collective, 2 a usage error; with
+// --interconnect also 77 (test hosts cannot be made here: SKIPPED, the reason printed) and 124
+// (the ranks passed --timeout).
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -45,6 +55,7 @@
 #include "core/handles.h"
 #include "core/host_api.h"
 #include "distributed/rank_env.h"
+#include "isolate/test_hosts.h"
 
 namespace dlhost {
 namespace {
@@ -63,8 +74,15 @@ struct Options {
   int root = 0;
   int check = 1;
   std::string json_path;
-  std::string backend;  // device buffers from this backend; empty: host memory
-  int device = -1;      // -1: local rank modulo the backend's devices
+  std::string backend;    // device buffers from this backend; empty: host memory
+  int device = -1;        // -1: local rank modulo the backend's devices
+  bool in_place = false;  // all_reduce with one buffer (send == recv), as the runner issues it
+  // Launch mode: this process starts `ranks` ranks itself over the named interconnect (test
+  // hosts for 10gbe / 1gbe / custom, mpirun on this host for loopback); empty: it is a rank.
+  std::string interconnect;
+  double link_gbit = 0, link_latency_us = 0;
+  int ranks = 2;
+  double timeout_s = 600;
 };
 
 // The baseline each plugin is compared with when --baseline is not given.
@@ -77,6 +95,7 @@ struct Shape {
   int32_t dtype;
   int32_t redop;
   int root;
+  bool in_place;  // all_reduce: the input sits in `recv`, which is also the output
 };
 
 // Issues the collective of shape `s` on `comm` and returns its request; the caller waits on it
@@ -86,9 +105,9 @@ dlhost_request* issue(const CommSession& comm, const Shape& s, const BenchMemory
   dlhost_request* r = nullptr;
   switch (s.op) {
     case Collective::kAllReduce:
-      check_status(
-          api->all_reduce(comm.get(), m.send(), m.recv(), s.count, s.dtype, s.redop, m.space(), &r),
-          comm.name() + ": all_reduce");
+      check_status(api->all_reduce(comm.get(), s.in_place ? m.recv() : m.send(), m.recv(), s.count,
+                                   s.dtype, s.redop, m.space(), &r),
+                   comm.name() + ": all_reduce");
       break;
     case Collective::kBroadcast:
       check_status(api->broadcast(comm.get(), m.recv(), s.count, s.dtype, s.root, m.space(), &r),
@@ -103,7 +122,9 @@ dlhost_request* issue(const CommSession& comm, const Shape& s, const BenchMemory
 }
 
 // One collective to its end: the request, and on a stream-ordered comm the stream.
-void complete(const CommSession& comm, const Shape& s, const BenchMemory& m) {
+void complete(const CommSession& comm, const Shape& s, BenchMemory& m) {
+  // In place, every all-reduce starts from the input again.
+  if (s.in_place) m.input_to_recv(s.count * comm_bench::dtype_size(s.dtype));
   comm.complete(issue(comm, s, m), "wait");
   m.drain();
 }
@@ -125,7 +146,12 @@ Sample measure(const CommSession& comm, ControlPlane& control, const Shape& s, B
   // Broadcast works in place on `recv`: the root's copy is its input.
   if (keeps_input) b.input_to_recv(s.count * esize);
   auto poison = [&] {
-    if (!keeps_input) b.poison(recv_elems * esize);  // never expected
+    // An in-place all-reduce starts from the input itself, which is not the sum either (more
+    // than one rank), so one that writes nothing still fails.
+    if (s.in_place)
+      b.input_to_recv(s.count * esize);
+    else if (!keeps_input)
+      b.poison(recv_elems * esize);  // never expected
   };
 
   for (int i = 0; i < o.warmup; ++i) complete(comm, s, b);
@@ -133,7 +159,7 @@ Sample measure(const CommSession& comm, ControlPlane& control, const Shape& s, B
   Sample out;
   out.iter_us.reserve(static_cast<size_t>(o.iters));
   for (int i = 0; i < o.iters; ++i) {
-    if (o.check) {
+    if (o.check || s.in_place) {
       poison();
       // Checking takes longer on some ranks; start every timed collective together.
       control.barrier();
@@ -330,11 +356,12 @@ void print_header(const Bench& b, const Placement& where) {
   if (b.rig)
     std::printf("# device buffers of backend %s, device %d; host reductions over %s\n",
                 b.rig->backend().name().c_str(), b.rig->device(), b.control.kind().c_str());
-  std::printf("# sizes %llu..%llu B x%llu, iters %d, warm-up %d, check %s\n",
+  std::printf("# sizes %llu..%llu B x%llu, iters %d, warm-up %d, check %s%s\n",
               static_cast<unsigned long long>(b.w.sizes.front()),
               static_cast<unsigned long long>(b.w.sizes.back()),
               static_cast<unsigned long long>(o.factor), o.iters, o.warmup,
-              o.check ? "every iteration" : "off");
+              o.check ? "every iteration" : "off",
+              o.in_place ? "; all_reduce in place (send = recv)" : "");
   for (const auto& r : where.ranks)
     std::printf("#  Rank %2d Pid %7lld on %s\n", r["rank"].get<int>(),
                 static_cast<long long>(r["pid"].get<int64_t>()),
@@ -362,8 +389,12 @@ void run_row(Bench& b, Collective op, uint64_t size) {
   uint64_t count = op == Collective::kAllGather ? size / (esize * world) : size / esize;
   if (count == 0) return;
   uint64_t bytes = op == Collective::kAllGather ? count * esize * world : count * esize;
-  Shape s{op, count, b.w.dtype, op == Collective::kAllReduce ? b.w.redop : 0,
-          op == Collective::kBroadcast ? o.root : -1};
+  Shape s{op,
+          count,
+          b.w.dtype,
+          op == Collective::kAllReduce ? b.w.redop : 0,
+          op == Collective::kBroadcast ? o.root : -1,
+          op == Collective::kAllReduce && o.in_place};
   if (o.check)
     comm_bench::fill_expected(op, b.buffers.expected(), count, b.w.dtype, b.w.redop, world, o.root);
   const int rank = b.w.env.rank;
@@ -464,7 +495,8 @@ bool write_json(const Bench& b, const Footer& f, const Placement& where) {
              {"check", o.check != 0},
              {"dtype", o.dtype},
              {"redop", o.redop},
-             {"root", o.root}}},
+             {"root", o.root},
+             {"in_place", o.in_place}}},
            {"results", b.rows},
            {"out_of_bounds", {{"count", b.total_wrong}, {"okay", f.ok}}},
            {"average_bus_bandwidth", {{"plugin", f.avg_busbw}}},
@@ -552,7 +584,250 @@ std::string device_only_unfit(const LoadedPlugin& plugin, const RankEnv& env, co
          "reductions";
 }
 
+// ---- Launch mode (--interconnect): this process starts the ranks, as `dlhost run` does for a
+// multi-rank case: over test hosts (network namespaces, tc-shaped links; isolate/test_hosts.h)
+// for 10gbe / 1gbe / custom, mpirun on this host for loopback; then it adds the link to the JSON.
+
+volatile sig_atomic_t g_launch_interrupted = 0;
+void on_launch_signal(int) { g_launch_interrupted = 1; }
+
+std::string joined_ops(const std::vector<std::string>& ops) {
+  std::string s;
+  for (const auto& op : ops) s += (s.empty() ? "" : ",") + op;
+  return s;
+}
+
+// The folder of a plugin unless the ranks find it anyway (the default search path): naming a
+// folder twice would load its libraries twice.
+void add_plugin_folder(std::vector<std::string>& argv, const LoadedPlugin* p) {
+  if (p == nullptr) return;
+  const std::string dir = std::filesystem::path(p->path).parent_path().string();
+  std::error_code ec;
+  for (const auto& f : PluginRegistry::default_search_path())
+    if (std::filesystem::equivalent(f, dir, ec)) return;
+  argv.insert(argv.end(), {"--plugin-path", dir});
+}
+
+// One rank's command: this binary, the same sweep, no launch options.
+std::vector<std::string> rank_command(const Options& o, const std::string& json_path,
+                                      const LoadedPlugin* comm, const LoadedPlugin* baseline) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) throw std::runtime_error("cannot find the dlhost binary (/proc/self/exe)");
+  exe[n] = '\0';
+  std::vector<std::string> argv{exe};
+  add_plugin_folder(argv, comm);
+  add_plugin_folder(argv, baseline);
+  argv.insert(argv.end(), {"comm-bench",
+                           "--comm",
+                           o.comm,
+                           "-b",
+                           o.min_bytes,
+                           "-e",
+                           o.max_bytes,
+                           "-f",
+                           std::to_string(o.factor),
+                           "-n",
+                           std::to_string(o.iters),
+                           "-w",
+                           std::to_string(o.warmup),
+                           "--ops",
+                           joined_ops(o.ops),
+                           "-d",
+                           o.dtype,
+                           "-o",
+                           o.redop,
+                           "-r",
+                           std::to_string(o.root),
+                           "-c",
+                           std::to_string(o.check),
+                           "--json",
+                           json_path});
+  if (!o.baseline.empty()) argv.insert(argv.end(), {"--baseline", o.baseline});
+  if (!o.backend.empty()) argv.insert(argv.end(), {"--backend", o.backend});
+  if (o.device >= 0) argv.insert(argv.end(), {"--device", std::to_string(o.device)});
+  if (o.in_place) argv.push_back("--in-place");
+  return argv;
+}
+
+// Runs `cmd` in a process group of its own with this process's stdout and stderr, ending the
+// group at the timeout or on SIGINT/SIGTERM; its exit code, 124 on timeout, 130 interrupted.
+int run_launcher(std::vector<std::string> cmd, double timeout_s) {
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "dlhost: comm-bench: cannot start %s: %s\n", argv[0],
+                 std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  struct sigaction sa {};
+  sa.sa_handler = on_launch_signal;
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0, result = -1;
+  bool stopping = false;
+  std::chrono::steady_clock::time_point kill_at{};
+  while (result < 0) {
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) {
+      result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const bool late = std::chrono::duration<double>(now - start).count() > timeout_s;
+    if (!stopping && (late || g_launch_interrupted)) {
+      std::fprintf(stderr, "dlhost: comm-bench: %s: ending the ranks\n",
+                   g_launch_interrupted ? "interrupted" : "timed out");
+      kill(-pid, SIGTERM);
+      stopping = true;
+      kill_at = now + std::chrono::seconds(5);
+    } else if (stopping && now > kill_at) {
+      kill(-pid, SIGKILL);
+    }
+    usleep(50 * 1000);
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (stopping) return g_launch_interrupted ? 130 : 124;
+  return result;
+}
+
+int launch_ranks(const PluginRegistry& registry, const Options& o) {
+  if (detect_rank_env().size > 1) {
+    std::fprintf(stderr,
+                 "dlhost: comm-bench: --interconnect starts the ranks itself: run it once, not "
+                 "under a launcher\n");
+    return 2;
+  }
+  if (o.ranks < 2) {
+    std::fprintf(stderr,
+                 "dlhost: comm-bench: --ranks %d: over an interconnect it takes 2 or more\n",
+                 o.ranks);
+    return 2;
+  }
+  const std::string& name = o.interconnect;
+  if (name != "loopback" && name != "10gbe" && name != "1gbe" && name != "custom") {
+    std::fprintf(
+        stderr, "dlhost: comm-bench: unknown --interconnect '%s' (loopback, 10gbe, 1gbe, custom)\n",
+        name.c_str());
+    return 2;
+  }
+  if ((o.link_gbit != 0 || o.link_latency_us != 0) && name != "custom") {
+    std::fprintf(stderr,
+                 "dlhost: comm-bench: --link-gbit and --link-latency-us go with --interconnect "
+                 "custom\n");
+    return 2;
+  }
+  if (name == "custom" && !(o.link_gbit > 0) && !(o.link_latency_us > 0)) {
+    std::fprintf(stderr,
+                 "dlhost: comm-bench: --interconnect custom needs --link-gbit and/or "
+                 "--link-latency-us above 0\n");
+    return 2;
+  }
+  const LoadedPlugin* comm = find_comm(registry, o.comm, "--comm");
+  if (comm == nullptr) return 2;
+  const std::string base_name = o.baseline.empty() ? default_baseline(o.comm) : o.baseline;
+  const LoadedPlugin* base = nullptr;
+  if (!base_name.empty() && base_name != "none" && base_name != o.comm) {
+    base = find_comm(registry, base_name, "--baseline");
+    if (base == nullptr) return 2;
+  }
+  // The link as a case states it, so it maps to the same shaping as `dlhost run`'s.
+  nlohmann::ordered_json params{{"interconnect", name}};
+  if (o.link_gbit > 0) params["link_gbit"] = o.link_gbit;
+  if (o.link_latency_us > 0) params["link_latency_us"] = o.link_latency_us;
+  const Interconnect link = case_interconnect(params);
+  json described{{"profile", "loopback"}, {"ranks_per_host", o.ranks}};
+  // The JSON the ranks write; a scratch one when none is asked for, to see that they ran.
+  const std::string json_path = !o.json_path.empty()
+                                    ? std::filesystem::absolute(o.json_path).string()
+                                    : (std::filesystem::temp_directory_path() /
+                                       ("dlhost-comm-bench-" + std::to_string(getpid()) + ".json"))
+                                          .string();
+  auto skipped = [&](const std::string& why) {
+    std::fprintf(stderr, "dlhost: comm-bench: SKIPPED: interconnect %s: %s\n", name.c_str(),
+                 why.c_str());
+    if (!o.json_path.empty()) {
+      json doc{{"schema", "dlhost.comm-bench/1"},
+               {"dlhost_version", dlhost_version()},
+               {"status", "SKIPPED"},
+               {"reason", "interconnect " + name + ": " + why},
+               {"interconnect", {{"profile", name}}},
+               {"results", json::array()}};
+      std::ofstream(json_path) << doc.dump(2) << "\n";
+    }
+    return 77;
+  };
+  std::unique_ptr<TestHosts> hosts;
+  std::vector<std::string> cmd{"mpirun", "-np", std::to_string(o.ranks)};
+  // As `dlhost run` launches a case (case_command): root allowed, no core binding, the cores
+  // oversubscribed when the ranks outnumber them.
+  if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  cmd.insert(cmd.end(), {"--bind-to", "none"});
+  if (o.ranks > host_cores()) cmd.push_back("--oversubscribe");
+  for (const char* var : {"DLHOST_LOG_LEVEL", "DLHOST_PLUGIN_PATH", "OMP_WAIT_POLICY"})
+    if (std::getenv(var) != nullptr) cmd.insert(cmd.end(), {"-x", var});
+  if (name != "loopback") {
+    if (std::string why = test_hosts_unavailable(link); !why.empty()) return skipped(why);
+    try {
+      hosts = std::make_unique<TestHosts>(o.ranks, 1, link);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dlhost: comm-bench: cannot make the test hosts: %s\n", e.what());
+      return 1;
+    }
+    std::vector<std::string> args = hosts->launcher_args();
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    described = hosts->describe();
+  }
+  std::vector<std::string> rank = rank_command(o, json_path, comm, base);
+  cmd.insert(cmd.end(), rank.begin(), rank.end());
+  std::remove(json_path.c_str());
+  int rc = 0;
+  try {
+    rc = run_launcher(cmd, o.timeout_s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlhost: comm-bench: %s\n", e.what());
+    return 1;
+  }
+  // mpirun may exit 0 without starting anything (as root without leave): the ranks' JSON says
+  // whether they ran.
+  json doc;
+  if (std::ifstream in(json_path); in) doc = json::parse(in, nullptr, false);
+  if (o.json_path.empty()) std::remove(json_path.c_str());
+  if (rc != 0) {
+    std::fprintf(stderr, "dlhost: comm-bench: the ranks over %s ended with code %d\n", name.c_str(),
+                 rc);
+    return rc == 124 || rc == 130 ? rc : 1;
+  }
+  if (!doc.is_object() || doc.value("world_size", 0) != o.ranks) {
+    std::fprintf(stderr, "dlhost: comm-bench: mpirun exited 0 but no %d ranks wrote %s\n", o.ranks,
+                 json_path.c_str());
+    return 1;
+  }
+  if (!o.json_path.empty()) {
+    doc["interconnect"] = described;
+    std::ofstream out(json_path);
+    out << doc.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "dlhost: comm-bench: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+  }
+  return doc.value("status", "") == "OK" ? 0 : 1;
+}
+
 int run_comm_bench(const PluginRegistry& registry, const Options& o) {
+  if (!o.interconnect.empty()) return launch_ranks(registry, o);
   Sweep w;
   try {
     w = parse_sweep(o);
@@ -635,6 +910,21 @@ Command add_comm_bench_command(CLI::App& app) {
   s->add_option("--device", o->device,
                 "The backend's device (default: local rank modulo its devices)")
       ->check(CLI::Range(0, 1 << 20));
+  s->add_flag("--in-place", o->in_place,
+              "all_reduce in place (one buffer for input and result), as data parallelism "
+              "issues it; Open MPI chooses its algorithm by it");
+  s->add_option("--interconnect", o->interconnect,
+                "Start --ranks ranks itself over this link, as `dlhost run` does for a case: "
+                "loopback (mpirun on this host), 10gbe, 1gbe, custom (test hosts in network "
+                "namespaces; root); the JSON records the link");
+  s->add_option("--ranks", o->ranks, "With --interconnect: how many ranks (one per test host)")
+      ->capture_default_str();
+  s->add_option("--link-gbit", o->link_gbit, "--interconnect custom: bandwidth, Gbit/s");
+  s->add_option("--link-latency-us", o->link_latency_us,
+                "--interconnect custom: latency host to host, us (needs the netem qdisc)");
+  s->add_option("--timeout", o->timeout_s,
+                "With --interconnect: seconds before the ranks are ended (exit 124)")
+      ->capture_default_str();
   c.run = [o](const PluginRegistry& registry, const std::vector<NetworkRef>&) {
     return run_comm_bench(registry, *o);
   };

@@ -1,6 +1,7 @@
 // command.cpp — see command.h.
 #include "project/command.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -53,13 +54,17 @@ ComputeProfile profile_of(const Record& r) {
   return p;
 }
 
-// (bytes, median time) of every all_reduce row of a comm-bench document, and its world size.
-std::pair<std::vector<std::pair<double, double>>, int> allreduce_rows(const std::string& path) {
+// The fit of a comm-bench document's all_reduce rows (median times against size), with the
+// world size and the interconnect it was measured over (its `interconnect` block; none: every
+// rank on this host, loopback).
+Fit fit_of(const std::string& path, Algorithm algorithm) {
   report::Inputs in;
   report::read_input_file(path, in);
   if (in.comm_benches.empty())
     throw std::runtime_error(path + ": not a comm-bench --json file (schema dlhost.comm-bench/1)");
   const auto& doc = in.comm_benches.front().data;
+  if (doc.value("status", "") == "SKIPPED")
+    throw std::runtime_error(path + ": comm-bench was SKIPPED: " + doc.value("reason", "?"));
   int world = static_cast<int>(report::integer_at(doc, "/world_size", 0));
   std::vector<std::pair<double, double>> rows;
   for (const auto& row : doc.value("results", report::json::array())) {
@@ -72,13 +77,48 @@ std::pair<std::vector<std::pair<double, double>>, int> allreduce_rows(const std:
   if (world < 2)
     throw std::runtime_error(path + ": measured on " + std::to_string(world) +
                              " rank(s); the fit needs 2 or more");
-  return {rows, world};
+  Fit fit;
+  try {
+    fit = fit_alpha_beta(rows, world, algorithm);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+  if (auto link = doc.find("interconnect"); link != doc.end() && link->is_object()) {
+    fit.interconnect = link->value("profile", "loopback");
+    auto number = [&](const char* key) {
+      auto v = link->find(key);
+      return v != link->end() && v->is_number() ? v->get<double>() : 0.0;
+    };
+    fit.link_gbit = number("link_gbit");
+    fit.link_latency_us = number("link_latency_us");
+  }
+  return fit;
+}
+
+// In-place all-reduces are what the runner issues (and, in Open MPI, choose the algorithm).
+bool in_place_of(const std::string& path) {
+  report::Inputs in;
+  report::read_input_file(path, in);
+  const auto& doc = in.comm_benches.front().data;
+  auto c = doc.find("config");
+  return c != doc.end() && c->is_object() && c->value("in_place", false);
+}
+
+// The link a measured record ran over: its interconnect block's profile, else loopback.
+std::string interconnect_of(const Record& r) {
+  if (auto l = r.data.find("interconnect"); l != r.data.end() && l->is_object())
+    return l->value("profile", "loopback");
+  if (auto p = r.data.find("params"); p != r.data.end() && p->is_object())
+    if (auto i = p->find("interconnect"); i != p->end() && i->is_string())
+      return i->get<std::string>();
+  return "loopback";
 }
 
 std::string link_text(const Link& l) {
   double gbytes = l.beta_us_per_byte > 0 ? 1e-3 / l.beta_us_per_byte : INFINITY;
   return l.name + ": alpha " + fmt("%.1f", l.alpha_us) + " us, beta " +
-         fmt("%.4f", l.beta_us_per_byte * 1e3) + " ns/byte (" + fmt("%.2f", gbytes) + " GB/s)";
+         fmt("%.4f", l.beta_us_per_byte * 1e3) + " ns/byte (" + fmt("%.2f", gbytes) + " GB/s), " +
+         algorithm_name(l.algorithm) + " all-reduce; " + l.source;
 }
 
 }  // namespace
@@ -99,30 +139,74 @@ Report run_projection(const Options& o) {
         o.case_id.empty() ? "no OK 1-rank record with a backward_profile in the results given"
                           : "no record '" + o.case_id + "' in the results given");
 
-  std::unique_ptr<Fit> fit;
+  const Algorithm algorithm = parse_algorithm(o.algorithm);
+  std::vector<Fit> fits;
   json out{{"schema", "dlhost.project/1"}};
   std::ostringstream text;
-  if (!o.comm_bench.empty()) {
-    auto [rows, world] = allreduce_rows(o.comm_bench);
-    fit = std::make_unique<Fit>(fit_alpha_beta(rows, world));
-    text << "fit of " << o.comm_bench << " (" << world << " ranks, " << fit->points
-         << " all_reduce sizes): time = " << fmt("%.1f", fit->a_us) << " us + "
-         << fmt("%.4f", fit->b_us_per_byte * 1e3) << " ns/byte x size, worst point off by "
-         << fmt("%.0f", fit->max_relative_error * 100) << "%\n";
-    out["fit"] = {{"file", o.comm_bench},
-                  {"ranks", world},
-                  {"a_us", fit->a_us},
-                  {"b_us_per_byte", fit->b_us_per_byte},
-                  {"alpha_us", fit->link.alpha_us},
-                  {"beta_us_per_byte", fit->link.beta_us_per_byte},
-                  {"points", fit->points},
-                  {"max_relative_error", fit->max_relative_error}};
+  json fits_json = json::array();
+  for (const auto& file : o.comm_benches) {
+    Fit fit = fit_of(file, algorithm);
+    for (const Fit& f : fits)
+      if (f.ranks == fit.ranks)
+        throw std::invalid_argument("two comm-bench files of " + std::to_string(fit.ranks) +
+                                    " ranks: give one per world size");
+    const std::string where =
+        fit.interconnect == "loopback" ? "loopback" : fit.interconnect + " test hosts";
+    const bool in_place = in_place_of(file);
+    text << "fit of " << file << " (" << fit.ranks << " ranks over " << where << ", "
+         << (in_place ? "in place" : "separate buffers") << ", " << fit.points
+         << " all_reduce sizes): time = " << fmt("%.1f", fit.a_us) << " us + "
+         << fmt("%.4f", fit.b_us_per_byte * 1e3) << " ns/byte x size, worst point off by "
+         << fmt("%.0f", fit.max_relative_error * 100) << "%\n";
+    fits_json.push_back({{"file", file},
+                         {"ranks", fit.ranks},
+                         {"interconnect", fit.interconnect},
+                         {"in_place", in_place},
+                         {"a_us", fit.a_us},
+                         {"b_us_per_byte", fit.b_us_per_byte},
+                         {"alpha_us", fit.link.alpha_us},
+                         {"beta_us_per_byte", fit.link.beta_us_per_byte},
+                         {"algorithm", algorithm_name(fit.link.algorithm)},
+                         {"points", fit.points},
+                         {"max_relative_error", fit.max_relative_error}});
+    fits.push_back(fit);
   }
-  const Link link = interconnect(o.interconnect, fit.get(), o.bandwidth_gbit, o.latency_us);
-  text << "link " << link_text(link) << "; buckets of " << fmt("%g", o.bucket_mb) << " MiB\n";
-  out["link"] = {{"name", link.name},
-                 {"alpha_us", link.alpha_us},
-                 {"beta_us_per_byte", link.beta_us_per_byte}};
+  if (!fits.empty()) {
+    out["fit"] = fits_json.front();  // the first file's, as before several were taken
+    out["fits"] = fits_json;
+  }
+  // The link for N ranks: over the fit of N ranks, else of the largest world below N, else of
+  // the smallest (an extrapolation by the algorithm's cost).
+  auto fit_for = [&](int n) -> const Fit* {
+    const Fit* best = nullptr;
+    for (const Fit& f : fits)
+      if (f.ranks <= n && (best == nullptr || f.ranks > best->ranks)) best = &f;
+    for (const Fit& f : fits)
+      if (best == nullptr || (best->ranks > n && f.ranks < best->ranks)) best = &f;
+    return best;
+  };
+  auto link_for = [&](int n) {
+    Link l = interconnect(o.interconnect, fit_for(n), o.bandwidth_gbit, o.latency_us, algorithm);
+    if (const Fit* f = fit_for(n); f != nullptr && f->ranks != n)
+      l.source += ", scaled from " + std::to_string(f->ranks) + " to " + std::to_string(n) +
+                  " ranks by the " + algorithm_name(l.algorithm) + " all-reduce's cost";
+    return l;
+  };
+  std::vector<int> shown = o.ranks;
+  json links_json = json::array();
+  for (int n : shown) {
+    const Link link = link_for(n);
+    text << "link for " << n << " ranks " << link_text(link) << "\n";
+    links_json.push_back({{"ranks", n},
+                          {"name", link.name},
+                          {"alpha_us", link.alpha_us},
+                          {"beta_us_per_byte", link.beta_us_per_byte},
+                          {"algorithm", algorithm_name(link.algorithm)},
+                          {"source", link.source}});
+  }
+  text << "buckets of " << fmt("%g", o.bucket_mb) << " MiB\n";
+  if (!links_json.empty()) out["link"] = links_json.front();
+  out["links"] = links_json;
   out["bucket_mb"] = o.bucket_mb;
 
   std::vector<Record> measured;
@@ -149,7 +233,7 @@ Report run_projection(const Options& o) {
     text << "  ranks  compute_ms  comm_ms  no-overlap: step_ms  eff   overlap: step_ms  "
             "exposed_ms  eff\n";
     for (int n : o.ranks) {
-      Projection p = project(prof, n, link, o.bucket_mb);
+      Projection p = project(prof, n, link_for(n), o.bucket_mb);
       char line[256];
       std::snprintf(line, sizeof(line),
                     "  %5d  %10.2f  %7.2f  %19.2f  %4.2f  %16.2f  %10.2f  %4.2f\n", n, p.compute_ms,
@@ -161,6 +245,7 @@ Report run_projection(const Options& o) {
                              {"backend", be},
                              {"per_rank_batch", batch},
                              {"ranks", n},
+                             {"link_source", link_for(n).source},
                              {"buckets", p.buckets.size()},
                              {"compute_ms", p.compute_ms},
                              {"comm_ms", p.comm_ms},
@@ -171,12 +256,19 @@ Report run_projection(const Options& o) {
                              {"efficiency_overlap", p.efficiency_overlap}});
     }
     for (const Record& m : measured) {
-      if (report::network(m) != net || report::backend(m) != be || per_rank_batch(m) != batch)
+      if (report::network(m) != net || report::backend(m) != be || per_rank_batch(m) != batch ||
+          interconnect_of(m) != o.interconnect)
         continue;
       const int n = report::ranks(m);
+      // Ranks beyond the cores share them: each computes slower than the profiled rank alone.
+      const long long cores = report::integer_at(m.data, "/environment/cores", 0);
+      const long long threads =
+          std::max<long long>(1, report::integer_at(m.data, "/params/threads", 1));
+      const bool oversubscribed = cores > 0 && n * threads > cores;
       bool overlap = true;
       if (auto d = m.data.find("distributed"); d != m.data.end() && d->contains("overlap"))
         overlap = d->at("overlap").get<bool>();
+      const Link link = link_for(n);
       Projection p = project(prof, n, link, o.bucket_mb);
       const double predicted = overlap ? p.step_ms_overlap : p.step_ms_no_overlap;
       const double got = report::step_median_ms(m);
@@ -194,18 +286,23 @@ Report run_projection(const Options& o) {
       Projection q = project(side_by_side, n, link, o.bucket_mb);
       const double predicted_comm_only = overlap ? q.step_ms_overlap : q.step_ms_no_overlap;
       const double error_comm_only = got > 0 ? (predicted_comm_only - got) / got * 100.0 : 0.0;
-      text << "  measured " << report::case_id(m) << ": " << n << " ranks, overlap "
-           << (overlap ? "on" : "off") << ", step " << fmt("%.2f", got) << " ms (compute "
-           << fmt("%.2f", side_by_side.compute_ms()) << ", exposed comm " << fmt("%.2f", exposed)
-           << " ms); projected " << fmt("%.2f", predicted) << " ms (exposed "
-           << fmt("%.2f", overlap ? p.exposed_ms_overlap : p.comm_ms) << "): error "
-           << fmt("%+.1f", error) << "%; from the measured compute "
+      text << "  measured " << report::case_id(m) << ": " << n << " ranks"
+           << (oversubscribed ? " (oversubscribed: " + std::to_string(n * threads) +
+                                    " threads on " + std::to_string(cores) + " cores)"
+                              : std::string())
+           << ", overlap " << (overlap ? "on" : "off") << ", step " << fmt("%.2f", got)
+           << " ms (compute " << fmt("%.2f", side_by_side.compute_ms()) << ", exposed comm "
+           << fmt("%.2f", exposed) << " ms); projected " << fmt("%.2f", predicted)
+           << " ms (exposed " << fmt("%.2f", overlap ? p.exposed_ms_overlap : p.comm_ms)
+           << "): error " << fmt("%+.1f", error) << "%; from the measured compute "
            << fmt("%.2f", predicted_comm_only) << " ms: error " << fmt("%+.1f", error_comm_only)
            << "%\n";
       comparisons.push_back({{"profile_case", report::case_id(*r)},
                              {"measured_case", report::case_id(m)},
                              {"network", net},
                              {"ranks", n},
+                             {"interconnect", o.interconnect},
+                             {"oversubscribed", oversubscribed},
                              {"overlap", overlap},
                              {"measured_step_ms", got},
                              {"measured_exposed_ms", exposed},
@@ -237,8 +334,14 @@ Command add_command(CLI::App& app) {
   s->add_option("results", o->results, "Results files holding 1-rank records with a profile")
       ->required();
   s->add_option("--case", o->case_id, "Project only this case (default: every 1-rank record)");
-  s->add_option("--comm-bench", o->comm_bench,
-                "comm-bench --json file of 2+ ranks: all_reduce times to fit alpha and beta to");
+  s->add_option("--comm-bench", o->comm_benches,
+                "comm-bench --json file of 2+ ranks: all_reduce times to fit alpha and beta to "
+                "(repeatable, one per world size; a file measured over the --interconnect's own "
+                "test hosts is taken as measured)");
+  s->add_option("--algorithm", o->algorithm,
+                "All-reduce cost between world sizes: ring (the DAG model's) or binomial (Open "
+                "MPI's nonblocking in-place all-reduce)")
+      ->capture_default_str();
   s->add_option("--ranks", o->ranks, "Rank counts to project for")
       ->delimiter(',')
       ->capture_default_str();

@@ -19,9 +19,12 @@ namespace dlhost::project {
 struct Options {
   std::vector<std::string> results;  // records with a backward profile
   std::string case_id;               // only this one ("" every 1-rank record with a profile)
-  std::string comm_bench;            // comm-bench --json file to fit
+  // comm-bench --json files to fit, at most one per world size: N ranks are projected with the
+  // fit of N ranks, else the largest world below N (else the smallest), scaled by `algorithm`.
+  std::vector<std::string> comm_benches;
   std::vector<int> ranks{2, 4, 8, 16};
   std::string interconnect = "loopback";
+  std::string algorithm = "ring";  // all-reduce cost from one world size to another
   double bandwidth_gbit = 0, latency_us = 0;
   double bucket_mb = 25;
   std::vector<std::string> compare;  // results files with measured multi-rank cases

@@ -16,6 +16,30 @@ double ring_allreduce_ms(uint64_t bytes, int ranks, const Link& link) {
   return us / 1000.0;
 }
 
+namespace {
+// Rounds of a binomial tree over `ranks`: ceil(log2 N).
+double binomial_rounds(int ranks) {
+  int rounds = 0;
+  while ((1 << rounds) < ranks) ++rounds;
+  return rounds;
+}
+}  // namespace
+
+const char* algorithm_name(Algorithm a) { return a == Algorithm::kRing ? "ring" : "binomial"; }
+
+Algorithm parse_algorithm(const std::string& name) {
+  if (name == "ring") return Algorithm::kRing;
+  if (name == "binomial") return Algorithm::kBinomial;
+  throw std::invalid_argument("unknown all-reduce algorithm '" + name + "' (ring, binomial)");
+}
+
+double allreduce_ms(uint64_t bytes, int ranks, const Link& link) {
+  if (link.algorithm == Algorithm::kRing) return ring_allreduce_ms(bytes, ranks, link);
+  if (ranks <= 1) return 0.0;
+  return 2.0 * binomial_rounds(ranks) *
+         (static_cast<double>(bytes) * link.beta_us_per_byte + link.alpha_us) / 1000.0;
+}
+
 std::vector<Bucket> make_buckets(const std::vector<Gradient>& gradients, double bucket_mb) {
   std::vector<const Gradient*> order;
   for (const Gradient& g : gradients) order.push_back(&g);
@@ -49,7 +73,7 @@ Projection project(const ComputeProfile& profile, int ranks, const Link& link, d
                    [](const Bucket& a, const Bucket& b) { return a.ready_ms < b.ready_ms; });
   double link_free = 0;
   for (Bucket& b : p.buckets) {
-    b.comm_ms = ring_allreduce_ms(b.bytes, ranks, link);
+    b.comm_ms = allreduce_ms(b.bytes, ranks, link);
     b.start_ms = std::max(std::min(b.ready_ms, profile.backward_ms), link_free);
     b.end_ms = b.start_ms + b.comm_ms;
     link_free = b.end_ms;
@@ -63,7 +87,8 @@ Projection project(const ComputeProfile& profile, int ranks, const Link& link, d
   return p;
 }
 
-Fit fit_alpha_beta(const std::vector<std::pair<double, double>>& points, int ranks) {
+Fit fit_alpha_beta(const std::vector<std::pair<double, double>>& points, int ranks,
+                   Algorithm algorithm) {
   if (ranks < 2) throw std::invalid_argument("an all-reduce fit needs figures of 2 or more ranks");
   std::set<double> sizes;
   for (const auto& [x, t] : points)
@@ -94,8 +119,14 @@ Fit fit_alpha_beta(const std::vector<std::pair<double, double>>& points, int ran
   }
   const double n = ranks;
   f.link.name = "measured";
-  f.link.alpha_us = f.a_us / (2.0 * (n - 1.0));
-  f.link.beta_us_per_byte = f.b_us_per_byte * n / (2.0 * (n - 1.0));
+  f.link.algorithm = algorithm;
+  if (algorithm == Algorithm::kRing) {
+    f.link.alpha_us = f.a_us / (2.0 * (n - 1.0));
+    f.link.beta_us_per_byte = f.b_us_per_byte * n / (2.0 * (n - 1.0));
+  } else {
+    f.link.alpha_us = f.a_us / (2.0 * binomial_rounds(ranks));
+    f.link.beta_us_per_byte = f.b_us_per_byte / (2.0 * binomial_rounds(ranks));
+  }
   for (const auto& [x, t] : points) {
     if (t <= 0) continue;
     ++f.points;
@@ -105,16 +136,32 @@ Fit fit_alpha_beta(const std::vector<std::pair<double, double>>& points, int ran
   return f;
 }
 
+bool measured_on(const Fit& fit, const std::string& name, double bandwidth_gbit,
+                 double latency_us) {
+  if (fit.interconnect != name) return false;
+  if (name != "custom") return true;
+  auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, b); };
+  return same(fit.link_gbit, bandwidth_gbit) && same(fit.link_latency_us, latency_us);
+}
+
 Link interconnect(const std::string& name, const Fit* measured, double bandwidth_gbit,
-                  double latency_us) {
+                  double latency_us, Algorithm algorithm) {
   double link_gbit = 0, link_latency_us = 0;
-  if (name == "loopback") {
-    if (measured == nullptr)
-      throw std::invalid_argument(
-          "interconnect 'loopback' is what comm-bench measured here: give its --comm-bench file");
+  if (measured != nullptr && measured_on(*measured, name, bandwidth_gbit, latency_us)) {
+    // Measured over this very link: its latency and bandwidth, and how the comm's algorithm
+    // uses them, are in the figures already.
     Link l = measured->link;
-    l.name = "loopback";
+    l.name = name;
+    l.source = "as measured on " + std::to_string(measured->ranks) + " ranks over " +
+               (name == "loopback" ? std::string("loopback") : name + " test hosts");
     return l;
+  }
+  if (name == "loopback") {
+    throw std::invalid_argument(
+        measured == nullptr
+            ? "interconnect 'loopback' is what comm-bench measured here: give its --comm-bench file"
+            : "interconnect 'loopback': the comm-bench file was measured over " +
+                  measured->interconnect + " test hosts, not loopback");
   } else if (name == "10gbe") {
     link_gbit = 10;
     link_latency_us = 10;
@@ -134,8 +181,13 @@ Link interconnect(const std::string& name, const Fit* measured, double bandwidth
   const double wire_beta = 1.0 / (link_gbit * 1e3 / 8.0);
   Link l;
   l.name = name;
+  l.algorithm = measured ? measured->link.algorithm : algorithm;
   l.alpha_us = link_latency_us + (measured ? measured->link.alpha_us : 0.0);
   l.beta_us_per_byte = std::max(wire_beta, measured ? measured->link.beta_us_per_byte : 0.0);
+  l.source = measured
+                 ? "nominal " + name + " over the fit measured on " +
+                       std::to_string(measured->ranks) + " ranks over " + measured->interconnect
+                 : "nominal " + name;
   return l;
 }
 

@@ -42,15 +42,29 @@ struct ComputeProfile {
   double compute_ms() const { return forward_ms + backward_ms + update_ms; }
 };
 
+// How an all-reduce moves its bytes, for the cost of N ranks from alpha and beta:
+//   ring      c = 2 (N-1)/N * bytes * beta + 2 (N-1) * alpha  (the DAG model's; NCCL, Gloo)
+//   binomial  c = 2 ceil(log2 N) * (bytes * beta + alpha)  (a binomial-tree reduce to one rank,
+//             then a binomial broadcast, every round the whole message: Open MPI 4.1's
+//             nonblocking in-place all-reduce, libnbc, which dlhost's runner issues over `mpi`)
+enum class Algorithm { kRing, kBinomial };
+// "ring" / "binomial"; parse throws std::invalid_argument for another name.
+const char* algorithm_name(Algorithm a);
+Algorithm parse_algorithm(const std::string& name);
+
 // A link: alpha (us per message) and beta (us per byte) of one point-to-point transfer.
 struct Link {
   std::string name;
   double alpha_us = 0;
   double beta_us_per_byte = 0;
+  Algorithm algorithm = Algorithm::kRing;
+  std::string source;  // where the figures come from, for the output
 };
 
 // The ring all-reduce of `bytes` across `ranks` (0 for one rank), in ms.
 double ring_allreduce_ms(uint64_t bytes, int ranks, const Link& link);
+// The all-reduce of `bytes` across `ranks` by link.algorithm, in ms.
+double allreduce_ms(uint64_t bytes, int ranks, const Link& link);
 
 struct Bucket {
   std::vector<int32_t> params;
@@ -79,24 +93,38 @@ Projection project(const ComputeProfile& profile, int ranks, const Link& link, d
 
 // All-reduce time against message size, fitted: time_us = a + b * bytes by least squares on
 // relative residuals (each point weighted 1 / time^2, so a 1 KiB row counts as much as a 64 MiB
-// one), a >= 0; then alpha = a / (2 (N-1)), beta = b * N / (2 (N-1)) for the N ranks measured.
+// one), a >= 0; then alpha and beta behind the line for the N ranks measured and the algorithm
+// (ring: alpha = a / (2 (N-1)), beta = b * N / (2 (N-1)); binomial: both / (2 ceil(log2 N))).
+// Projected on N ranks again, the link gives back the line itself, whatever the algorithm.
 struct Fit {
   int ranks = 2;
   double a_us = 0, b_us_per_byte = 0;  // the fitted line
   Link link;                           // alpha and beta behind it
   double max_relative_error = 0;       // over the points
   int points = 0;
+  // Where it was measured: "loopback" (every rank on this host), or the profile of the test
+  // hosts' emulated link ("10gbe", "1gbe", "custom" with its bandwidth and latency).
+  std::string interconnect = "loopback";
+  double link_gbit = 0, link_latency_us = 0;
 };
 // `points`: (bytes, time_us). Throws std::invalid_argument with fewer than 2 distinct sizes or
 // ranks < 2.
-Fit fit_alpha_beta(const std::vector<std::pair<double, double>>& points, int ranks);
+Fit fit_alpha_beta(const std::vector<std::pair<double, double>>& points, int ranks,
+                   Algorithm algorithm = Algorithm::kRing);
 
-// A named interconnect: "loopback" (the fit as measured; needs one), "10gbe", "1gbe" (the
-// fit's alpha plus the link's nominal latency, 10 and 50 us; beta the larger of the fit's and
-// the link's 8 bits / bandwidth: the slower of the host and the wire), "custom" (bandwidth in
-// Gbit/s and latency in us as given, over the fit likewise). Without a fit the link alone.
-// Throws std::invalid_argument for an unknown name or a missing fit/bandwidth.
+// Whether `fit` was measured over the named interconnect itself (custom: the same bandwidth
+// and latency).
+bool measured_on(const Fit& fit, const std::string& name, double bandwidth_gbit = 0,
+                 double latency_us = 0);
+
+// A named interconnect: "loopback" (the fit as measured; needs one), "10gbe", "1gbe", "custom"
+// (bandwidth in Gbit/s and latency in us as given). A fit measured over that very link (test
+// hosts, measured_on) is taken as it is. Otherwise the nominal link over the fit: the fit's alpha
+// plus the link's latency (10gbe 10 us, 1gbe 50 us, custom as given), beta the larger of the
+// fit's and the wire's 8 bits / bandwidth (the slower of the host and the wire). Without a fit
+// the link alone, with the given algorithm. Throws std::invalid_argument for an unknown name or a
+// missing fit/bandwidth.
 Link interconnect(const std::string& name, const Fit* measured, double bandwidth_gbit = 0,
-                  double latency_us = 0);
+                  double latency_us = 0, Algorithm algorithm = Algorithm::kRing);
 
 }  // namespace dlhost::project
