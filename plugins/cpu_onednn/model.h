@@ -55,6 +55,7 @@ struct Tensor {
   bool diff_written = false;  // compile-time: a later consumer already writes the diff
   int consumers = 0;          // graph nodes that read this tensor
   int32_t producer_op = 0;    // DLHOST_OP_* of the node that writes it (0: none)
+  bool value_lent = false;    // backward reuses the value's bytes for gradients (lend_value)
 };
 
 struct Param {
@@ -169,6 +170,8 @@ class Model final : public sdk::Model {
   void finish_scratchpad();
   void build_update();
   void release_diff(Tensor& t);
+  // Puts the bytes of `t`'s value into the gradient pool once no backward step reads it.
+  void lend_value(Tensor& t);
   // A pooled buffer of at least `bytes` (best fit among the free ones, else a new one).
   dnnl::memory take_pooled(size_t bytes);
 
@@ -188,6 +191,8 @@ class Model final : public sdk::Model {
   // Diff buffers free for reuse (bytes, buffer) and every one made, which owns them.
   std::vector<std::pair<size_t, dnnl::memory>> free_diffs_;
   bool building_backward_ = false;
+  std::vector<void*> lent_values_;            // value bytes already in the pool (never lent twice)
+  bool values_overwritten_ = false;           // a backward ran since the last forward
   std::vector<dnnl::memory> node_scratches_;  // pooled scratches of the node being built
   const dlhost_grad_ready* ready_ = nullptr;
   uint64_t param_bytes_ = 0, workspace_bytes_ = 0;
