@@ -118,6 +118,7 @@ class Model final : public sdk::Model {
 
   // --- used by the layers while the constructor builds them ---------------------------------
   const dnnl::engine& engine() const { return context_.engine; }
+  int threads() const { return context_.threads; }  // OpenMP threads of the case
   Tensor& tensor(int32_t id);
   Param& param(int32_t id);
   float momentum() const { return optimizer_.momentum; }
