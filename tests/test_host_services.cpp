@@ -110,6 +110,9 @@ TEST(Synthetic, SeededAndInRange) {
   for (float v : w[0]) EXPECT_LE(std::abs(v), limit);
   for (float v : w[1]) EXPECT_EQ(v, 0.0f);
   EXPECT_EQ(w, dlhost::initial_params(*g, 3));
+  // The runner loads one parameter at a time: each alone must be the same numbers.
+  for (int32_t i = 0; i < 2; ++i) EXPECT_EQ(dlhost::initial_param(*g, 3, i), w[i]);
+  EXPECT_NE(dlhost::initial_param(*g, 4, 0), w[0]);
 }
 
 TEST(Results, AppendedLinesReadBackAndTornLastLineIsSkipped) {

@@ -23,36 +23,38 @@ double normal(std::mt19937_64& rng) {
 
 }  // namespace
 
+std::vector<float> initial_param(const Graph& graph, uint64_t seed, int32_t index) {
+  const auto& p = graph.param(index);
+  std::vector<float> values(static_cast<size_t>(p.count));
+  std::mt19937_64 rng(seed * 1000003ULL + static_cast<uint64_t>(index));
+  switch (p.init) {
+    case DLHOST_INIT_ONE:
+      std::fill(values.begin(), values.end(), 1.0f);
+      break;
+    case DLHOST_INIT_XAVIER_UNIFORM: {
+      double a = std::sqrt(6.0 / static_cast<double>(p.fan_in + p.fan_out));
+      for (auto& v : values) v = static_cast<float>((2.0 * uniform01(rng) - 1.0) * a);
+      break;
+    }
+    case DLHOST_INIT_UNIFORM: {
+      double a = 1.0 / std::sqrt(static_cast<double>(p.fan_in));
+      for (auto& v : values) v = static_cast<float>((2.0 * uniform01(rng) - 1.0) * a);
+      break;
+    }
+    case DLHOST_INIT_HE_NORMAL: {
+      double sd = std::sqrt(2.0 / static_cast<double>(p.fan_in));
+      for (auto& v : values) v = static_cast<float>(normal(rng) * sd);
+      break;
+    }
+    default:
+      std::fill(values.begin(), values.end(), 0.0f);
+  }
+  return values;
+}
+
 std::vector<std::vector<float>> initial_params(const Graph& graph, uint64_t seed) {
   std::vector<std::vector<float>> out;
-  for (int32_t i = 0; i < graph.num_params(); ++i) {
-    const auto& p = graph.param(i);
-    std::vector<float> values(static_cast<size_t>(p.count));
-    std::mt19937_64 rng(seed * 1000003ULL + static_cast<uint64_t>(i));
-    switch (p.init) {
-      case DLHOST_INIT_ONE:
-        std::fill(values.begin(), values.end(), 1.0f);
-        break;
-      case DLHOST_INIT_XAVIER_UNIFORM: {
-        double a = std::sqrt(6.0 / static_cast<double>(p.fan_in + p.fan_out));
-        for (auto& v : values) v = static_cast<float>((2.0 * uniform01(rng) - 1.0) * a);
-        break;
-      }
-      case DLHOST_INIT_UNIFORM: {
-        double a = 1.0 / std::sqrt(static_cast<double>(p.fan_in));
-        for (auto& v : values) v = static_cast<float>((2.0 * uniform01(rng) - 1.0) * a);
-        break;
-      }
-      case DLHOST_INIT_HE_NORMAL: {
-        double sd = std::sqrt(2.0 / static_cast<double>(p.fan_in));
-        for (auto& v : values) v = static_cast<float>(normal(rng) * sd);
-        break;
-      }
-      default:
-        std::fill(values.begin(), values.end(), 0.0f);
-    }
-    out.push_back(std::move(values));
-  }
+  for (int32_t i = 0; i < graph.num_params(); ++i) out.push_back(initial_param(graph, seed, i));
   return out;
 }
 

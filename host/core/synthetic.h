@@ -14,6 +14,10 @@ class Graph;
 
 // Initial value of every parameter, canonical layout, by its dlhost_param_init.
 std::vector<std::vector<float>> initial_params(const Graph& graph, uint64_t seed);
+// The same for parameter `index` alone (initial_params(graph, seed)[index]): a runner that loads
+// one parameter at a time holds one host copy, not all of them (FCN-8: 219 MB, not 522 MB, on
+// top of the backend's buffers at the case's memory peak).
+std::vector<float> initial_param(const Graph& graph, uint64_t seed, int32_t index);
 
 // One host buffer per graph input (same order as dlhost_graph.inputs): data uniform in [0, 1),
 // I32 ids uniform over the classes (or vocabulary) of what reads them.

@@ -165,7 +165,7 @@ class FcLayer : public WeightedLayer {
     }
     wdims_ = wdims;
     const int64_t rows = x.dims[0] * (flat_ ? x.dims[1] : 1);
-    if (rows >= kGemmMinRows && (flat_ || x.md == plain_md(x.dims, dt::f32))) {
+    if ((rows >= kGemmMinRows || m.threads() > 1) && (flat_ || x.md == plain_md(x.dims, dt::f32))) {
       build_forward_gemm(m, steps, x, y, src);
       return;
     }
@@ -245,8 +245,12 @@ class FcLayer : public WeightedLayer {
   // (brgemm_bwd_w/bwd_d on AVX-512) took 1.3-1.7x the time of dnnl_sgemm for the same product
   // (the LSTM decoder's [4096 x 256] x [256 x 10000]: 2.2 s against 1.35 s under the same
   // load), and plain weights are the canonical layout, so no reorder is ever needed. With few
-  // rows (FCN-5's batch of 64) the blocked inner product's forward is the faster one, and the
-  // whole FCN-5 step measured 1.08-1.12x slower on this path, so those keep it.
+  // rows (FCN-5's batch of 64) at 1 thread the blocked inner product's forward is the faster
+  // one, and the whole FCN-5 step measured 1.08-1.12x slower on this path, so those keep it.
+  // At 2 threads the blocked inner product at 64 rows does not scale: the quiet run of
+  // 2026-12-03 (bench/results/2026-12-03-quiet) had FCN-8's step at 430 ms against 270 ms for
+  // its GEMMs bare as dnnl_sgemm (FCN-5: 265 against 220), so with more than one thread every
+  // plain FC takes this path.
   static constexpr int64_t kGemmMinRows = 256;
   void build_forward_gemm(Model& m, Steps& steps, Tensor& x, Tensor& y, const memory& src) {
     gemm_ = true;

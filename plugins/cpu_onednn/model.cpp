@@ -5,6 +5,8 @@
 #include "model.h"
 
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -113,8 +115,8 @@ Model::Model(const Context& context, const dlhost_graph* graph,
     with_dnnl("node " + name, [&] { layers_[n]->build_backward(*this, backward_steps_); });
     building_backward_ = false;
     release_diff(tensor(node.output));
-    for (const dnnl::memory& buffer : node_scratches_)
-      free_diffs_.emplace_back(buffer.get_desc().get_size(), buffer);
+    lend_value(tensor(node.output));
+    for (const auto& [offset, bytes] : node_scratches_) give_back(offset, bytes);
     node_scratches_.clear();
   }
   for (const Param& p : params_)
@@ -124,6 +126,10 @@ Model::Model(const Context& context, const dlhost_graph* graph,
 }
 
 Model::~Model() = default;
+
+Model::Arena::~Arena() {
+  if (base != nullptr) munmap(base, reserved);
+}
 
 Tensor& Model::tensor(int32_t id) {
   if (id < 0 || id >= static_cast<int32_t>(tensors_.size()))
@@ -162,39 +168,122 @@ void Model::alloc_param(int32_t id, const Md& md, const Md& user_md) {
 
 void Model::alloc_tensor(Tensor& t, const Md& md) {
   t.md = md;
-  t.value = alloc(md);
+  t.value = dnnl::memory(md, context_.engine, arena_at(take_pooled(md.get_size())));
 }
 
 dnnl::memory& Model::diff_of(Tensor& t) {
   if (!t.needs_grad) sdk::invalid("cpu_onednn: tensor " + t.name + " has no gradient");
   if (t.diff) return t.diff;
-  t.diff_buffer = take_pooled(t.md.get_size());
-  t.diff = dnnl::memory(t.md, context_.engine, t.diff_buffer.get_data_handle());
+  t.diff_offset = static_cast<int64_t>(take_pooled(t.md.get_size()));
+  t.diff = dnnl::memory(t.md, context_.engine, arena_at(static_cast<size_t>(t.diff_offset)));
   return t.diff;
 }
 
-dnnl::memory Model::take_pooled(size_t bytes) {
-  auto best = free_diffs_.end();
-  for (auto it = free_diffs_.begin(); it != free_diffs_.end(); ++it)
-    if (it->first >= bytes && (best == free_diffs_.end() || it->first < best->first)) best = it;
-  if (best == free_diffs_.end())
-    return alloc(Md({static_cast<int64_t>(bytes)}, dnnl::memory::data_type::u8,
-                    dnnl::memory::format_tag::a));
-  dnnl::memory buffer = best->second;
-  free_diffs_.erase(best);
-  return buffer;
+namespace {
+
+// Every range of the arena starts on a cache line (what oneDNN's own allocations align to).
+constexpr size_t kArenaAlign = 64;
+size_t arena_round(size_t bytes) {
+  return std::max(kArenaAlign, (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign);
+}
+
+}  // namespace
+
+size_t Model::take_pooled(size_t bytes) {
+  bytes = arena_round(bytes);
+  if (arena_.base == nullptr) {
+    // Address space only (PROT_NONE commits nothing): twice the machine's memory, so that a
+    // model too large fails as out of memory when it grows, not here.
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    arena_.reserved = 2 * static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * page;
+    void* p = mmap(nullptr, arena_.reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+      sdk::fail(DLHOST_CODE_RESOURCE_EXHAUSTED, "cpu_onednn: cannot reserve " +
+                                                    std::to_string(arena_.reserved >> 20) +
+                                                    " MiB of address space for tensors");
+    arena_.base = static_cast<char*>(p);
+  }
+  auto best = free_ranges_.end();
+  for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it)
+    if (it->second >= bytes && (best == free_ranges_.end() || it->second < best->second)) best = it;
+  if (best != free_ranges_.end()) {
+    const size_t offset = best->first, left = best->second - bytes;
+    free_ranges_.erase(best);
+    if (left > 0) free_ranges_.emplace(offset + bytes, left);
+    return offset;
+  }
+  // No free range fits: the one at the end, if any, grows into new bytes.
+  size_t offset = arena_.used;
+  if (!free_ranges_.empty()) {
+    auto last = std::prev(free_ranges_.end());
+    if (last->first + last->second == arena_.used) {
+      offset = last->first;
+      free_ranges_.erase(last);
+    }
+  }
+  const size_t end = offset + bytes;
+  if (end > arena_.reserved)
+    sdk::fail(DLHOST_CODE_RESOURCE_EXHAUSTED, "cpu_onednn: tensors need more than " +
+                                                  std::to_string(arena_.reserved >> 20) + " MiB");
+  const size_t grow = end - arena_.used;
+  // mprotect rounds to whole pages; the pages of the range grown may already be open.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  char* from = arena_.base + arena_.used / page * page;
+  if (mprotect(from, static_cast<size_t>(arena_.base + end - from), PROT_READ | PROT_WRITE) != 0)
+    sdk::fail(DLHOST_CODE_RESOURCE_EXHAUSTED,
+              "cpu_onednn: out of memory for " + std::to_string(grow >> 20) + " MiB of tensors");
+  // Touch every page now so that no training step pays the first-touch cost.
+  std::memset(arena_.base + arena_.used, 0, grow);
+  workspace_bytes_ += grow;
+  arena_.used = end;
+  return offset;
+}
+
+void Model::give_back(size_t offset, size_t bytes) {
+  bytes = arena_round(bytes);
+  auto next = free_ranges_.lower_bound(offset);
+  if (next != free_ranges_.end() && offset + bytes == next->first) {
+    bytes += next->second;
+    next = free_ranges_.erase(next);
+  }
+  if (next != free_ranges_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      prev->second += bytes;
+      return;
+    }
+  }
+  free_ranges_.emplace(offset, bytes);
 }
 
 dnnl::memory Model::scratch(const Md& md) {
   if (!building_backward_) return alloc(md);
-  node_scratches_.push_back(take_pooled(md.get_size()));
-  return dnnl::memory(md, context_.engine, node_scratches_.back().get_data_handle());
+  node_scratches_.emplace_back(take_pooled(md.get_size()), md.get_size());
+  return dnnl::memory(md, context_.engine, arena_at(node_scratches_.back().first));
+}
+
+// Once its producer's backward steps are built, no later-built step reads the tensor's value
+// (its readers are the producer and its consumers, all built by now), and the next forward
+// writes it before anything reads it: until then its bytes can hold gradients. PyTorch's
+// allocator reuses freed activations for gradients the same way; without this, ResNet-50's
+// gradient pool was 286 MiB on top of its activations. Graph inputs stay (they are set once
+// and read by every step), so do the loss and a buffer already lent (an in-place activation's
+// output shares its input's bytes).
+void Model::lend_value(Tensor& t) {
+  if (!t.value || t.producer_op == 0 || t.producer_op == DLHOST_OP_INPUT || t.is_loss) return;
+  char* data = static_cast<char*>(t.value.get_data_handle());
+  if (data < arena_.base || data >= arena_.base + arena_.used) return;  // not an arena value
+  t.value_lent = true;
+  if (std::find(lent_values_.begin(), lent_values_.end(), data) != lent_values_.end()) return;
+  lent_values_.push_back(data);
+  give_back(static_cast<size_t>(data - arena_.base), t.value.get_desc().get_size());
 }
 
 void Model::release_diff(Tensor& t) {
-  if (!t.diff_buffer) return;
-  free_diffs_.emplace_back(t.diff_buffer.get_desc().get_size(), t.diff_buffer);
-  t.diff_buffer = dnnl::memory();
+  if (t.diff_offset < 0) return;
+  give_back(static_cast<size_t>(t.diff_offset), t.md.get_size());
+  t.diff_offset = -1;
 }
 
 dnnl::memory Model::as_layout(const dnnl::memory& mem, const Md& want, Steps& steps,
@@ -351,6 +440,7 @@ void Model::set_input(int32_t id, const void* data, size_t bytes) {
 
 void Model::forward() {
   context_.apply_threads();
+  values_overwritten_ = false;
   run(forward_steps_);
   ++forward_calls_;
 }
@@ -361,6 +451,7 @@ void Model::backward(const dlhost_grad_ready* ready) {
       (ready->struct_size < DLHOST_GRAD_READY_STRUCT_SIZE || ready->fn == nullptr))
     sdk::invalid("cpu_onednn: backward: grad_ready without fn");
   ready_ = ready;
+  values_overwritten_ = true;  // lent values now hold gradients (lend_value)
   try {
     run(backward_steps_);
   } catch (...) {
@@ -457,6 +548,10 @@ void Model::read_tensor(int32_t id, void* data, size_t bytes) {
   if (bytes != static_cast<size_t>(t.elements) * 4)
     sdk::invalid("cpu_onednn: read_tensor: " + t.name + " holds " + std::to_string(t.elements * 4) +
                  " bytes, got " + std::to_string(bytes));
+  if (t.value_lent && values_overwritten_)
+    sdk::unimplemented("cpu_onednn: read_tensor: " + t.name +
+                       " is not kept after backward (its bytes hold gradients until the next "
+                       "forward): read it between forward and backward");
   with_dnnl("read_tensor " + t.name, [&] {
     dnnl::memory user(plain_md(t.dims, dnnl::memory::data_type::f32), context_.engine, data);
     dnnl::memory internal = t.value;  // a handle copy: execute() wants non-const

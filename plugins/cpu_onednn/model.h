@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -50,11 +51,12 @@ struct Tensor {
   bool needs_grad = false;    // some parameter lies upstream
   Md md;                      // internal layout of value and diff
   dnnl::memory value, diff;   // diff: only during compile's backward pass, from Model::diff_of
-  dnnl::memory diff_buffer;   // the pooled bytes under `diff`
+  int64_t diff_offset = -1;   // where `diff` lies in the arena (-1: none yet)
   int64_t label_classes = 0;  // I32 labels or token ids: the valid range for set_input
   bool diff_written = false;  // compile-time: a later consumer already writes the diff
   int consumers = 0;          // graph nodes that read this tensor
   int32_t producer_op = 0;    // DLHOST_OP_* of the node that writes it (0: none)
+  bool value_lent = false;    // backward reuses the value's bytes for gradients (lend_value)
 };
 
 struct Param {
@@ -116,6 +118,7 @@ class Model final : public sdk::Model {
 
   // --- used by the layers while the constructor builds them ---------------------------------
   const dnnl::engine& engine() const { return context_.engine; }
+  int threads() const { return context_.threads; }  // OpenMP threads of the case
   Tensor& tensor(int32_t id);
   Param& param(int32_t id);
   float momentum() const { return optimizer_.momentum; }
@@ -169,8 +172,14 @@ class Model final : public sdk::Model {
   void finish_scratchpad();
   void build_update();
   void release_diff(Tensor& t);
-  // A pooled buffer of at least `bytes` (best fit among the free ones, else a new one).
-  dnnl::memory take_pooled(size_t bytes);
+  // Puts the bytes of `t`'s value into the gradient pool once no backward step reads it.
+  void lend_value(Tensor& t);
+  // `bytes` of the arena: the best-fitting free range, else the free range at its end grown,
+  // else new bytes at its end (touched now). Returns the offset.
+  size_t take_pooled(size_t bytes);
+  // Returns [offset, offset + bytes) to the free ranges, merged with its free neighbours.
+  void give_back(size_t offset, size_t bytes);
+  void* arena_at(size_t offset) const { return arena_.base + offset; }
 
   Context context_;
   dlhost_optimizer_desc optimizer_;
@@ -185,10 +194,25 @@ class Model final : public sdk::Model {
   uint64_t seed_ = 0;
   uint64_t forward_calls_ = 0;
   std::vector<RunningStats> running_stats_;
-  // Diff buffers free for reuse (bytes, buffer) and every one made, which owns them.
-  std::vector<std::pair<size_t, dnnl::memory>> free_diffs_;
+  // Tensor values and gradients live in one arena: a virtual reservation that only grows
+  // (no pointer ever moves) and whose pages count once touched. Freed ranges (gradients past
+  // their last reader, values past theirs: lend_value) merge with their neighbours, so the
+  // dead activations of a ResNet stage hold the larger gradients of the next one.
+  struct Arena {
+    char* base = nullptr;
+    size_t reserved = 0, used = 0;
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena();
+  };
+  Arena arena_;
+  std::map<size_t, size_t> free_ranges_;  // offset -> bytes, disjoint, never adjacent
   bool building_backward_ = false;
-  std::vector<dnnl::memory> node_scratches_;  // pooled scratches of the node being built
+  std::vector<const char*> lent_values_;  // value bytes already freed (never freed twice)
+  bool values_overwritten_ = false;       // a backward ran since the last forward
+  // (offset, bytes) of the arena scratches of the node being built
+  std::vector<std::pair<size_t, size_t>> node_scratches_;
   const dlhost_grad_ready* ready_ = nullptr;
   uint64_t param_bytes_ = 0, workspace_bytes_ = 0;
   std::vector<std::pair<std::string, int>> implementations_;

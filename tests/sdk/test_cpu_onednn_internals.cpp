@@ -4,9 +4,12 @@
 // Why white box: batch norm's running mean and variance are state of the backend, not
 // parameters. No ABI call reads them and training never uses them (they serve inference), so
 // nothing observable through the C table depends on them; only the plugin's Model can be asked.
+// Likewise the reuse of activation bytes for gradients (Model::lend_value): what it must not
+// change (forward results, gradients, a graph input) is checked here step by step.
 // Everything else about cpu_onednn is tested through the ABI in test_cpu_onednn.cpp.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -84,6 +87,82 @@ TEST(cpu_onednn_internals, BatchNormRunningStatistics) {
       EXPECT_NEAR(stats.variance[ch], want_var[ch], 1e-5) << "channel " << ch;
     }
   }
+}
+
+// Backward reuses the bytes of activations past their last reader for gradients: a second
+// forward must give the same activations and loss, a second backward the same gradients, the
+// graph input must survive, and a lent activation is refused after backward, not returned stale.
+TEST(cpu_onednn_internals, LentActivationsHoldGradientsOnlyDuringBackward) {
+  cpu_onednn::Context context;
+  context.threads_requested = 1;
+  context.apply_threads();
+  context.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
+  context.stream = dnnl::stream(context.engine);
+  auto sgd = dlhost_optimizer_desc{};
+  sgd.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+  sgd.kind = DLHOST_OPTIMIZER_SGD;
+  sgd.learning_rate = 0.1f;
+
+  const int64_t batch = 4;
+  GraphBuilder b("lend", batch);
+  const int32_t data = b.input("data", DLHOST_DTYPE_F32, {6});
+  const int32_t h1 = b.activation("act1", b.fc("fc1", data, fc(8)), act(DLHOST_ACTIVATION_SIGMOID));
+  const int32_t h2 = b.activation("act2", b.fc("fc2", h1, fc(8)), act(DLHOST_ACTIVATION_SIGMOID));
+  const int32_t sum = b.add("res", h2, h1);  // h1 has two readers: its gradient accumulates
+  const int32_t logits = b.fc("head", sum, fc(3));
+  const int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
+  b.softmax_cross_entropy("loss", logits, labels);
+  auto graph = b.finish();
+  cpu_onednn::Model model(context, graph->view(), sgd, 42);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int32_t p = 0; p < graph->num_params(); ++p) {
+    std::vector<float> w(static_cast<size_t>(graph->param(p).count));
+    for (float& v : w) v = dist(rng);
+    model.write_param(p, DLHOST_PARAM_VALUE, w.data(), w.size() * 4);
+  }
+  std::vector<float> x(batch * 6);
+  for (float& v : x) v = dist(rng);
+  model.set_input(data, x.data(), x.size() * 4);
+  const std::vector<int32_t> ids = {0, 1, 2, 0};
+  model.set_input(labels, ids.data(), ids.size() * 4);
+
+  auto read = [&](int32_t t, size_t n) {
+    std::vector<float> v(n);
+    model.read_tensor(t, v.data(), n * 4);
+    return v;
+  };
+  auto grads = [&] {
+    std::vector<std::vector<float>> g;
+    for (int32_t p = 0; p < graph->num_params(); ++p) {
+      g.emplace_back(static_cast<size_t>(graph->param(p).count));
+      model.read_param(p, DLHOST_PARAM_GRAD, g.back().data(), g.back().size() * 4);
+    }
+    return g;
+  };
+  model.forward();
+  const float loss = model.loss();
+  const auto h1_first = read(h1, batch * 8), logits_first = read(logits, batch * 3);
+  model.backward(nullptr);
+  const auto grads_first = grads();
+  EXPECT_EQ(read(data, x.size()), x);  // a graph input is never lent
+  try {
+    read(logits, batch * 3);
+    ADD_FAILURE() << "read_tensor of a lent activation after backward returned";
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), DLHOST_CODE_UNIMPLEMENTED);
+    EXPECT_NE(std::string(e.what()).find("after backward"), std::string::npos) << e.what();
+  }
+  model.forward();  // no update in between: the same numbers
+  EXPECT_EQ(model.loss(), loss);
+  EXPECT_EQ(read(h1, batch * 8), h1_first);
+  EXPECT_EQ(read(logits, batch * 3), logits_first);
+  model.backward(nullptr);
+  EXPECT_EQ(grads(), grads_first);
+  float total = 0;
+  for (const auto& g : grads_first)
+    for (float v : g) total += std::abs(v);
+  EXPECT_GT(total, 0.0f);
 }
 
 }  // namespace
