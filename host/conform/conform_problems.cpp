@@ -136,7 +136,10 @@ const std::map<std::string, std::vector<const char*>>& small_problems() {
         "op=pool2d,n=2,c=2,h=5,w=5,kind=avg,k=2,s=2,p=0,ceil=1,cip=1",
         "op=pool2d,n=2,c=2,h=5,w=5,kind=avg,k=2,s=2,p=0,ceil=1,cip=0",
         "op=pool2d,n=2,c=2,h=6,w=8,kind=avg,k=3,s=3,p=1,ceil=1,cip=1",
-        "op=pool2d,n=2,c=2,h=6,w=8,kind=avg,k=3,s=3,p=1,ceil=1,cip=0"}},
+        "op=pool2d,n=2,c=2,h=6,w=8,kind=avg,k=3,s=3,p=1,ceil=1,cip=0",
+        // Channel-blocked layout (c >= 8) and a ceil-mode overhang without padding, as
+        // AlexNet-R's pool3: cpu_onednn pools it with no divisor fix-up step.
+        "op=pool2d,n=2,c=16,h=8,w=8,kind=avg,k=3,s=2,p=0,ceil=1,cip=1"}},
       {"fc",
        {"op=fc,shape=3x10,out=5,bias=1,bd=1", "op=fc,shape=1x7,out=4,bias=0,bd=1",
         "op=fc,shape=2x3x4x4,out=6,bias=1,bd=1", "op=fc,shape=2x5x6,out=3,bias=1,bd=1",
