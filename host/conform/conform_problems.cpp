@@ -126,7 +126,13 @@ const std::map<std::string, std::vector<const char*>>& small_problems() {
         "op=conv2d,n=2,c=3,h=11,w=10,oc=5,k=5,s=3,p=2,d=1,g=1,bias=1",
         "op=conv2d,n=2,c=6,h=5,w=5,oc=6,k=3,s=1,p=1,d=1,g=6,bias=1",
         "op=conv2d,n=2,c=4,h=5,w=3,oc=3,k=1,s=1,p=0,d=1,g=1,bias=1",
-        "op=conv2d,n=2,c=2,h=8,w=8,oc=3,k=4,s=4,p=0,d=1,g=1,bias=1"}},
+        "op=conv2d,n=2,c=2,h=8,w=8,oc=3,k=4,s=4,p=0,d=1,g=1,bias=1",
+        // LeNet's conv2: channels that fill few of a blocked layout's lanes, which cpu_onednn
+        // runs channels-last (brgemm forward on AVX-512).
+        "op=conv2d,n=2,c=20,h=12,w=12,oc=50,k=5,s=1,p=0,d=1,g=1,bias=1",
+        // AlexNet's conv4 at a small batch: a wide 3x3 layer, where cpu_onednn lets oneDNN pick
+        // Winograd when it expects it to be faster (at this batch: the weight gradient).
+        "op=conv2d,n=4,c=256,h=13,w=13,oc=256,k=3,s=1,p=1,d=1,g=1,bias=1"}},
       {"pool2d",
        {"op=pool2d,n=2,c=3,h=8,w=8,kind=max,k=2,s=2,p=0,ceil=0,cip=1",
         "op=pool2d,n=2,c=3,h=9,w=7,kind=max,k=3,s=2,p=1,ceil=0,cip=1",
@@ -136,7 +142,10 @@ const std::map<std::string, std::vector<const char*>>& small_problems() {
         "op=pool2d,n=2,c=2,h=5,w=5,kind=avg,k=2,s=2,p=0,ceil=1,cip=1",
         "op=pool2d,n=2,c=2,h=5,w=5,kind=avg,k=2,s=2,p=0,ceil=1,cip=0",
         "op=pool2d,n=2,c=2,h=6,w=8,kind=avg,k=3,s=3,p=1,ceil=1,cip=1",
-        "op=pool2d,n=2,c=2,h=6,w=8,kind=avg,k=3,s=3,p=1,ceil=1,cip=0"}},
+        "op=pool2d,n=2,c=2,h=6,w=8,kind=avg,k=3,s=3,p=1,ceil=1,cip=0",
+        // Channel-blocked layout (c >= 8) and a ceil-mode overhang without padding, as
+        // AlexNet-R's pool3: cpu_onednn pools it with no divisor fix-up step.
+        "op=pool2d,n=2,c=16,h=8,w=8,kind=avg,k=3,s=2,p=0,ceil=1,cip=1"}},
       {"fc",
        {"op=fc,shape=3x10,out=5,bias=1,bd=1", "op=fc,shape=1x7,out=4,bias=0,bd=1",
         "op=fc,shape=2x3x4x4,out=6,bias=1,bd=1", "op=fc,shape=2x5x6,out=3,bias=1,bd=1",

@@ -366,6 +366,8 @@ class ConvLayer : public WeightedLayer {
     if (y.dims != expected)
       bad("output " + dims_str(y.dims) + " but the attributes give " + dims_str(expected));
     wdims_ = {a_.out_channels, x.dims[1], a_.kernel_h, a_.kernel_w};
+    if (x.dims[1] >= kWinogradMinChannels && a_.out_channels >= kWinogradMinChannels)
+      alg_ = algorithm::convolution_auto;
     strides_ = {a_.stride_h, a_.stride_w};
     dilates_ = {a_.dilation_h - 1, a_.dilation_w - 1};  // oneDNN counts the holes
     pad_ = {a_.pad_h, a_.pad_w};
@@ -373,6 +375,16 @@ class ConvLayer : public WeightedLayer {
     ydims_ = y.dims;
     // Every layout left to oneDNN: it picks blocked formats for the ISA it dispatches.
     pd_ = forward_pd(m, any_md(x.dims), any_md(y.dims));
+    // A blocked layout pads the channels to its block (16 on AVX-512): LeNet's conv2, 20 -> 50
+    // channels, computes 32 -> 64, twice its FLOPs. Channels-last has no padding, and there
+    // oneDNN 2.6 has a brgemm forward kernel (brgconv, AVX-512 only); its backward kernels are
+    // the jit direct ones, which read channels-last too. LeNet b64, 1 thread: 0.86x the CPU
+    // time per step. Where the channels fill their blocks, the blocked kernels measured as fast
+    // or faster (AlexNet-R), so they stay.
+    if (wastes_blocks(x.dims[1]) || wastes_blocks(a_.out_channels)) {
+      auto nhwc = forward_pd(m, Md(x.dims, dt::f32, tag::acdb), Md(y.dims, dt::f32, tag::acdb));
+      if (std::string(nhwc.impl_info_str()).rfind("brg", 0) == 0) pd_ = nhwc;
+    }
     const std::string what = name_ + ": convolution forward";
     src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);
     m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims_, dt::f32));
@@ -383,39 +395,50 @@ class ConvLayer : public WeightedLayer {
   }
 
   void build_backward(Model& m, Steps& steps) override {
-    const algorithm alg = algorithm::convolution_direct;
+    const algorithm alg = alg_;
     // Each backward primitive is first asked for the forward's layouts, which spares per-step
-    // reorders; when oneDNN has only its reference kernel for them, it chooses (`any`).
-    auto weights_pd = [&](bool same) {
-      const Md src = same ? pd_.src_desc() : any_md(xdims_);
-      const Md weights = same ? pd_.weights_desc() : any_md(wdims_);
-      const Md dst = same ? pd_.dst_desc() : any_md(ydims_);
+    // reorders; then for the forward's activation layouts with weights left to oneDNN (the
+    // forward's brgemm weight layout has no backward kernel in oneDNN 2.6; a weight reorder is
+    // small); when oneDNN has only its reference kernel for those, it chooses everything (`any`).
+    // Level 0: all as forward, 1: activations as forward, 2: all `any`.
+    auto src_md = [&](int level) { return level < 2 ? pd_.src_desc() : any_md(xdims_); };
+    auto dst_md = [&](int level) { return level < 2 ? pd_.dst_desc() : any_md(ydims_); };
+    auto wei_md = [&](int level) { return level < 1 ? pd_.weights_desc() : any_md(wdims_); };
+    auto weights_pd = [&](int level) {
       auto desc = bias_ >= 0 ? dnnl::convolution_backward_weights::desc(
-                                   alg, src, weights, any_md({a_.out_channels}), dst, strides_,
-                                   dilates_, pad_, pad_)
+                                   alg, src_md(level), wei_md(level), any_md({a_.out_channels}),
+                                   dst_md(level), strides_, dilates_, pad_, pad_)
                              : dnnl::convolution_backward_weights::desc(
-                                   alg, src, weights, dst, strides_, dilates_, pad_, pad_);
+                                   alg, src_md(level), wei_md(level), dst_md(level), strides_,
+                                   dilates_, pad_, pad_);
       return dnnl::convolution_backward_weights::primitive_desc(desc, m.attr(), m.engine(), pd_,
-                                                                same);
+                                                                level < 2);
     };
-    auto wpd = weights_pd(true);
-    if (!fast(wpd)) wpd = weights_pd(false);
+    auto wpd = weights_pd(0);
+    for (int level = 1; level <= 2 && !fast(wpd); ++level) wpd = weights_pd(level);
     add_backward_weights<decltype(wpd), dnnl::convolution_backward_weights>(m, steps, wpd, "conv");
     if (!m.tensor(inputs_[0]).needs_grad) return;
-    auto data_pd = [&](bool same) {
-      dnnl::convolution_backward_data::desc desc(
-          alg, same ? pd_.src_desc() : any_md(xdims_), same ? pd_.weights_desc() : any_md(wdims_),
-          same ? pd_.dst_desc() : any_md(ydims_), strides_, dilates_, pad_, pad_);
-      return dnnl::convolution_backward_data::primitive_desc(desc, m.attr(), m.engine(), pd_, same);
+    auto data_pd = [&](int level) {
+      dnnl::convolution_backward_data::desc desc(alg, src_md(level), wei_md(level), dst_md(level),
+                                                 strides_, dilates_, pad_, pad_);
+      return dnnl::convolution_backward_data::primitive_desc(desc, m.attr(), m.engine(), pd_,
+                                                             level < 2);
     };
-    auto dpd = data_pd(true);
-    if (!fast(dpd)) dpd = data_pd(false);
+    auto dpd = data_pd(0);
+    for (int level = 1; level <= 2 && !fast(dpd); ++level) dpd = data_pd(level);
     add_backward_data<decltype(dpd), dnnl::convolution_backward_data>(m, steps, dpd, "conv");
   }
 
  private:
+  // Whether a channel-blocked layout pads these channels by a quarter or more. Fewer than 8
+  // input channels (an image's 1 or 3) have their own kernels that read them unpadded.
+  static bool wastes_blocks(int64_t channels) {
+    const int64_t block = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? 16 : 8;
+    const int64_t padded = (channels + block - 1) / block * block;
+    return channels >= 8 && 4 * (padded - channels) >= padded;
+  }
   dnnl::convolution_forward::primitive_desc forward_pd(Model& m, const Md& src, const Md& dst) {
-    const algorithm alg = algorithm::convolution_direct;
+    const algorithm alg = alg_;
     auto desc = bias_ >= 0 ? dnnl::convolution_forward::desc(
                                  prop_kind::forward_training, alg, src, any_md(wdims_),
                                  any_md({a_.out_channels}), dst, strides_, dilates_, pad_, pad_)
@@ -426,6 +449,14 @@ class ConvLayer : public WeightedLayer {
   }
 
   dlhost_conv2d_attrs a_;
+  // For wide layers (>= kWinogradMinChannels in and out) convolution_auto lets oneDNN pick
+  // Winograd (jit_wino_4x3, AVX-512) for the 3x3 stride-1 shapes where its heuristic expects it
+  // to beat the direct kernels; the backward passes follow the forward's choice. AlexNet b16
+  // (conv3-5: 256-384 channels), 1 thread: 0.86x the CPU time per step. ResNet-56's 16-64
+  // channels measured no gain (and noisy), so narrower layers stay direct. Winograd rounds
+  // differently: AlexNet's first loss moved from 6.930698 to 6.930696.
+  static constexpr int64_t kWinogradMinChannels = 256;
+  algorithm alg_ = algorithm::convolution_direct;
   std::vector<int64_t> wdims_, xdims_, ydims_;
   memory::dims strides_, dilates_, pad_;
   dnnl::convolution_forward::primitive_desc pd_;
@@ -461,9 +492,15 @@ class PoolLayer : public NodeLayer {
     pad_r_ = {
         std::max(a_.pad_h, (y.dims[2] - 1) * a_.stride_h + a_.kernel_h - x.dims[2] - a_.pad_h),
         std::max(a_.pad_w, (y.dims[3] - 1) * a_.stride_w + a_.kernel_w - x.dims[3] - a_.pad_w)};
-    alg_ = a_.kind == DLHOST_POOL_MAX  ? algorithm::pooling_max
-           : a_.count_include_pad != 0 ? algorithm::pooling_avg_include_padding
-                                       : algorithm::pooling_avg_exclude_padding;
+    // Without symmetric padding, Caffe's include-padding divisor (the window clipped to the
+    // input plus padding) is the count of the window's input elements, which is what oneDNN's
+    // exclude-padding average divides by, ceil-mode overhang included: no rescaling step is
+    // needed. That step, a broadcast multiply over a blocked tensor, runs oneDNN 2.6's ref:any
+    // binary kernel (AlexNet-R's pool3 at batch 1024: ~16% of the step, forward and backward).
+    const bool include_pad = a_.count_include_pad != 0 && (a_.pad_h > 0 || a_.pad_w > 0);
+    alg_ = a_.kind == DLHOST_POOL_MAX ? algorithm::pooling_max
+           : include_pad              ? algorithm::pooling_avg_include_padding
+                                      : algorithm::pooling_avg_exclude_padding;
     dnnl::pooling_forward::desc desc(prop_kind::forward_training, alg_, pooling_src_md(x),
                                      any_md(y.dims), strides_, kernel_, pad_l_, pad_r_);
     pd_ = dnnl::pooling_forward::primitive_desc(desc, m.attr(), m.engine());
