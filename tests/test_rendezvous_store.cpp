@@ -589,8 +589,8 @@ struct ScriptedStore {
         put_be(frame, 0, 8);
         put_be(frame, answers[i].second.size(), 4);
         frame.insert(frame.end(), answers[i].second.begin(), answers[i].second.end());
+        ++served;  // before the answer: the client may check the count as soon as it has it
         send_bytes(fd, frame);
-        ++served;
         close(fd);
       }
     });
