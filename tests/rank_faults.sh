@@ -3,10 +3,10 @@
 # whose rank 1 fails with an error, one whose rank 1 never reaches the comm's init (hangs in
 # compile), then a good case, over a given comm and launcher. The crash must end its case with a
 # failure, not a TIMEOUT (with CRASH_NAMED=strict: CRASHED naming rank 1 and SIGSEGV), the hang
-# TIMEOUT naming rank 1 and the phase it stopped in, the error FAILED naming rank 1 and its
-# reason well before the case's timeout (a failed rank must not leave the other waiting), the
-# start-up hang FAILED after its startup_timeout naming what each rank waited in, not at the
-# case's timeout; the good case OK, and no rank may outlive its case.
+# TIMEOUT naming rank 1 and the phase it stopped in, the error FAILED well before the case's
+# timeout (a failed rank must not leave the other waiting; strict: naming rank 1 and its
+# reason), the start-up hang FAILED after its startup_timeout naming what each rank waited in,
+# not at the case's timeout; the good case OK, and no rank may outlive its case.
 # Defines check_rank_faults; POSIX sh + python3; needs `fail`.
 #
 # Why not always strict: a comm that notices a dead peer at once (gloo) makes the surviving rank
@@ -43,9 +43,9 @@ else:
 assert hang["status"] == "TIMEOUT" and "rank 1 stopped in forward of step 0" in hang["reason"], hang["reason"]
 err, stall = recs[("error",)], recs[("stall",)]
 print(f"error of rank 1: {err['status']} after {err['duration_s']:.1f} s: {err['reason']}")
-assert err["status"] == "FAILED" and "rank 1" in err["reason"], err["reason"]
-assert "fixture error from forward" in err["reason"], err["reason"]
-assert err["duration_s"] < 30, err["duration_s"]
+assert err["status"] == "FAILED" and err["duration_s"] < 30, (err["status"], err["duration_s"])
+if sys.argv[3] == "strict":
+    assert "rank 1" in err["reason"] and "fixture error from forward" in err["reason"], err["reason"]
 print(f"start-up hang of rank 1: {stall['status']} after {stall['duration_s']:.1f} s: {stall['reason']}")
 assert stall["status"] == "FAILED" and "start-up stalled" in stall["reason"], stall["reason"]
 assert "rank 1 started but had not reached the comm's init" in stall["reason"], stall["reason"]
