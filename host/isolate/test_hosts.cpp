@@ -336,6 +336,13 @@ void TestHosts::make(const Interconnect& link) {
   agent
       << "  *) echo \"dlhost test-host agent: no test host '$host'\" >&2; exit 255 ;;\n"
          "esac\n"
+      // Each host gets its own temporary folder, as a real node has its own /tmp: the daemons of
+      // all test hosts share this machine's name, so in one /tmp they race to make the same Open
+      // MPI session folder (/tmp/ompi.HOST.UID/jf.N); the loser's orte_init fails ("mkdir ...
+      // File exists", seen under load) and, daemonized, it died unseen.
+      << "TMPDIR=" << folder_
+      << "/tmp-$ns; export TMPDIR\n"
+         "mkdir -p \"$TMPDIR\" || exit 255\n"
       << ip_tool()
       << " netns exec \"$ns\" /bin/sh -c \"$*\"\n"
          "rc=$?\n"
