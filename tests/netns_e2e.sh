@@ -13,7 +13,9 @@
 #     the link measured itself).
 #   cut_link: a test host's link cut (`ip link set down`) in the middle of a case ends it within
 #     its timeout naming the rank and the host, the next case runs, and no process, namespace or
-#     link is left behind.
+#     link is left behind. Then a start-up where rank 1 never reaches the comm (the faulty
+#     fixture hangs in compile) ends after its startup_timeout, long before the case's timeout,
+#     FAILED naming each rank, its test host and what it waited for.
 # Usage: netns_e2e.sh MODE DLHOST FIXTURE_COMM_DIR WORK_DIR
 # Exit 77 (skipped, reason printed) without root, iproute2, mpirun or network namespaces.
 set -eu
@@ -193,8 +195,11 @@ defaults: {network: lenet, batch: 8, backend: cpu_onednn, comm: mpi, ranks: 2, t
 cases:
   - {iterations: 100000, timeout: 15, tags: [cut]}
   - {iterations: 2, timeout: 60, tags: [after]}
+  - {backend: faulty, iterations: 2, timeout: 60, startup_timeout: 10, tags: [stall],
+     options: {faulty: {fault: hang_compile, fault_rank: "1"}}}
 YAML
-  "$DLHOST" --plugin-path "$FIXTURES" run "$WORK/cut.yaml" -o "$WORK/cut.jsonl" \
+  "$DLHOST" --plugin-path "$FIXTURES" --plugin-path "$(dirname "$FIXTURES")/fixture_backends" \
+    run "$WORK/cut.yaml" -o "$WORK/cut.jsonl" \
     > "$WORK/cut.txt" 2> "$WORK/cut.err" &
   DL_PID=$!
   start=$(date +%s)
@@ -208,7 +213,7 @@ YAML
       ip link set "dlhn${DL_PID}v1" down && cut=$(($(date +%s) - start))
       echo "cut the link of test host h1 at ${cut} s"
     fi
-    [ $(($(date +%s) - start)) -lt 120 ] || fail "dlhost run still running after 120 s"
+    [ $(($(date +%s) - start)) -lt 150 ] || fail "dlhost run still running after 150 s"
     sleep 0.1
   done
   set +e
@@ -226,7 +231,7 @@ print(r["reason"] if r["status"] == "SKIPPED" else "")' "$WORK/cut.jsonl" 2> /de
   /usr/bin/python3 - "$WORK/cut.jsonl" "$DL_PID" << 'PY' || fail "records"
 import json, sys
 recs = {r["params"]["tags"][0]: r for r in map(json.loads, open(sys.argv[1]))}
-cut, after, pid = recs["cut"], recs["after"], sys.argv[2]
+cut, after, stall, pid = recs["cut"], recs["after"], recs["stall"], sys.argv[2]
 print(f"cut case: {cut['status']} after {cut['duration_s']:.1f} s: {cut['reason']}")
 assert cut["status"] in ("TIMEOUT", "FAILED", "CRASHED"), cut["status"]
 # Stopped at 1.1 x timeout + 5 s at the latest, killed after 5 s more if the launcher lingers.
@@ -234,8 +239,14 @@ assert cut["duration_s"] <= 1.1 * 15 + 5 + 5 + 2, cut["duration_s"]
 assert "rank 1" in cut["reason"], cut["reason"]
 assert f"test host dlhn{pid}h1 at " in cut["reason"] and "lost its link" in cut["reason"], cut["reason"]
 assert after["status"] == "OK", (after["status"], after["reason"])
+print(f"stalled start-up: {stall['status']} after {stall['duration_s']:.1f} s: {stall['reason']}")
+assert stall["status"] == "FAILED" and "start-up stalled" in stall["reason"], stall["reason"]
+assert stall["duration_s"] < 40, stall["duration_s"]
+why = stall["reason"]
+assert f"rank 0 (test host dlhn{pid}h0 at " in why and "waited in the comm's init (comm mpi)" in why, why
+assert f"rank 1 (test host dlhn{pid}h1 at " in why and "had not reached the comm's init" in why, why
 PY
-  "$SRC/tests/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/cut.jsonl" --cases 2 ||
+  "$SRC/tests/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/cut.jsonl" --cases 3 ||
     fail "the records do not follow docs/results-schema.json"
   sleep 0.5
   if pgrep -f "$WORK/cut.yaml" > /dev/null; then fail "a rank outlived its case"; fi

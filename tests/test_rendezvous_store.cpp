@@ -519,11 +519,121 @@ TEST(RendezvousStoreSecurity, SilentConnectionIsClosedAfterTheHelloTimeout) {
   auto start = Clock::now();
   RawAnswer a = read_answer(fd);  // says nothing, waits to be thrown out
   close(fd);
-  EXPECT_EQ(a.code, DLHOST_CODE_PERMISSION_DENIED) << a.message;
+  // Closed and counted; told to connect again, since nothing wrong was presented (a rank that was
+  // descheduled before its hello does, and is served).
+  EXPECT_EQ(a.code, DLHOST_CODE_UNAVAILABLE) << a.message;
+  EXPECT_NE(a.message.find("connect again"), std::string::npos) << a.message;
   EXPECT_TRUE(a.closed);
   EXPECT_GE(ms_since(start), 150.0);
   EXPECT_LT(ms_since(start), 3000.0);
   EXPECT_EQ(server.counters().unauthenticated, 1u);
+}
+
+TEST(RendezvousStoreSecurity, HelloAfterTheDeadlineIsNotServedAndTheRankConnectsAgain) {
+  // A rank whose hello comes after the deadline (descheduled between its connect and its first
+  // send on a loaded machine): its request is not served, it is told to connect again, and a
+  // fresh connection with the hello in time is served.
+  StoreLimits limits;
+  limits.hello_timeout_ms = 200;
+  RendezvousServer server(secret(), "127.0.0.1", 0, limits);
+  int fd = raw_connect(server.port());
+  ASSERT_GE(fd, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  Bytes late = hello(secret());
+  Bytes set = set_head("late", 1);
+  late.insert(late.end(), set.begin(), set.end());
+  late.push_back('x');
+  send_bytes(fd, late);  // may fail once the server has closed: the answer is what counts
+  RawAnswer a = read_answer(fd);
+  close(fd);
+  EXPECT_EQ(a.code, DLHOST_CODE_UNAVAILABLE) << a.message;
+  EXPECT_NE(a.message.find("within 200 ms"), std::string::npos) << a.message;
+  EXPECT_EQ(server.counters().unauthenticated, 1u);
+  RendezvousClient rank(address_of(server));
+  std::string got;
+  EXPECT_EQ(get_text(rank, "late", 0, &got).code, DLHOST_CODE_DEADLINE_EXCEEDED)
+      << "the late request was not served";
+  ASSERT_TRUE(set_text(rank, "late", "y").ok());
+  ASSERT_TRUE(get_text(rank, "late", 0, &got).ok());
+  EXPECT_EQ(got, "y");
+}
+
+// A stand-in store on loopback that answers each connection's first request with the frame
+// `answers[i]` (code, message) after `delay_ms[i]`, having read `request_bytes` from it first.
+struct ScriptedStore {
+  int listen_fd = -1;
+  uint16_t port = 0;
+  std::thread thread;
+  std::atomic<int> served{0};
+  ScriptedStore(std::vector<std::pair<int, std::string>> answers, std::vector<int> delay_ms,
+                size_t request_bytes) {
+    listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(listen_fd, 8);
+    socklen_t len = sizeof(addr);
+    getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+    thread = std::thread([this, answers, delay_ms, request_bytes] {
+      for (size_t i = 0; i < answers.size(); ++i) {
+        int fd = accept(listen_fd, nullptr, nullptr);
+        if (fd < 0) return;
+        timeval tv{5, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        std::vector<char> request(request_bytes);
+        recv(fd, request.data(), request.size(), MSG_WAITALL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms[i]));
+        Bytes frame{static_cast<unsigned char>(answers[i].first)};
+        put_be(frame, 0, 8);
+        put_be(frame, answers[i].second.size(), 4);
+        frame.insert(frame.end(), answers[i].second.begin(), answers[i].second.end());
+        ++served;  // before the answer: the client may check the count as soon as it has it
+        send_bytes(fd, frame);
+        close(fd);
+      }
+    });
+  }
+  ~ScriptedStore() {
+    shutdown(listen_fd, SHUT_RDWR);
+    thread.join();
+    close(listen_fd);
+  }
+};
+
+TEST(RendezvousStoreSecurity, ClientConnectsAgainWhenToldToEvenPastItsConnectTimeout) {
+  // The first connection is told UNAVAILABLE only after the client's whole connect timeout (the
+  // store judged the hello late): the client still connects again and is served, instead of
+  // failing the rank.
+  const std::string key = "k", value = "v";
+  const size_t request = 4 + 1 + 2 + secret().size() + 1 + 4 + key.size() + 8 + value.size();
+  ScriptedStore store({{DLHOST_CODE_UNAVAILABLE, "connect again"}, {DLHOST_CODE_OK, ""}}, {300, 0},
+                      request);
+  RendezvousClient rank(secret() + "@127.0.0.1:" + std::to_string(store.port),
+                        /*connect_timeout_ms=*/100);
+  StoreStatus s = set_text(rank, key, value);
+  EXPECT_TRUE(s.ok()) << s.message;
+  EXPECT_EQ(store.served.load(), 2);
+}
+
+TEST(RendezvousStoreSecurity, ClientGivesUpClearlyWhenNeverServed) {
+  // Told to connect again every time: a bounded number of attempts, then UNAVAILABLE naming the
+  // store and the key, never a wait without end.
+  const size_t request = 4 + 1 + 2 + secret().size() + 1 + 4 + 1 + 8 + 1;
+  ScriptedStore store({{DLHOST_CODE_UNAVAILABLE, "connect again"},
+                       {DLHOST_CODE_UNAVAILABLE, "connect again"},
+                       {DLHOST_CODE_UNAVAILABLE, "connect again"}},
+                      {150, 150, 150}, request);
+  RendezvousClient rank(secret() + "@127.0.0.1:" + std::to_string(store.port), 100);
+  auto start = Clock::now();
+  StoreStatus s = set_text(rank, "k", "v");
+  EXPECT_EQ(s.code, DLHOST_CODE_UNAVAILABLE) << s.message;
+  EXPECT_NE(s.message.find("store_set: key 'k'"), std::string::npos) << s.message;
+  EXPECT_NE(s.message.find("127.0.0.1:" + std::to_string(store.port)), std::string::npos)
+      << s.message;
+  EXPECT_EQ(store.served.load(), 3);
+  EXPECT_LT(ms_since(start), 3000.0);
 }
 
 TEST(RendezvousStoreSecurity, ConnectionFloodDoesNotKeepTheRanksOut) {

@@ -68,6 +68,18 @@ TEST(test_hosts, MadeShapedCutAndRemoved) {
     EXPECT_EQ(output_of(cmd), "1\n");
     std::snprintf(cmd, sizeof(cmd), reach.c_str(), hosts.parent_address().c_str());
     EXPECT_EQ(output_of(cmd), "1\n");
+    // Where a rank runs, and what runs there: how a stalled start-up names a rank's host.
+    const std::string h0 = d["hosts"][0]["address"];
+    EXPECT_EQ(hosts.rank_host(1, false), "test host " + prefix + "h1 at " + h1);
+    EXPECT_EQ(hosts.rank_host(0, true),
+              "test host " + prefix + "h0 at " + h0 + "; nothing running there");
+    ASSERT_EQ(std::system(("ip netns exec " + prefix + "h1 sleep 60 &").c_str()), 0);
+    std::string seen;
+    for (int i = 0; i < 50 && seen.find("sleep") == std::string::npos; ++i) {
+      seen = hosts.rank_host(1, true);
+      usleep(100 * 1000);
+    }
+    EXPECT_EQ(seen, "test host " + prefix + "h1 at " + h1 + "; running there: sleep");
     EXPECT_EQ(hosts.link_faults(), "");
     ASSERT_EQ(std::system(("ip link set " + prefix + "v1 down").c_str()), 0);
     EXPECT_EQ(hosts.link_faults(), "test host " + prefix + "h1 at " + h1 +

@@ -264,6 +264,9 @@ struct RendezvousServer::Impl {
         }
         if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) read_from(it->first, c);
       }
+      // What arrived is served before deadlines are judged: a hello that came in time is not
+      // refused because this thread was slow to read it (a loaded machine).
+      run_runnable();
       expire();
       run_runnable();
       reap();
@@ -512,8 +515,25 @@ struct RendezvousServer::Impl {
     }
     for (auto& [id, c] : conns)
       if (!c.authenticated && !c.closing && !c.dead && c.hello_deadline <= now)
-        refuse_unauthenticated(
-            c, "none within " + std::to_string(limits.hello_timeout_ms) + " ms of connecting");
+        refuse_late_hello(c);
+  }
+
+  // No hello within hello_timeout_ms: closed and counted like a stranger, but answered
+  // UNAVAILABLE ("connect again"), not PERMISSION_DENIED: nothing wrong was presented, and a rank
+  // descheduled between its connect and its hello on a loaded machine connects again and is
+  // served, instead of failing its case.
+  void refuse_late_hello(Conn& c) {
+    const std::string why =
+        "none within " + std::to_string(limits.hello_timeout_ms) + " ms of connecting";
+    uint64_t n = ++unauthenticated;
+    if (worth_a_warning(n))
+      spdlog::warn(
+          "rendezvous store: closed a connection from {} that did not present the case's secret "
+          "({}); {} such connection(s) so far",
+          c.peer, why, n);
+    reply(c, DLHOST_CODE_UNAVAILABLE, 0,
+          "rendezvous store: this connection presented no secret (" + why + "); connect again");
+    c.closing = true;
   }
 
   // Handles the whole requests at the front of c.in, up to a parked GET, an answer not yet
@@ -988,7 +1008,7 @@ StoreStatus RendezvousClient::call(const std::string& what, const Bytes& head, c
                                    size_t* size) {
   GetOut out{value, capacity, size};
   auto deadline = Clock::now() + std::chrono::milliseconds(connect_timeout_ms_);
-  for (;;) {
+  for (int attempt = 1;; ++attempt) {
     StoreStatus result;
     bool fresh = false;
     int fd = acquire(&fresh, &result);
@@ -1005,8 +1025,10 @@ StoreStatus RendezvousClient::call(const std::string& what, const Bytes& head, c
     }
     close(fd);
     // UNAVAILABLE from the server itself: dropped before it served anything (a flood of
-    // strangers pushed this connection out before its hello was read); connect again.
-    if (result.code == DLHOST_CODE_UNAVAILABLE && Clock::now() < deadline) {
+    // strangers pushed this connection out before its hello was read, or this process was
+    // descheduled past the hello deadline); connect again, until the connect timeout, and at
+    // least twice more: a hello late by the whole timeout has used it up already.
+    if (result.code == DLHOST_CODE_UNAVAILABLE && (Clock::now() < deadline || attempt < 3)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }

@@ -16,9 +16,13 @@
 // make_store_secret()) that reaches the ranks inside DLHOST_STORE (the environment, never the
 // command line, which any user of the host can read); every connection must present it before
 // any request is served, compared in constant time. A connection that does not (no hello, a
-// wrong secret, nothing within StoreLimits::hello_timeout_ms) is answered PERMISSION_DENIED,
-// closed, counted, and the case's log says so with the peer's address and the count. The server
-// listens on the one address the ranks use (store_address.h), not on every interface.
+// wrong secret) is answered PERMISSION_DENIED, closed, counted, and the case's log says so with
+// the peer's address and the count. One that presents nothing within
+// StoreLimits::hello_timeout_ms is closed and counted the same way but answered UNAVAILABLE
+// ("connect again"): a rank descheduled between its connect and its hello on a loaded machine
+// connects again (the client retries it) instead of failing its case. Input that arrived is
+// read before that deadline is judged. The server listens on the one address the ranks use
+// (store_address.h), not on every interface.
 //
 // What a client can cost it, bounded (StoreLimits): connections still to present the secret
 // (the oldest is dropped for a new one, so idle strangers cannot lock the ranks out), connections
@@ -39,8 +43,9 @@
 // The hello gets no answer of its own (a connection costs no extra round trip): a refused one
 // is answered, in place of its first request, PERMISSION_DENIED (no or wrong secret) or
 // RESOURCE_EXHAUSTED (over the connection cap), then closed. UNAVAILABLE from the server means
-// "not served, connect again" (a connection dropped before it presented its secret); the client
-// retries it within its connect timeout. Keys over kMaxStoreKeyBytes and values over
+// "not served, connect again" (a connection dropped before it presented its secret, or one that
+// presented nothing in time); the client retries it within its connect timeout, and at least
+// twice. Keys over kMaxStoreKeyBytes and values over
 // kMaxStoreValueBytes are INVALID_ARGUMENT; a server that receives such a header answers it and
 // closes the connection (it cannot skip an unbounded body safely). A SET over the case's budget
 // is RESOURCE_EXHAUSTED; its body is read and dropped, so the connection stays usable.

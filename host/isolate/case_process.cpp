@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <regex>
@@ -46,6 +48,13 @@ constexpr size_t kStderrTailBytes = 4096;
 constexpr const char* kRecordMarker = "@@DLHOST_RECORD@@ ";
 constexpr const char* kProgressMarker = "@@DLHOST_PROGRESS@@ ";
 constexpr const char* kRankFailedMarker = "@@DLHOST_RANK_FAILED@@ ";
+constexpr const char* kStageMarker = "@@DLHOST_STAGE@@ ";
+// How long the ranks of a multi-rank case may all wait for each other at start-up, with none
+// moving on, when the case sets no `startup_timeout` (StartupWatch).
+constexpr double kDefaultStartupTimeoutS = 60;
+// How long the launcher of a multi-rank case may go on after a rank reported its failure before
+// the case is ended: the launcher ends the other ranks when one exits non-zero, at once.
+constexpr double kFailedRankLingerS = 10;
 
 std::string self_exe() {
   char buf[4096];
@@ -147,7 +156,9 @@ namespace {
 struct WorkerReports {
   json record;
   std::map<int, std::pair<int64_t, int>> progress;  // rank -> (step, phase) last entered
+  std::map<int, std::string> stages;                // rank -> start-up stage last entered
   std::vector<json> rank_failures;                  // {rank, status, reason}
+  Clock::time_point last_report{};  // when a rank last said it moved on (stage or step)
   void line(const std::string& l) {
     auto starts = [&](const char* m) { return l.rfind(m, 0) == 0; };
     try {
@@ -157,7 +168,18 @@ struct WorkerReports {
         std::istringstream in(l.substr(std::strlen(kProgressMarker)));
         int rank = 0, phase = 0;
         int64_t step = 0;
-        if (in >> rank >> step >> phase) progress[rank] = {step, phase};
+        if (in >> rank >> step >> phase) {
+          progress[rank] = {step, phase};
+          last_report = Clock::now();
+        }
+      } else if (starts(kStageMarker)) {
+        std::istringstream in(l.substr(std::strlen(kStageMarker)));
+        int rank = 0;
+        std::string stage;
+        if (in >> rank >> stage) {
+          stages[rank] = stage;
+          last_report = Clock::now();
+        }
       } else if (starts(kRankFailedMarker)) {
         rank_failures.push_back(json::parse(l.substr(std::strlen(kRankFailedMarker))));
       }
@@ -167,32 +189,113 @@ struct WorkerReports {
   }
 };
 
+// Where a rank runs, for a message: " (test host dlhn12h1 at 10.213.5.3)" on test hosts, else "".
+// With `processes`, also what runs in that host, which tells a launcher that never started the
+// rank there from a rank that started and stopped.
+using RankPlace = std::function<std::string(int rank, bool processes)>;
+
+// Where rank `r` is in its start-up, from what it reported, for a message.
+std::string start_up_state(const WorkerReports& reports, int r, const std::string& comm) {
+  auto stage = reports.stages.find(r);
+  if (reports.progress.count(r) != 0 || (stage != reports.stages.end() && stage->second == "ready"))
+    return "was ready";
+  if (stage == reports.stages.end()) return "never started";
+  if (stage->second == "comm")
+    return "waited in the comm's init (comm " + comm + ") for the others";
+  if (stage->second == "weights")
+    return "waited in the weights' broadcast from rank 0 (comm " + comm + ") for the others";
+  return "started but had not reached the comm's init (loading, building or compiling the model)";
+}
+
 // "rank 1 stopped in forward of step 3 (others reached the all-reduce of step 3)": the ranks
 // that fell behind when a case hung. A rank blocked in a collective waits for the laggard, so
-// the laggard is the one in the earliest phase.
-std::string laggard(const std::map<int, std::pair<int64_t, int>>& progress, int ranks) {
+// the laggard is the one in the earliest phase. Before any step, the ranks' start-up stages.
+std::string laggard(const WorkerReports& reports, int ranks, const std::string& comm,
+                    const RankPlace& place) {
   static const char* const kPhases[] = {"forward", "backward", "the all-reduce", "update"};
   auto where = [](std::pair<int64_t, int> at) {
     return std::string(kPhases[std::clamp(at.second, 0, 3)]) + " of step " +
            std::to_string(at.first);
   };
-  if (ranks <= 1 || progress.empty()) return "";
+  auto rank_name = [&](int r) {
+    return "rank " + std::to_string(r) + (place ? place(r, false) : std::string());
+  };
+  if (ranks <= 1) return "";
+  const auto& progress = reports.progress;
+  std::string out;
+  if (progress.empty()) {
+    // No rank reached a step: each rank's start-up stage.
+    for (int r = 0; r < ranks; ++r) {
+      const std::string state = start_up_state(reports, r, comm);
+      out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+             (place ? place(r, state == "never started") : std::string()) + " " + state;
+    }
+    return "no rank reached its first step: " + out;
+  }
   std::pair<int64_t, int> most{-1, 0};
   for (const auto& [r, at] : progress) most = std::max(most, at);
-  std::string out;
   for (int r = 0; r < ranks; ++r) {
     auto it = progress.find(r);
     std::string item;
     if (it == progress.end()) {
-      item = "rank " + std::to_string(r) + " never started a step";
+      item = rank_name(r) + " never started a step (" + start_up_state(reports, r, comm) + ")";
     } else if (it->second < most) {
-      item = "rank " + std::to_string(r) + " stopped in " + where(it->second) +
-             " (others reached " + where(most) + ")";
+      item = rank_name(r) + " stopped in " + where(it->second) + " (others reached " + where(most) +
+             ")";
     }
     if (!item.empty()) out += (out.empty() ? "" : "; ") + item;
   }
   return out;
 }
+
+// The start-up of a multi-rank case, watched by the parent: the ranks wait for each other there
+// (the launcher starting them, the comm's init, the weights' broadcast), with no timeout of
+// their own (Open MPI's daemons, MPI_Init and a collective wait forever by default). When no rank
+// has moved on for `limit` while one of them waits for another (a rank not started, one in the
+// comm's init or in the weights' broadcast), the start-up has stalled: the case is ended then,
+// naming each rank, its host and what it waited for, long before the case's timeout. A rank that
+// is only slow to compile is working, not waiting: as long as every rank has started and none
+// waits, nothing is declared.
+struct StartupWatch {
+  int ranks = 0;
+  double limit_s = 0;
+  std::string comm;
+  RankPlace place;
+  Clock::time_point launched;
+
+  // "" while the start-up goes on (or is over), else why it stalled.
+  std::string stalled(const WorkerReports& reports, Clock::time_point now) const {
+    if (ranks <= 1 || limit_s <= 0) return "";
+    bool waiting = false, all_ready = true;
+    for (int r = 0; r < ranks; ++r) {
+      auto stage = reports.stages.find(r);
+      const bool ready = reports.progress.count(r) != 0 ||
+                         (stage != reports.stages.end() && stage->second == "ready");
+      all_ready = all_ready && ready;
+      if (!ready &&
+          (stage == reports.stages.end() || stage->second == "comm" || stage->second == "weights"))
+        waiting = true;
+    }
+    if (all_ready || !waiting) return "";
+    const Clock::time_point last = std::max(launched, reports.last_report);
+    const double quiet_s = std::chrono::duration<double>(now - last).count();
+    if (quiet_s < limit_s) return "";
+    std::string out;
+    for (int r = 0; r < ranks; ++r) {
+      const std::string state = start_up_state(reports, r, comm);
+      if (state == "was ready") continue;
+      const bool show_processes = state == "never started";
+      out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+             (place ? place(r, show_processes) : std::string()) + " " + state;
+    }
+    char head[160];
+    std::snprintf(head, sizeof(head),
+                  "start-up stalled: the ranks waited for each other %.0f s with no rank moving on "
+                  "(startup_timeout %g s): ",
+                  quiet_s, limit_s);
+    return head + out;
+  }
+};
 
 }  // namespace
 
@@ -366,11 +469,21 @@ Child spawn(std::vector<std::string> cmd, const CaseLimits& limits, char* const*
 struct ChildOutput {
   std::string tail, out_partial;
   WorkerReports reports;
+  // The first line a test host's agent wrote about its daemon (test_hosts.cpp): which host's
+  // daemon ended, kept apart since the launcher's own help text that follows can push it out of
+  // the tail.
+  std::string agent_note;
 
   void on_stderr(const char* data, size_t n) {
     // Forwarded live so the user sees the case's log, and kept for the record.
     (void)!write(STDERR_FILENO, data, n);
     tail.append(data, n);
+    static const std::string kAgent = "dlhost test-host agent: ";
+    if (size_t at = tail.find(kAgent); agent_note.empty() && at != std::string::npos) {
+      size_t end = tail.find('\n', at);
+      if (end != std::string::npos)
+        agent_note = tail.substr(at + kAgent.size(), end - at - kAgent.size());
+    }
     if (tail.size() > 2 * kStderrTailBytes) tail.erase(0, tail.size() - kStderrTailBytes);
   }
   void on_stdout(const char* data, size_t n) {
@@ -407,12 +520,23 @@ struct ChildOutput {
 struct Outcome {
   int status = 0;  // waitpid's
   bool timed_out = false;
+  std::string stalled;         // why the start-up stalled (StartupWatch), when it did
+  bool failed_linger = false;  // a rank failed and the launcher did not end the others
 };
 
-// Waits for the child while forwarding its output; at the deadline or on interruption sends
+// Whether a rank has said that it failed: its failure line, or rank 0's record of a failure.
+bool rank_failed(const WorkerReports& r) {
+  if (!r.rank_failures.empty()) return true;
+  if (!r.record.is_object()) return false;
+  const std::string status = r.record.value("status", std::string(kStatusOk));
+  return status != kStatusOk && status != kStatusSkipped;
+}
+
+// Waits for the child while forwarding its output; at the deadline, on interruption, when the
+// start-up stalls (`watch`, multi-rank cases) or when a failed rank's launcher lingers, sends
 // SIGTERM to its group, then SIGKILL after the grace period.
 Outcome supervise(Child& c, ChildOutput& output, const CaseLimits& limits, Clock::time_point start,
-                  volatile const int* interrupted) {
+                  volatile const int* interrupted, const StartupWatch* watch) {
   Outcome o;
   bool stopped = false, exited = false, open_out = true, open_err = true;
   auto deadline =
@@ -420,6 +544,12 @@ Outcome supervise(Child& c, ChildOutput& output, const CaseLimits& limits, Clock
           ? start + std::chrono::milliseconds(static_cast<int64_t>(limits.timeout_s * 1000))
           : Clock::time_point::max();
   Clock::time_point kill_at = Clock::time_point::max();
+  Clock::time_point failed_at = Clock::time_point::max();
+  auto stop = [&](Clock::time_point now) {
+    stopped = true;
+    kill_group(c.pid, SIGTERM);
+    kill_at = now + std::chrono::milliseconds(static_cast<int64_t>(limits.kill_grace_s * 1000));
+  };
   while (!exited || open_out || open_err) {
     int ready = output.drain(c, open_out, open_err, exited ? 0 : 100);
     if (exited) {
@@ -434,9 +564,19 @@ Outcome supervise(Child& c, ChildOutput& output, const CaseLimits& limits, Clock
     auto now = Clock::now();
     if (!stopped && (now >= deadline || (interrupted != nullptr && *interrupted))) {
       o.timed_out = now >= deadline;
-      stopped = true;
-      kill_group(c.pid, SIGTERM);
-      kill_at = now + std::chrono::milliseconds(static_cast<int64_t>(limits.kill_grace_s * 1000));
+      stop(now);
+    }
+    if (!stopped && watch != nullptr) {
+      o.stalled = watch->stalled(output.reports, now);
+      if (!o.stalled.empty()) stop(now);
+    }
+    // A rank that failed exits non-zero so that the launcher ends the others; one that does not
+    // (the others blocked where no launcher reaches) must not keep the case until its timeout.
+    if (watch != nullptr && failed_at == Clock::time_point::max() && rank_failed(output.reports))
+      failed_at = now;
+    if (!stopped && now - failed_at >= std::chrono::duration<double>(kFailedRankLingerS)) {
+      o.failed_linger = true;
+      stop(now);
     }
     if (stopped && now >= kill_at) {
       kill_group(c.pid, SIGKILL);
@@ -451,22 +591,41 @@ Outcome supervise(Child& c, ChildOutput& output, const CaseLimits& limits, Clock
 
 // Why a case that sent no record ended: its status and reason.
 std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput& output,
-                                            const CaseLimits& limits, int ranks) {
+                                            const CaseLimits& limits, int ranks,
+                                            const std::string& comm, const RankPlace& place) {
   const WorkerReports& reports = output.reports;
+  if (!o.stalled.empty()) return {kStatusFailed, o.stalled};
+  auto first_failure = [&]() -> std::pair<std::string, std::string> {
+    const json& f = reports.rank_failures.front();
+    const int rank = f.value("rank", -1);
+    return {f.value("status", std::string(kStatusFailed)),
+            "rank " + std::to_string(rank) + (place ? place(rank, false) : std::string()) + ": " +
+                f.value("reason", std::string())};
+  };
   if (o.timed_out) {
     char buf[160];
     std::snprintf(buf, sizeof(buf), "did not stop at its timeout of %g s; killed at %g s",
                   limits.case_timeout_s, limits.timeout_s);
     std::string why = buf;
-    std::string behind = laggard(reports.progress, ranks);
+    std::string behind = laggard(reports, ranks, comm, place);
     if (!behind.empty()) why += ": " + behind;
+    // A rank that failed is the cause of the others waiting: named first.
+    if (!reports.rank_failures.empty()) {
+      auto [status, failed] = first_failure();
+      why = failed + " (then the case " + why + ")";
+    }
     return {kStatusTimeout, why};
   }
   if (!reports.rank_failures.empty()) {
-    const json& f = reports.rank_failures.front();
-    return {
-        f.value("status", std::string(kStatusFailed)),
-        "rank " + std::to_string(f.value("rank", -1)) + ": " + f.value("reason", std::string())};
+    auto [status, why] = first_failure();
+    if (o.failed_linger) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf),
+                    "; the launcher had not ended the other ranks %g s later, so dlhost did",
+                    kFailedRankLingerS);
+      why += buf;
+    }
+    return {status, why};
   }
   // mpirun names a rank killed by a signal in its own words.
   std::smatch m;
@@ -488,6 +647,7 @@ std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput&
     std::string why = (ranks > 1 ? "the launcher" : "the case worker") +
                       std::string(" exited with code ") + std::to_string(WEXITSTATUS(o.status)) +
                       " without a result";
+    if (!output.agent_note.empty()) why += ": " + output.agent_note;
     if (WEXITSTATUS(o.status) == 127) why += " (could not start: see stderr_tail)";
     return {kStatusFailed, why};
   }
@@ -552,14 +712,25 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   }
   Child child = spawn(cmd, limits, store.server ? store.child_env.data() : nullptr);
   ChildOutput output;
-  Outcome outcome = supervise(child, output, limits, start, interrupted);
+  const std::string comm = case_value<std::string>(job.input.params, "comm");
+  RankPlace place;
+  if (hosts)
+    place = [&hosts](int rank, bool processes) {
+      return " (" + hosts->rank_host(rank, processes) + ")";
+    };
+  StartupWatch watch{
+      ranks,
+      case_value_if<double>(job.input.params, "startup_timeout").value_or(kDefaultStartupTimeoutS),
+      comm, place, Clock::now()};
+  Outcome outcome =
+      supervise(child, output, limits, start, interrupted, ranks > 1 ? &watch : nullptr);
   double duration = std::chrono::duration<double>(Clock::now() - start).count();
   if (interrupted != nullptr && *interrupted && !outcome.timed_out) return json();
 
   json rec = read_record_file(job.record_file);
   if (rec.is_null()) rec = output.reports.record;
   if (outcome.timed_out || rec.is_null()) {
-    auto [status, why] = failure(outcome, output, limits, ranks);
+    auto [status, why] = failure(outcome, output, limits, ranks, comm, place);
     rec = parent_record(job, environment, status, why, duration, started_at);
   }
   if (hosts) {
@@ -625,6 +796,24 @@ int case_worker_main(const std::string& job_json) {
   // A rank dies with whoever started it (dlhost, or mpirun/srun).
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   CaseJob job = job_from_json(nlohmann::json::parse(job_json));
+  RunContext ctx;
+  try {
+    ctx.rank = detect_rank_env();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "case-worker: %s\n", e.what());
+    return 3;
+  }
+  if (ctx.rank.size > 1) {
+    // First thing, so that the parent tells a rank the launcher never started from one that
+    // started and waits (StartupWatch).
+    const std::string rank = std::to_string(ctx.rank.rank);
+    emit_line(kStageMarker + rank + " started");
+    ctx.on_stage = [rank](const char* stage) { emit_line(kStageMarker + rank + " " + stage); };
+    ctx.on_progress = [rank](int64_t step, int phase) {
+      emit_line(std::string(kProgressMarker) + rank + " " + std::to_string(step) + " " +
+                std::to_string(phase));
+    };
+  }
   PluginRegistry registry;
   if (job.plugin_files.empty())
     registry.discover(job.plugin_folders, [&](const auto&) { return job.unsafe_plugins; });
@@ -634,25 +823,11 @@ int case_worker_main(const std::string& job_json) {
   // comm is queried when the case finds it, and no other plugin is initialized here).
   if (auto b = job.input.params.find("backend"); b != job.input.params.end() && b->is_string())
     registry.find(DLHOST_PLUGIN_BACKEND, b->get<std::string>());
-  RunContext ctx;
   ctx.registry = &registry;
   ctx.networks = &networks;
   ctx.environment = capture_environment(registry);
   ctx.suite_name = job.suite_name;
   ctx.suite_path = job.suite_path;
-  try {
-    ctx.rank = detect_rank_env();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "case-worker: %s\n", e.what());
-    return 3;
-  }
-  if (ctx.rank.size > 1) {
-    int rank = ctx.rank.rank;
-    ctx.on_progress = [rank](int64_t step, int phase) {
-      emit_line(std::string(kProgressMarker) + std::to_string(rank) + " " + std::to_string(step) +
-                " " + std::to_string(phase));
-    };
-  }
   attach_progress_publisher(ctx);  // rank 0's steps for the parent's progress line
   json rec = run_case(job.input, ctx);
   const std::string status = rec["status"].get<std::string>();
@@ -666,8 +841,14 @@ int case_worker_main(const std::string& job_json) {
               json{{"rank", ctx.rank.rank}, {"status", status}, {"reason", rec["reason"]}}.dump(
                   -1, ' ', false, nlohmann::json::error_handler_t::replace));
   // A failed rank exits non-zero so the launcher ends the others instead of leaving them
-  // waiting in a collective.
-  return ctx.rank.size > 1 && !ok ? 1 : 0;
+  // waiting in a collective. Without the exit handlers: MPI_Finalize there (comm_mpi registers
+  // it) waits for every other rank, which waits for this one in a collective, and the launcher
+  // never sees the exit (measured: the case then lasted until dlhost ended it).
+  if (ctx.rank.size > 1 && !ok) {
+    std::fflush(nullptr);
+    _exit(1);
+  }
+  return 0;
 }
 
 }  // namespace dlhost

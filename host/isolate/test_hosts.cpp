@@ -153,15 +153,31 @@ std::string number_text(double v) {
 }
 
 // Serialises the subnet choice and creation between dlhost processes (ctest runs tests in
-// parallel): two bridges on one subnet would steal each other's routes.
+// parallel): two bridges on one subnet would steal each other's routes. Waited for at most
+// kLockWaitS: making test hosts takes well under a second, so a holder that long is stuck, and
+// this case fails saying so instead of waiting with no timeout (the case's own starts later).
 class CreationLock {
  public:
+  static constexpr int kLockWaitS = 60;
   CreationLock() {
-    fd_ = open("/run/lock/dlhost-test-hosts.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0) fd_ = open("/tmp/dlhost-test-hosts.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ >= 0)
-      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    const char* path = "/run/lock/dlhost-test-hosts.lock";
+    fd_ = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0) {
+      path = "/tmp/dlhost-test-hosts.lock";
+      fd_ = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    }
+    if (fd_ < 0) return;
+    for (int waited_ms = 0; flock(fd_, LOCK_EX | LOCK_NB) != 0; waited_ms += 50) {
+      if (errno != EWOULDBLOCK && errno != EINTR) return;
+      if (waited_ms >= kLockWaitS * 1000) {
+        close(fd_);
+        fd_ = -1;
+        throw std::runtime_error(std::string("test hosts: another dlhost has held ") + path +
+                                 " for " + std::to_string(kLockWaitS) +
+                                 " s while making its test hosts");
       }
+      usleep(50 * 1000);
+    }
   }
   ~CreationLock() {
     if (fd_ >= 0) close(fd_);  // releases the lock
@@ -313,10 +329,26 @@ void TestHosts::make(const Interconnect& link) {
            "host=$1; shift\n"
            "case \"$host\" in\n";
   for (const Host& h : hosts_) agent << "  " << h.address << ") ns=" << h.ns << " ;;\n";
-  agent << "  *) echo \"dlhost test-host agent: no test host '$host'\" >&2; exit 255 ;;\n"
-           "esac\n"
-           "exec "
-        << ip_tool() << " netns exec \"$ns\" /bin/sh -c \"$*\"\n";
+  // The daemon runs attached (launcher_args: orte_leave_session_attached), so this script lives
+  // as long as it does: a daemon that fails, even after it started, ends the script with its
+  // status, which mpirun reports at once (a detached daemon's death goes unseen and mpirun waits
+  // for it forever), and the script names the host.
+  agent
+      << "  *) echo \"dlhost test-host agent: no test host '$host'\" >&2; exit 255 ;;\n"
+         "esac\n"
+      // Each host gets its own temporary folder, as a real node has its own /tmp: the daemons of
+      // all test hosts share this machine's name, so in one /tmp they race to make the same Open
+      // MPI session folder (/tmp/ompi.HOST.UID/jf.N); the loser's orte_init fails ("mkdir ...
+      // File exists", seen under load) and, daemonized, it died unseen.
+      << "TMPDIR=" << folder_
+      << "/tmp-$ns; export TMPDIR\n"
+         "mkdir -p \"$TMPDIR\" || exit 255\n"
+      << ip_tool()
+      << " netns exec \"$ns\" /bin/sh -c \"$*\"\n"
+         "rc=$?\n"
+         "[ $rc -eq 0 ] || echo \"dlhost test-host agent: the MPI daemon on test host $ns ($host) "
+         "ended with status $rc\" >&2\n"
+         "exit $rc\n";
   agent.close();
   hostfile.close();
   if (!agent || !hostfile) throw std::runtime_error("test hosts: cannot write into " + folder_);
@@ -378,7 +410,11 @@ std::vector<std::string> TestHosts::launcher_args() const {
   const std::string cidr = subnet_ + ".0/24";
   return {"--hostfile", folder_ + "/hostfile", "--mca", "plm_rsh_agent", folder_ + "/agent",
           // mpirun starts every host's daemon itself, through the agent.
-          "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "self,vader,tcp", "--mca",
+          "--mca", "plm_rsh_no_tree_spawn", "1",
+          // The daemons stay attached to their agent instead of daemonizing: one that dies
+          // before it reports to mpirun (seen on a loaded machine) fails the job at once with
+          // its own error on stderr, instead of leaving mpirun waiting for it with no timeout.
+          "--mca", "orte_leave_session_attached", "1", "--mca", "btl", "self,vader,tcp", "--mca",
           "btl_tcp_if_include", cidr, "--mca", "oob_tcp_if_include", cidr};
 }
 
@@ -414,6 +450,26 @@ std::string TestHosts::link_faults() const {
            " (" + ranks + ") lost its link (" + h.veth + " is " + (s.empty() ? "gone" : s) + ")";
   }
   return out;
+}
+
+std::string TestHosts::rank_host(int rank, bool processes) const {
+  const size_t i = static_cast<size_t>(std::max(rank, 0) / std::max(slots_, 1));
+  if (i >= hosts_.size()) return "no test host";
+  const Host& h = hosts_[i];
+  std::string out = "test host " + h.ns + " at " + h.address;
+  if (!processes) return out;
+  ToolResult r = run_tool({ip_tool(), "netns", "pids", h.ns});
+  std::stringstream pids(r.output);
+  std::map<std::string, int> names;  // command name -> how many
+  for (long pid; pids >> pid;) {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    if (comm && std::getline(comm, name)) ++names[name];
+  }
+  std::string list;
+  for (const auto& [name, n] : names)
+    list += (list.empty() ? "" : ", ") + name + (n > 1 ? " x" + std::to_string(n) : "");
+  return out + (list.empty() ? "; nothing running there" : "; running there: " + list);
 }
 
 }  // namespace dlhost

@@ -61,6 +61,11 @@ class TestHosts {
   nlohmann::ordered_json describe() const;
   // "" when every link is up, else which test hosts (name, address, ranks) have lost theirs.
   std::string link_faults() const;
+  // "test host dlhn12h1 at 10.213.5.3", the host of `rank` (ranks fill the hosts in order, as
+  // mpirun maps them); with `processes`, also what runs in its namespace ("; running there:
+  // orted, dlhost" or "; nothing running there"), which tells a launcher that never started the
+  // rank there from a rank that started.
+  std::string rank_host(int rank, bool processes) const;
 
  private:
   void make(const Interconnect& link);

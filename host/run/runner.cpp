@@ -476,6 +476,7 @@ void start_data_parallel(const json& p, const RunContext& ctx, const Plan& plan,
                             gradient_memory_from(case_value<std::string>(p, "comm_memory"))};
   d.dp = std::make_unique<DataParallel>(target, *d.control, case_value<double>(p, "bucket_mb"),
                                         case_value<bool>(p, "overlap"));
+  if (ctx.on_stage) ctx.on_stage("weights");
   d.dp->broadcast_parameters();
   int64_t mine = plan.device;
   d.devices.assign(static_cast<size_t>(world.size), 0);
@@ -594,7 +595,11 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   // Data parallelism: the same weights everywhere, gradients averaged every step. The comm
   // starts after compile: a device comm needs the model's stream.
   Distributed d;
-  if (case_value<std::string>(p, "comm") != "none") start_data_parallel(p, ctx, plan, device, m, d);
+  if (case_value<std::string>(p, "comm") != "none") {
+    if (ctx.on_stage) ctx.on_stage("comm");
+    start_data_parallel(p, ctx, plan, device, m, d);
+    if (ctx.on_stage) ctx.on_stage("ready");
+  }
   DataParallel* dp = d.dp.get();
 
   // Real data: mini-batches from the input pipeline; `epochs` sets the number of steps.

@@ -27,6 +27,11 @@ struct RunContext {
   // Called as every training step (warm-up included) enters each phase: 0 forward, 1 backward,
   // 2 gradient all-reduce, 3 update; for progress reports that name a rank that hangs.
   std::function<void(int64_t step, int phase)> on_progress;
+  // Called as a rank of a multi-rank case enters each start-up stage before its first step:
+  // "comm" (the comm's init) and "weights" (the weights' broadcast from rank 0 and a barrier),
+  // where it waits for the other ranks, then "ready"; so that a start-up where the ranks wait
+  // for each other is named, and ended, before the case's timeout (case_process.h).
+  std::function<void(const char* stage)> on_stage;
 };
 
 // Result statuses. SKIPPED covers both "not available here" and a backend's UNIMPLEMENTED.

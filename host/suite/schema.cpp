@@ -34,6 +34,11 @@ const std::vector<KeySpec>& key_specs() {
     integer("iterations", true, 0, true, 20);
     integer("warmup", true, 0, false, 5);
     number("timeout", true, 600);
+    // Multi-rank cases: how long the ranks may all wait for each other at start-up (a rank not
+    // started, the comm's init) with none moving on before the case fails naming them. No
+    // default in the table, so that cases that do not set it keep their params_hash: unset is
+    // 60 s (case_process.cpp).
+    number("startup_timeout", true, nullptr);
     integer("memory_limit_mb", true, 0, true, nullptr);
     integer("seed", false, 0, false, 42);
     integer("device", false, 0, false, nullptr);  // unset: the rank's local rank modulo devices
