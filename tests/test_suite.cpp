@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 const std::string kSuiteDir = std::string(DLHOST_TEST_SOURCE_DIR) + "/tests/data/suites";
 const char* const kCaseKeys =
-    "network, backend, batch, threads, iterations, warmup, timeout, memory_limit_mb, seed, device, "
+    "network, backend, batch, threads, iterations, warmup, timeout, startup_timeout, memory_limit_mb, seed, device, "
     "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, comm_memory, lr, momentum, "
     "weight_decay, clip_norm, precision, loss_scale, oversubscribe, input, data, epochs, "

@@ -456,13 +456,18 @@ struct RendezvousServer::Impl {
     c.closing = true;
   }
 
-  void refuse_unauthenticated(Conn& c, const std::string& why) {
+  // Counted, and told in the case's log now and then, whatever the connection is answered.
+  void count_unauthenticated(const Conn& c, const std::string& why) {
     uint64_t n = ++unauthenticated;
     if (worth_a_warning(n))
       spdlog::warn(
           "rendezvous store: closed a connection from {} that did not present the case's secret "
           "({}); {} such connection(s) so far",
           c.peer, why, n);
+  }
+
+  void refuse_unauthenticated(Conn& c, const std::string& why) {
+    count_unauthenticated(c, why);
     reply(c, DLHOST_CODE_PERMISSION_DENIED, 0,
           "rendezvous store: this connection did not present the case's secret (" + why +
               "); a rank finds it in DLHOST_STORE=SECRET@HOST:PORT");
@@ -525,12 +530,7 @@ struct RendezvousServer::Impl {
   void refuse_late_hello(Conn& c) {
     const std::string why =
         "none within " + std::to_string(limits.hello_timeout_ms) + " ms of connecting";
-    uint64_t n = ++unauthenticated;
-    if (worth_a_warning(n))
-      spdlog::warn(
-          "rendezvous store: closed a connection from {} that did not present the case's secret "
-          "({}); {} such connection(s) so far",
-          c.peer, why, n);
+    count_unauthenticated(c, why);
     reply(c, DLHOST_CODE_UNAVAILABLE, 0,
           "rendezvous store: this connection presented no secret (" + why + "); connect again");
     c.closing = true;
