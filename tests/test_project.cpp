@@ -201,13 +201,14 @@ std::string write(const std::string& name, const std::string& text) {
   return path.string();
 }
 
-TEST(ProjectCommand, FilesToTableAndError) {
+// A 1-rank record of LeNet with four_gradients() as its backward_profile.
+nlohmann::json lenet_profile_record() {
   using json = nlohmann::json;
   json gradients = json::array();
   for (const auto& g : four_gradients().gradients)
     gradients.push_back(
         {{"param", g.param}, {"name", g.name}, {"bytes", g.bytes}, {"ready_ms", g.ready_ms}});
-  json profile = {
+  return {
       {"case_id", "lenet-1"},
       {"status", "OK"},
       {"params", {{"network", "lenet"}, {"backend", "cpu_onednn"}, {"batch", 32}, {"ranks", 1}}},
@@ -216,6 +217,11 @@ TEST(ProjectCommand, FilesToTableAndError) {
         {"backward", {{"median", 6.0}}},
         {"update", {{"median", 2.0}}}}},
       {"backward_profile", {{"source", "test"}, {"backward_ms", 6.0}, {"gradients", gradients}}}};
+}
+
+TEST(ProjectCommand, FilesToTableAndError) {
+  using json = nlohmann::json;
+  json profile = lenet_profile_record();
   // Measured on 2 ranks, 32 each, overlap on: 20 ms.
   json measured = {{"case_id", "lenet-2"},
                    {"status", "OK"},
@@ -266,19 +272,7 @@ TEST(ProjectCommand, FilesToTableAndError) {
 
 TEST(ProjectCommand, FitOverTheLinkPerWorldSize) {
   using json = nlohmann::json;
-  json gradients = json::array();
-  for (const auto& g : four_gradients().gradients)
-    gradients.push_back(
-        {{"param", g.param}, {"name", g.name}, {"bytes", g.bytes}, {"ready_ms", g.ready_ms}});
-  json profile = {
-      {"case_id", "lenet-1"},
-      {"status", "OK"},
-      {"params", {{"network", "lenet"}, {"backend", "cpu_onednn"}, {"batch", 32}, {"ranks", 1}}},
-      {"timing",
-       {{"forward", {{"median", 10.0}}},
-        {"backward", {{"median", 6.0}}},
-        {"update", {{"median", 2.0}}}}},
-      {"backward_profile", {{"source", "test"}, {"backward_ms", 6.0}, {"gradients", gradients}}}};
+  json profile = lenet_profile_record();
   // comm-bench over 1gbe test hosts: 2 ranks 0.02 us/byte (2 x the wire's 0.008: a reduce then
   // a broadcast), 4 ranks 0.04 us/byte; both without latency.
   auto bench = [&](int world, double b) {

@@ -42,15 +42,26 @@ void follow_running_stats(const std::vector<float>& x, int64_t n, int64_t c, int
   }
 }
 
-TEST(cpu_onednn_internals, BatchNormRunningStatistics) {
+// The backend's context on one thread, and plain SGD, as a model under test gets them.
+cpu_onednn::Context one_thread_context() {
   cpu_onednn::Context context;
   context.threads_requested = 1;
   context.apply_threads();
   context.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
   context.stream = dnnl::stream(context.engine);
+  return context;
+}
+
+dlhost_optimizer_desc plain_sgd() {
   auto sgd = dlhost_optimizer_desc{};
   sgd.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
   sgd.kind = DLHOST_OPTIMIZER_SGD;
+  return sgd;
+}
+
+TEST(cpu_onednn_internals, BatchNormRunningStatistics) {
+  cpu_onednn::Context context = one_thread_context();
+  dlhost_optimizer_desc sgd = plain_sgd();
 
   const float momentum = 0.3f;
   const int64_t batch = 4, c = 3;
@@ -93,14 +104,8 @@ TEST(cpu_onednn_internals, BatchNormRunningStatistics) {
 // forward must give the same activations and loss, a second backward the same gradients, the
 // graph input must survive, and a lent activation is refused after backward, not returned stale.
 TEST(cpu_onednn_internals, LentActivationsHoldGradientsOnlyDuringBackward) {
-  cpu_onednn::Context context;
-  context.threads_requested = 1;
-  context.apply_threads();
-  context.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
-  context.stream = dnnl::stream(context.engine);
-  auto sgd = dlhost_optimizer_desc{};
-  sgd.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
-  sgd.kind = DLHOST_OPTIMIZER_SGD;
+  cpu_onednn::Context context = one_thread_context();
+  dlhost_optimizer_desc sgd = plain_sgd();
   sgd.learning_rate = 0.1f;
 
   const int64_t batch = 4;
