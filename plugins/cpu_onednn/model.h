@@ -76,6 +76,7 @@ struct Step {
   std::vector<dnnl::memory> hold;  // memories referenced only from `args`
   std::function<void()> fn;
   int32_t ready_param = -1;
+  double spent_ms = 0;  // summed over runs, only with DLHOST_CPU_ONEDNN_PROFILE set
 };
 using Steps = std::vector<Step>;
 using Args = std::vector<std::pair<int, dnnl::memory>>;
@@ -168,7 +169,7 @@ class Model final : public sdk::Model {
   void note_implementation(const std::string& primitive, const char* impl);
 
  private:
-  void run(const Steps& steps);
+  void run(Steps& steps);
   void finish_scratchpad();
   void build_update();
   void release_diff(Tensor& t);
@@ -189,6 +190,11 @@ class Model final : public sdk::Model {
   std::vector<int32_t> inputs_;
   std::vector<std::unique_ptr<Layer>> layers_;
   Steps forward_steps_, backward_steps_;
+  // DLHOST_CPU_ONEDNN_PROFILE=1: time every step and print the totals to stderr when the model
+  // goes. ONEDNN_VERBOSE shows primitives only, not the dnnl_sgemm calls and loops between them.
+  bool profile_ = false;
+  double update_ms_ = 0;
+  void print_profile() const;
   dnnl::memory scratchpad_;
   float loss_ = 0.0f;
   uint64_t seed_ = 0;

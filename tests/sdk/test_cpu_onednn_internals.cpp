@@ -5,10 +5,12 @@
 // parameters. No ABI call reads them and training never uses them (they serve inference), so
 // nothing observable through the C table depends on them; only the plugin's Model can be asked.
 // Likewise the reuse of activation bytes for gradients (Model::lend_value): what it must not
-// change (forward results, gradients, a graph input) is checked here step by step.
+// change (forward results, gradients, a graph input) is checked here step by step. The step
+// profile (DLHOST_CPU_ONEDNN_PROFILE) is a developer's aid of the Model, checked here as well.
 // Everything else about cpu_onednn is tested through the ABI in test_cpu_onednn.cpp.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -168,6 +170,46 @@ TEST(cpu_onednn_internals, LentActivationsHoldGradientsOnlyDuringBackward) {
   for (const auto& g : grads_first)
     for (float v : g) total += std::abs(v);
   EXPECT_GT(total, 0.0f);
+}
+
+// DLHOST_CPU_ONEDNN_PROFILE: the model times its steps and prints them when it goes, per step
+// of the run, the update included; without the variable it prints nothing.
+TEST(cpu_onednn_internals, StepProfileOnRequest) {
+  cpu_onednn::Context context = one_thread_context();
+  const dlhost_optimizer_desc sgd = plain_sgd();
+  const int64_t batch = 2;
+  GraphBuilder b("profile", batch);
+  const int32_t data = b.input("data", DLHOST_DTYPE_F32, {4});
+  const int32_t logits = b.fc("head", data, fc(3));
+  const int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
+  b.softmax_cross_entropy("loss", logits, labels);
+  auto graph = b.finish();
+  auto train = [&](int steps) {
+    cpu_onednn::Model model(context, graph->view(), sgd, 42);
+    const std::vector<float> x(batch * 4, 0.5f);
+    const std::vector<int32_t> ids = {0, 2};
+    model.set_input(data, x.data(), x.size() * 4);
+    model.set_input(labels, ids.data(), ids.size() * 4);
+    for (int i = 0; i < steps; ++i) {
+      model.forward();
+      model.backward(nullptr);
+      model.update();
+    }
+  };
+  unsetenv("DLHOST_CPU_ONEDNN_PROFILE");
+  testing::internal::CaptureStderr();
+  train(1);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+
+  setenv("DLHOST_CPU_ONEDNN_PROFILE", "1", 1);
+  testing::internal::CaptureStderr();
+  train(3);
+  const std::string printed = testing::internal::GetCapturedStderr();
+  unsetenv("DLHOST_CPU_ONEDNN_PROFILE");
+  EXPECT_NE(printed.find("cpu_onednn profile: "), std::string::npos) << printed;
+  EXPECT_NE(printed.find(" over 3 steps, 1 thread(s)"), std::string::npos) << printed;
+  for (const char* step : {"head: ", "loss: log-softmax forward", "update (clipping, optimizer)"})
+    EXPECT_NE(printed.find(step), std::string::npos) << step << " missing in\n" << printed;
 }
 
 }  // namespace
