@@ -491,6 +491,62 @@ TEST(cpu_onednn, LossValuesMatchReference) {
   }
 }
 
+TEST(cpu_onednn, CrossEntropyOverBlocksOfRowsMatchesReference) {
+  // 70000 classes: the forward's log-softmax runs on blocks of 3 rows per thread (~1 MB), so 7
+  // positions make blocks 3, 3, 1 at one thread and 6, 1 at two: the last block is partial.
+  // Biases over [-60, 60] make probabilities underflow in float (the loss must stay finite);
+  // row 0's label is the least likely class.
+  const int64_t n = 7, f = 2, classes = 70000;
+  std::mt19937 rng(7);
+  std::vector<float> x = uniform(n * f, rng), wt = uniform(classes * f, rng, -2, 2),
+                     bias = uniform(classes, rng, -60, 60);
+  std::vector<int32_t> labels(n);
+  for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<int32_t>((i * 9973 + 11) % classes);
+  labels[0] = static_cast<int32_t>(std::min_element(bias.begin(), bias.end()) - bias.begin());
+  std::vector<double> z(n * classes), grad_z(n * classes);
+  double want = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    double* row = &z[i * classes];
+    for (int64_t o = 0; o < classes; ++o) {
+      row[o] = bias[o];
+      for (int64_t j = 0; j < f; ++j) row[o] += double(wt[o * f + j]) * x[i * f + j];
+    }
+    const double mx = *std::max_element(row, row + classes);
+    double sum = 0.0;
+    for (int64_t o = 0; o < classes; ++o) sum += std::exp(row[o] - mx);
+    const double lse = mx + std::log(sum);
+    want -= row[labels[i]] - lse;
+    for (int64_t o = 0; o < classes; ++o)
+      grad_z[i * classes + o] = (std::exp(row[o] - lse) - (o == labels[i] ? 1.0 : 0.0)) / n;
+  }
+  want /= double(n);
+  std::vector<double> want_bias(classes, 0.0), want_wt(classes * f, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < classes; ++o) {
+      want_bias[o] += grad_z[i * classes + o];
+      for (int64_t j = 0; j < f; ++j) want_wt[o * f + j] += grad_z[i * classes + o] * x[i * f + j];
+    }
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    GraphBuilder b("ce_blocks", n);
+    int32_t data = b.input("data", DLHOST_DTYPE_F32, {f});
+    int32_t logits = b.fc("fc", data, fc(classes));
+    int32_t lab = b.input("labels", DLHOST_DTYPE_I32, {});
+    b.softmax_cross_entropy("loss", logits, lab);
+    Session s(b.finish(), {}, threads);
+    s.put(s.param_id("fc.weight"), wt);
+    s.put(s.param_id("fc.bias"), bias);
+    s.set(data, x);
+    s.set_labels(lab, labels);
+    const float loss = s.loss();
+    EXPECT_TRUE(std::isfinite(loss));
+    EXPECT_NEAR(loss, want, 1e-5 * std::max(1.0, want));
+    s.backward();
+    expect_close(s.get(s.param_id("fc.bias"), DLHOST_PARAM_GRAD), want_bias, 1e-6);
+    expect_close(s.get(s.param_id("fc.weight"), DLHOST_PARAM_GRAD), want_wt, 1e-6);
+  }
+}
+
 // --- gradients by finite differences -----------------------------------------------------------
 
 TEST(cpu_onednn, FcGradients2D) {
