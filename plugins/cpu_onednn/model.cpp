@@ -280,6 +280,12 @@ void Model::lend_value(Tensor& t) {
   give_back(static_cast<size_t>(data - arena_.base), t.value.get_desc().get_size());
 }
 
+bool Model::value_kept(const Tensor& t) const {
+  const char* data = static_cast<const char*>(t.value.get_data_handle());
+  return !t.value_lent &&
+         std::find(lent_values_.begin(), lent_values_.end(), data) == lent_values_.end();
+}
+
 void Model::release_diff(Tensor& t) {
   if (t.diff_offset < 0) return;
   give_back(static_cast<size_t>(t.diff_offset), t.md.get_size());
