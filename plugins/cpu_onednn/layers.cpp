@@ -721,7 +721,12 @@ class ActivationLayer : public NodeLayer {
     dnnl::eltwise_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
     memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
-    memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
+    // In place on the gradient where x has none yet: a separate buffer is one more tensor-sized
+    // stream through memory (AlexNet-R b1024, 1 thread: relu1's backward 10.1 -> 4.6 ms,
+    // relu3's 4.0 -> 2.0 ms).
+    const bool in_place = diff_dst.get_data_handle() == y.diff.get_data_handle() &&
+                          pd.diff_src_desc() == x.md && m.pass_diff(y, x);
+    memory diff_src = in_place ? x.diff : m.diff_sink(x, pd.diff_src_desc(), post, what);
     m.add_primitive(
         steps, what, dnnl::eltwise_backward(pd), pd,
         {{DNNL_ARG_DST, y.value}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});

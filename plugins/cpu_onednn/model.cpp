@@ -324,6 +324,16 @@ dnnl::memory Model::diff_sink(Tensor& t, const Md& produced, Steps& post, const 
   return produced_mem;
 }
 
+bool Model::pass_diff(Tensor& from, Tensor& to) {
+  if (!to.needs_grad || to.diff || to.diff_written || from.diff_offset < 0 || !(from.md == to.md))
+    return false;
+  to.diff_offset = from.diff_offset;
+  from.diff_offset = -1;  // release_diff(from) leaves the bytes to `to`
+  to.diff = dnnl::memory(to.md, context_.engine, arena_at(static_cast<size_t>(to.diff_offset)));
+  to.diff_written = true;
+  return true;
+}
+
 dnnl::memory Model::output_as(const dnnl::memory& target, const Md& produced, Steps& post,
                               const std::string& what) {
   if (produced == target.get_desc()) return target;

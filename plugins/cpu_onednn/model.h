@@ -159,6 +159,10 @@ class Model final : public sdk::Model {
   // `produced`: t.diff itself when it is the first writer in that layout, else a scratch, with
   // the reorder and/or accumulation into t.diff appended to `post`.
   dnnl::memory diff_sink(Tensor& t, const Md& produced, Steps& post, const std::string& what);
+  // Hands `from`'s gradient buffer to `to` as its first-written gradient, for a node whose
+  // backward can run in place (an activation): false, and nothing changes, where `to` already
+  // has a gradient or another layout. `from` must have no reader left.
+  bool pass_diff(Tensor& from, Tensor& to);
   // Where a primitive producing layout `produced` writes `target` (a parameter gradient):
   // `target` itself, or a scratch whose reorder into `target` is appended to `post`.
   dnnl::memory output_as(const dnnl::memory& target, const Md& produced, Steps& post,
