@@ -636,6 +636,40 @@ TEST(cpu_onednn, ActivationGradients) {
   }
 }
 
+// ReLU -> max pool: the pool masks its gradient by (output > 0) and writes the ReLU input's
+// gradient itself; a convolution's only-reader ReLU is its post-op. Pool -> ReLU (AlexNet-R's
+// first block) and a ReLU read by two pools take the plain paths.
+TEST(cpu_onednn, ReluAndMaxPoolGradients) {
+  const auto relu = act(DLHOST_ACTIVATION_RELU);
+  check_ce_gradients(
+      "conv_relu_pool", 2, {3, 9, 9},
+      [&](GraphBuilder& b, int32_t x) {
+        x = b.activation("relu1", b.conv2d("conv1", x, conv(16, 3, 1, 1)), relu);
+        x = b.pool2d("pool1", x, pool(DLHOST_POOL_MAX, 3, 2, 0, true, false));
+        x = b.activation("relu2", b.conv2d("conv2", x, conv(5, 3, 1, 1)), relu);
+        return b.pool2d("pool2", x, pool(DLHOST_POOL_MAX, 3, 2, 1, false, false));
+      },
+      1e-3f);
+  check_ce_gradients(
+      "conv_pool_relu", 2, {3, 9, 9},
+      [&](GraphBuilder& b, int32_t x) {
+        x = b.conv2d("conv1", x, conv(16, 3, 1, 1));
+        x = b.activation("relu1", b.pool2d("pool1", x, pool(DLHOST_POOL_MAX, 3, 2, 0, true, false)),
+                         relu);
+        x = b.activation("relu2", b.conv2d("conv2", x, conv(16, 3, 1, 1)), relu);
+        return b.pool2d("pool2", x, pool(DLHOST_POOL_MAX, 3, 2, 0, true, false));
+      },
+      1e-3f);
+  check_ce_gradients(
+      "relu_two_pools", 2, {3, 6, 6},
+      [&](GraphBuilder& b, int32_t x) {
+        x = b.activation("relu", b.conv2d("conv", x, conv(4, 3, 1, 1)), relu);
+        return b.add("add", b.pool2d("pool_a", x, pool(DLHOST_POOL_MAX, 3, 2, 1, false, false)),
+                     b.pool2d("pool_b", x, pool(DLHOST_POOL_MAX, 2, 2, 0, true, false)));
+      },
+      1e-3f);
+}
+
 TEST(cpu_onednn, MseGradients) {
   std::mt19937 rng(8);
   {

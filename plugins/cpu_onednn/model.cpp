@@ -316,6 +316,12 @@ void Model::lend_value(Tensor& t) {
   give_back(static_cast<size_t>(data - arena_.base), t.value.get_desc().get_size());
 }
 
+bool Model::value_kept(const Tensor& t) const {
+  const char* data = static_cast<const char*>(t.value.get_data_handle());
+  return !t.value_lent &&
+         std::find(lent_values_.begin(), lent_values_.end(), data) == lent_values_.end();
+}
+
 void Model::release_diff(Tensor& t) {
   if (t.diff_offset < 0) return;
   give_back(static_cast<size_t>(t.diff_offset), t.md.get_size());
@@ -352,6 +358,16 @@ dnnl::memory Model::diff_sink(Tensor& t, const Md& produced, Steps& post, const 
                   {{DNNL_ARG_SRC_0, t.diff}, {DNNL_ARG_SRC_1, in_layout}, {DNNL_ARG_DST, t.diff}});
   }
   return produced_mem;
+}
+
+bool Model::pass_diff(Tensor& from, Tensor& to) {
+  if (!to.needs_grad || to.diff || to.diff_written || from.diff_offset < 0 || !(from.md == to.md))
+    return false;
+  to.diff_offset = from.diff_offset;
+  from.diff_offset = -1;  // release_diff(from) leaves the bytes to `to`
+  to.diff = dnnl::memory(to.md, context_.engine, arena_at(static_cast<size_t>(to.diff_offset)));
+  to.diff_written = true;
+  return true;
 }
 
 dnnl::memory Model::output_as(const dnnl::memory& target, const Md& produced, Steps& post,

@@ -57,6 +57,10 @@ struct Tensor {
   int consumers = 0;          // graph nodes that read this tensor
   int32_t producer_op = 0;    // DLHOST_OP_* of the node that writes it (0: none)
   bool value_lent = false;    // backward reuses the value's bytes for gradients (lend_value)
+  // ReLU bookkeeping between neighbouring layers (layers.cpp):
+  bool holds_relu = false;      // the producer applied its one consumer's ReLU (a post-op)
+  int32_t relu_of = -1;         // this tensor is ReLU(relu_of), made by an activation node
+  bool relu_diff_done = false;  // its reader wrote relu_of's gradient: the ReLU's backward is done
 };
 
 struct Param {
@@ -156,6 +160,10 @@ class Model final : public sdk::Model {
   // `produced`: t.diff itself when it is the first writer in that layout, else a scratch, with
   // the reorder and/or accumulation into t.diff appended to `post`.
   dnnl::memory diff_sink(Tensor& t, const Md& produced, Steps& post, const std::string& what);
+  // Hands `from`'s gradient buffer to `to` as its first-written gradient, for a node whose
+  // backward can run in place (an activation): false, and nothing changes, where `to` already
+  // has a gradient or another layout. `from` must have no reader left.
+  bool pass_diff(Tensor& from, Tensor& to);
   // Where a primitive producing layout `produced` writes `target` (a parameter gradient):
   // `target` itself, or a scratch whose reorder into `target` is appended to `post`.
   dnnl::memory output_as(const dnnl::memory& target, const Md& produced, Steps& post,
@@ -165,6 +173,9 @@ class Model final : public sdk::Model {
                      const dnnl::primitive_desc_base& pd, const Args& args);
   void add_function(Steps& steps, const std::string& what, std::function<void()> fn);
   void add_ready(Steps& steps, int32_t param);
+  // Whether backward may still read `t`'s value: its bytes are not lent to gradients yet (an
+  // in-place successor's lend_value lends them too).
+  bool value_kept(const Tensor& t) const;
   // Counts a primitive's implementation for model_info ("conv fwd=jit:avx512_core x3").
   void note_implementation(const std::string& primitive, const char* impl);
 
