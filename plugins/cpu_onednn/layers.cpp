@@ -182,7 +182,8 @@ class FcLayer : public WeightedLayer {
     }
     wdims_ = wdims;
     const int64_t rows = x.dims[0] * (flat_ ? x.dims[1] : 1);
-    if ((rows >= kGemmMinRows || m.threads() > 1) && (flat_ || x.md == plain_md(x.dims, dt::f32))) {
+    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales())) &&
+        (flat_ || x.md == plain_md(x.dims, dt::f32))) {
       build_forward_gemm(m, steps, x, y, src);
       return;
     }
@@ -267,8 +268,18 @@ class FcLayer : public WeightedLayer {
   // At 2 threads the blocked inner product at 64 rows does not scale: the quiet run of
   // 2026-12-03 (bench/results/2026-12-03-quiet) had FCN-8's step at 430 ms against 270 ms for
   // its GEMMs bare as dnnl_sgemm (FCN-5: 265 against 220), so with more than one thread every
-  // plain FC takes this path.
+  // plain FC takes this path there: see blocked_scales.
   static constexpr int64_t kGemmMinRows = 256;
+  // Whether the blocked inner product over few rows scales to 2+ threads on this CPU. Measured
+  // quiet, whole steps at 2 threads: on AMD EPYC (oneDNN dispatching avx512_core_bf16; the run
+  // above, then bench/results/2026-12-03-quiet-after) it did not: the GEMM path took 0.71x its
+  // time for FCN-8. On an Intel Xeon with AMX (avx512_core_amx) it did: the blocked path took
+  // 0.88x the GEMM path's time for FCN-5 and FCN-8, 0.92x for the AutoEncoder, 0.99x for
+  // AlexNet at batch 16 (3 alternating rounds, 2026-12-04, issue 14's note). oneDNN's ISA is the
+  // one proxy at hand for that difference; machines not measured keep the GEMM path.
+  static bool blocked_scales() {
+    return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  }
   void build_forward_gemm(Model& m, Steps& steps, Tensor& x, Tensor& y, const memory& src) {
     gemm_ = true;
     rows_ = x.dims[0] * (flat_ ? x.dims[1] : 1);
