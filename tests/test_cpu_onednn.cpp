@@ -445,6 +445,47 @@ TEST(cpu_onednn, ReadTensorGivesCanonicalValues) {
             DLHOST_CODE_INVALID_ARGUMENT);
 }
 
+// A value an in-place successor overwrites (here the conv's, under its ReLU) is refused by
+// read_tensor with a message naming that node, not handed back holding the ReLU's values; the
+// ReLU's own output reads back as max(0, conv).
+TEST(cpu_onednn, ReadTensorRefusesAValueOverwrittenInPlace) {
+  const dlhost_extension* chain =
+      test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, "cpu_onednn").table->extensions;
+  const auto* ext = reinterpret_cast<const dlhost_tensor_read_ext*>(
+      dlhost_find_extension(chain, DLHOST_EXT_TENSOR_READ));
+  ASSERT_NE(ext, nullptr);
+  std::mt19937 rng(11);
+  const int64_t c = 3, h = 5, w = 5, oc = 16, k = 3;
+  std::vector<float> x = uniform(2 * c * h * w, rng), wt = uniform(oc * c * k * k, rng),
+                     bias = uniform(oc, rng);
+  GraphBuilder b("read_in_place", 2);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, {c, h, w});
+  int32_t y = b.conv2d("conv", data, conv(oc, k, 1, 1));
+  int32_t r = b.activation("relu", y, act(DLHOST_ACTIVATION_RELU));
+  int32_t logits = b.fc("fc", r, fc(10));
+  int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
+  b.softmax_cross_entropy("loss", logits, labels);
+  Session s(b.finish());
+  s.put(s.param_id("conv.weight"), wt);
+  s.put(s.param_id("conv.bias"), bias);
+  s.set(data, x);
+  s.set_labels(labels, {1, 2});
+  s.loss();
+  std::vector<float> got(2 * oc * h * w);
+  const Outcome refused = take(ext->read_tensor(s.model(), y, got.data(), got.size() * 4));
+  EXPECT_EQ(refused.code, DLHOST_CODE_UNIMPLEMENTED);
+  EXPECT_NE(refused.message.find("relu writes its output over it in place"), std::string::npos)
+      << refused.message;
+  check_status(ext->read_tensor(s.model(), r, got.data(), got.size() * 4), "read_tensor relu");
+  for (int n = 0; n < 2; ++n) {
+    std::vector<float> xn(x.begin() + n * c * h * w, x.begin() + (n + 1) * c * h * w);
+    std::vector<double> want = reference_conv(xn, c, h, w, wt, bias, oc, k, 1, 1, 1);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[n * want.size() + i], std::max(want[i], 0.0), 1e-4)
+          << "sample " << n << " element " << i;
+  }
+}
+
 TEST(cpu_onednn, LossValuesMatchReference) {
   std::mt19937 rng(6);
   const int64_t n = 3, f = 5, classes = 4;

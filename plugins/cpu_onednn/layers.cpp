@@ -708,6 +708,7 @@ class ActivationLayer : public NodeLayer {
     if (relu && x.holds_relu && x.consumers == 1 && pd_.dst_desc() == x.md) {
       y.md = x.md;
       y.value = x.value;
+      x.overwritten_by = name_;
       return;
     }
     // In place (PyTorch's ReLU(inplace=True)) where may_overwrite allows: backward needs only
@@ -715,6 +716,7 @@ class ActivationLayer : public NodeLayer {
     if (may_overwrite(x) && pd_.dst_desc() == x.md) {
       y.md = x.md;
       y.value = x.value;
+      x.overwritten_by = name_;
     } else {
       m.alloc_tensor(y, pd_.dst_desc());
     }

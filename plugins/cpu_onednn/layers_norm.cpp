@@ -203,10 +203,12 @@ class AddLayer : public NodeLayer {
     if (may_overwrite(a)) {
       y.md = a.md;
       y.value = a.value;
+      a.overwritten_by = name_;
     } else if (may_overwrite(b) && b.md == a.md) {
       std::swap(first, second);
       y.md = a.md;
       y.value = b.value;
+      b.overwritten_by = name_;
     } else {
       m.alloc_tensor(y, a.md);
     }

@@ -615,6 +615,12 @@ void Model::read_tensor(int32_t id, void* data, size_t bytes) {
   if (bytes != static_cast<size_t>(t.elements) * 4)
     sdk::invalid("cpu_onednn: read_tensor: " + t.name + " holds " + std::to_string(t.elements * 4) +
                  " bytes, got " + std::to_string(bytes));
+  // Where a successor works in place, the bytes hold its output after forward: refused rather
+  // than handed back as this tensor's value. Read that node's output, or the tensor on
+  // cpu_reference, which keeps every value.
+  if (!t.overwritten_by.empty())
+    sdk::unimplemented("cpu_onednn: read_tensor: " + t.name + " is not kept: " + t.overwritten_by +
+                       " writes its output over it in place");
   if (t.value_lent && values_overwritten_)
     sdk::unimplemented("cpu_onednn: read_tensor: " + t.name +
                        " is not kept after backward (its bytes hold gradients until the next "

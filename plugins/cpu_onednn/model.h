@@ -57,6 +57,9 @@ struct Tensor {
   int consumers = 0;          // graph nodes that read this tensor
   int32_t producer_op = 0;    // DLHOST_OP_* of the node that writes it (0: none)
   bool value_lent = false;    // backward reuses the value's bytes for gradients (lend_value)
+  // A node whose output took these bytes in place (an in-place ReLU, a fused conv ReLU, a sum
+  // over its input): after forward they hold that node's values, not this tensor's.
+  std::string overwritten_by;
   // ReLU bookkeeping between neighbouring layers (layers.cpp):
   bool holds_relu = false;      // the producer applied its one consumer's ReLU (a post-op)
   int32_t relu_of = -1;         // this tensor is ReLU(relu_of), made by an activation node

@@ -74,7 +74,8 @@ class OnednnBackend final : public sdk::Backend<Context> {
   std::optional<sdk::Capabilities> capabilities() const override {
     return sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
   }
-  // Every tensor has a buffer of its own (no op runs in place): any value can be read back.
+  // Every value can be read back between forward and backward, except a tensor that an
+  // in-place successor overwrites (a ReLU, a residual sum): UNIMPLEMENTED names it.
   bool reads_tensors() const override { return true; }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
