@@ -404,82 +404,82 @@ TEST(cpu_onednn, ActivationAndFcForwardMatchReference) {
   }
 }
 
+// data [2, 3, 5, 5] -> a 16-channel 3x3 convolution (blocked in oneDNN) -> [ReLU] -> FC 10 ->
+// loss, trained one forward: what the read_tensor tests read back, with the convolution's
+// exact values in double for comparison.
+struct ReadTensorCase {
+  static constexpr int64_t c = 3, h = 5, w = 5, oc = 16, k = 3;
+  const dlhost_tensor_read_ext* ext = nullptr;
+  std::vector<float> x, wt, bias;
+  int32_t conv_out = -1, relu_out = -1, logits = -1, labels = -1;
+  std::unique_ptr<Session> s;
+
+  explicit ReadTensorCase(bool relu, unsigned seed) {
+    const dlhost_extension* chain =
+        test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, "cpu_onednn").table->extensions;
+    ext = reinterpret_cast<const dlhost_tensor_read_ext*>(
+        dlhost_find_extension(chain, DLHOST_EXT_TENSOR_READ));
+    std::mt19937 rng(seed);
+    x = uniform(2 * c * h * w, rng);
+    wt = uniform(oc * c * k * k, rng);
+    bias = uniform(oc, rng);
+    GraphBuilder b("read", 2);
+    const int32_t data = b.input("data", DLHOST_DTYPE_F32, {c, h, w});
+    conv_out = b.conv2d("conv", data, conv(oc, k, 1, 1));
+    if (relu) relu_out = b.activation("relu", conv_out, act(DLHOST_ACTIVATION_RELU));
+    logits = b.fc("fc", relu ? relu_out : conv_out, fc(10));
+    labels = b.input("labels", DLHOST_DTYPE_I32, {});
+    b.softmax_cross_entropy("loss", logits, labels);
+    s = std::make_unique<Session>(b.finish());
+    s->put(s->param_id("conv.weight"), wt);
+    s->put(s->param_id("conv.bias"), bias);
+    s->set(data, x);
+    s->set_labels(labels, {1, 2});
+    s->loss();
+  }
+  Outcome read(int32_t tensor, std::vector<float>& out) const {
+    return take(ext->read_tensor(s->model(), tensor, out.data(), out.size() * 4));
+  }
+  // The convolution's output of sample n, in double.
+  std::vector<double> conv_of(int n) const {
+    std::vector<float> xn(x.begin() + n * c * h * w, x.begin() + (n + 1) * c * h * w);
+    return reference_conv(xn, c, h, w, wt, bias, oc, k, 1, 1, 1);
+  }
+};
+
 // ABI 1.3: read_tensor hands back a tensor's value in the canonical layout, also where oneDNN
 // keeps it blocked (a 16-channel convolution output), and refuses a wrong size.
 TEST(cpu_onednn, ReadTensorGivesCanonicalValues) {
-  const dlhost_extension* chain =
-      test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, "cpu_onednn").table->extensions;
-  const auto* ext = reinterpret_cast<const dlhost_tensor_read_ext*>(
-      dlhost_find_extension(chain, DLHOST_EXT_TENSOR_READ));
-  ASSERT_NE(ext, nullptr);
-  ASSERT_GE(ext->struct_size, DLHOST_TENSOR_READ_EXT_STRUCT_SIZE);
-  std::mt19937 rng(9);
-  const int64_t c = 3, h = 5, w = 5, oc = 16, k = 3;
-  std::vector<float> x = uniform(2 * c * h * w, rng), wt = uniform(oc * c * k * k, rng),
-                     bias = uniform(oc, rng);
-  GraphBuilder b("read", 2);
-  int32_t data = b.input("data", DLHOST_DTYPE_F32, {c, h, w});
-  int32_t y = b.conv2d("conv", data, conv(oc, k, 1, 1));
-  int32_t logits = b.fc("fc", y, fc(10));
-  int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
-  b.softmax_cross_entropy("loss", logits, labels);
-  Session s(b.finish());
-  s.put(s.param_id("conv.weight"), wt);
-  s.put(s.param_id("conv.bias"), bias);
-  s.set(data, x);
-  s.set_labels(labels, {1, 2});
-  s.loss();
-  std::vector<float> got(2 * oc * h * w);
-  check_status(ext->read_tensor(s.model(), y, got.data(), got.size() * 4), "read_tensor");
+  ReadTensorCase t(false, 9);
+  ASSERT_NE(t.ext, nullptr);
+  ASSERT_GE(t.ext->struct_size, DLHOST_TENSOR_READ_EXT_STRUCT_SIZE);
+  std::vector<float> got(2 * t.oc * t.h * t.w);
+  ASSERT_EQ(t.read(t.conv_out, got).code, DLHOST_CODE_OK);
   for (int n = 0; n < 2; ++n) {
-    std::vector<float> xn(x.begin() + n * c * h * w, x.begin() + (n + 1) * c * h * w);
-    std::vector<double> want = reference_conv(xn, c, h, w, wt, bias, oc, k, 1, 1, 1);
+    const std::vector<double> want = t.conv_of(n);
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(got[n * want.size() + i], want[i], 1e-4) << "sample " << n << " element " << i;
   }
-  std::vector<float> scores(20);
-  check_status(ext->read_tensor(s.model(), logits, scores.data(), 80), "read_tensor logits");
-  EXPECT_EQ(take(ext->read_tensor(s.model(), logits, scores.data(), 40)).code,
-            DLHOST_CODE_INVALID_ARGUMENT);
-  EXPECT_EQ(take(ext->read_tensor(s.model(), labels, scores.data(), 8)).code,
-            DLHOST_CODE_INVALID_ARGUMENT);
+  std::vector<float> scores(20), half(10), two(2);
+  EXPECT_EQ(t.read(t.logits, scores).code, DLHOST_CODE_OK);
+  EXPECT_EQ(t.read(t.logits, half).code, DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(t.read(t.labels, two).code, DLHOST_CODE_INVALID_ARGUMENT);
 }
 
 // A value an in-place successor overwrites (here the conv's, under its ReLU) is refused by
 // read_tensor with a message naming that node, not handed back holding the ReLU's values; the
 // ReLU's own output reads back as max(0, conv).
 TEST(cpu_onednn, ReadTensorRefusesAValueOverwrittenInPlace) {
-  const dlhost_extension* chain =
-      test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, "cpu_onednn").table->extensions;
-  const auto* ext = reinterpret_cast<const dlhost_tensor_read_ext*>(
-      dlhost_find_extension(chain, DLHOST_EXT_TENSOR_READ));
-  ASSERT_NE(ext, nullptr);
-  std::mt19937 rng(11);
-  const int64_t c = 3, h = 5, w = 5, oc = 16, k = 3;
-  std::vector<float> x = uniform(2 * c * h * w, rng), wt = uniform(oc * c * k * k, rng),
-                     bias = uniform(oc, rng);
-  GraphBuilder b("read_in_place", 2);
-  int32_t data = b.input("data", DLHOST_DTYPE_F32, {c, h, w});
-  int32_t y = b.conv2d("conv", data, conv(oc, k, 1, 1));
-  int32_t r = b.activation("relu", y, act(DLHOST_ACTIVATION_RELU));
-  int32_t logits = b.fc("fc", r, fc(10));
-  int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
-  b.softmax_cross_entropy("loss", logits, labels);
-  Session s(b.finish());
-  s.put(s.param_id("conv.weight"), wt);
-  s.put(s.param_id("conv.bias"), bias);
-  s.set(data, x);
-  s.set_labels(labels, {1, 2});
-  s.loss();
-  std::vector<float> got(2 * oc * h * w);
-  const Outcome refused = take(ext->read_tensor(s.model(), y, got.data(), got.size() * 4));
+  ReadTensorCase t(true, 11);
+  ASSERT_NE(t.ext, nullptr);
+  std::vector<float> got(2 * t.oc * t.h * t.w);
+  const Outcome refused = t.read(t.conv_out, got);
   EXPECT_EQ(refused.code, DLHOST_CODE_UNIMPLEMENTED);
   EXPECT_NE(refused.message.find("relu writes its output over it in place"), std::string::npos)
       << refused.message;
-  check_status(ext->read_tensor(s.model(), r, got.data(), got.size() * 4), "read_tensor relu");
+  ASSERT_EQ(t.read(t.relu_out, got).code, DLHOST_CODE_OK);
   for (int n = 0; n < 2; ++n) {
-    std::vector<float> xn(x.begin() + n * c * h * w, x.begin() + (n + 1) * c * h * w);
-    std::vector<double> want = reference_conv(xn, c, h, w, wt, bias, oc, k, 1, 1, 1);
+    const std::vector<double> want = t.conv_of(n);
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(got[n * want.size() + i], std::max(want[i], 0.0), 1e-4)
           << "sample " << n << " element " << i;
