@@ -201,14 +201,10 @@ class AddLayer : public NodeLayer {
     // as PyTorch's `out += identity`): backward reads neither input. oneDNN's binary works in
     // place on its first source.
     if (may_overwrite(a)) {
-      y.md = a.md;
-      y.value = a.value;
-      a.overwritten_by = name_;
+      m.write_over(a, y, name_);
     } else if (may_overwrite(b) && b.md == a.md) {
       std::swap(first, second);
-      y.md = a.md;
-      y.value = b.value;
-      b.overwritten_by = name_;
+      m.write_over(b, y, name_);
     } else {
       m.alloc_tensor(y, a.md);
     }

@@ -316,6 +316,12 @@ void Model::lend_value(Tensor& t) {
   give_back(static_cast<size_t>(data - arena_.base), t.value.get_desc().get_size());
 }
 
+void Model::write_over(Tensor& x, Tensor& y, const std::string& node) {
+  y.md = x.md;
+  y.value = x.value;
+  x.overwritten_by = node;
+}
+
 bool Model::value_kept(const Tensor& t) const {
   const char* data = static_cast<const char*>(t.value.get_data_handle());
   return !t.value_lent &&
@@ -452,10 +458,18 @@ void Model::build_update() {
   if (implementation_.empty()) implementation_ = "no conv/inner product";
 }
 
+// The profile's clock: read only when profiling, so a plain run pays one branch per step.
+Model::Clock::time_point Model::profile_start() const {
+  return profile_ ? Clock::now() : Clock::time_point();
+}
+
+double Model::ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
 void Model::run(Steps& steps) {
   for (Step& s : steps) {
-    const auto start =
-        profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    const auto start = profile_start();
     if (s.prim) {
       dnnl_status_t status = dnnl_primitive_execute(s.prim.get(), context_.stream.get(),
                                                     static_cast<int>(s.args.size()), s.args.data());
@@ -468,10 +482,7 @@ void Model::run(Steps& steps) {
     } else if (s.ready_param >= 0 && ready_ != nullptr) {
       ready_->fn(ready_->user, s.ready_param);
     }
-    if (profile_)
-      s.spent_ms +=
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
+    if (profile_) s.spent_ms += ms_since(start);
   }
 }
 
@@ -521,8 +532,7 @@ void Model::backward(const dlhost_grad_ready* ready) {
 
 void Model::update() {
   context_.apply_threads();
-  const auto start =
-      profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  const auto start = profile_start();
   float scale = 1.0f;
   if (optimizer_.clip_norm > 0.0f) {
     const int64_t chunks = static_cast<int64_t>(norm_chunks_.size());
@@ -561,9 +571,7 @@ void Model::update() {
       }
     }
   }
-  if (profile_)
-    update_ms_ +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (profile_) update_ms_ += ms_since(start);
 }
 
 void Model::synchronize() { context_.stream.wait(); }

@@ -16,6 +16,7 @@
 #ifndef DLHOST_CPU_ONEDNN_MODEL_H
 #define DLHOST_CPU_ONEDNN_MODEL_H
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -176,6 +177,9 @@ class Model final : public sdk::Model {
                      const dnnl::primitive_desc_base& pd, const Args& args);
   void add_function(Steps& steps, const std::string& what, std::function<void()> fn);
   void add_ready(Steps& steps, int32_t param);
+  // Node `node` writes its output `y` over the bytes of its input `x` (an in-place activation or
+  // sum): y takes x's layout and value, and x is marked overwritten for read_tensor.
+  void write_over(Tensor& x, Tensor& y, const std::string& node);
   // Whether backward may still read `t`'s value: its bytes are not lent to gradients yet (an
   // in-place successor's lend_value lends them too).
   bool value_kept(const Tensor& t) const;
@@ -206,8 +210,11 @@ class Model final : public sdk::Model {
   Steps forward_steps_, backward_steps_;
   // DLHOST_CPU_ONEDNN_PROFILE=1: time every step and print the totals to stderr when the model
   // goes. ONEDNN_VERBOSE shows primitives only, not the dnnl_sgemm calls and loops between them.
+  using Clock = std::chrono::steady_clock;
   bool profile_ = false;
   double update_ms_ = 0;
+  Clock::time_point profile_start() const;
+  static double ms_since(Clock::time_point start);
   void print_profile() const;
   dnnl::memory scratchpad_;
   float loss_ = 0.0f;
