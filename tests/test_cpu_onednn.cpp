@@ -679,7 +679,8 @@ TEST(cpu_onednn, ActivationGradients) {
 
 // ReLU -> max pool: the pool masks its gradient by (output > 0) and writes the ReLU input's
 // gradient itself; a convolution's only-reader ReLU is its post-op. Pool -> ReLU (AlexNet-R's
-// first block) and a ReLU read by two pools take the plain paths.
+// first block), a pool whose output a sigmoid overwrites and a ReLU read by two pools take the
+// plain paths.
 TEST(cpu_onednn, ReluAndMaxPoolGradients) {
   const auto relu = act(DLHOST_ACTIVATION_RELU);
   check_ce_gradients(
@@ -699,6 +700,16 @@ TEST(cpu_onednn, ReluAndMaxPoolGradients) {
                          relu);
         x = b.activation("relu2", b.conv2d("conv2", x, conv(16, 3, 1, 1)), relu);
         return b.pool2d("pool2", x, pool(DLHOST_POOL_MAX, 3, 2, 0, true, false));
+      },
+      1e-3f);
+  // The pool's output overwritten in place by a sigmoid (positive everywhere): the pool cannot
+  // mask by its output any more, and the ReLU runs its own backward.
+  check_ce_gradients(
+      "relu_pool_sigmoid", 2, {3, 9, 9},
+      [&](GraphBuilder& b, int32_t x) {
+        x = b.activation("relu", b.conv2d("conv", x, conv(16, 3, 1, 1)), relu);
+        x = b.pool2d("pool", x, pool(DLHOST_POOL_MAX, 3, 2, 0, true, false));
+        return b.activation("sigmoid", x, act(DLHOST_ACTIVATION_SIGMOID));
       },
       1e-3f);
   check_ce_gradients(

@@ -11,6 +11,7 @@
 
 #include "dlhost/dlhost.hpp"
 #include "layers.h"
+#include "max_pool.h"
 #include "model.h"
 
 namespace dlhost::cpu_onednn {
@@ -564,6 +565,16 @@ class PoolLayer : public NodeLayer {
     const std::string what = name_ + ": pooling forward";
     memory src = m.as_layout(x.value, pd_.src_desc(), steps, what);
     m.alloc_tensor(y, pd_.dst_desc());
+    if (alg_ == algorithm::pooling_max && own_max_pool(x, y)) {
+      workspace_ = m.alloc(Md(y.dims, dt::u8, own_layout_));
+      const float* s = static_cast<const float*>(src.get_data_handle());
+      float* d = static_cast<float*>(y.value.get_data_handle());
+      uint8_t* k = static_cast<uint8_t*>(workspace_.get_data_handle());
+      m.add_function(steps, name_ + ": max pooling forward",
+                     [shape = own_, s, d, k] { max_pool_forward(shape, s, d, k); });
+      m.note_implementation("max pool", "cpu_onednn:blocked");
+      return;
+    }
     if (pd_.workspace_desc().get_size() > 0) workspace_ = m.alloc(pd_.workspace_desc());
     Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, y.value}};
     if (workspace_) args.push_back({DNNL_ARG_WORKSPACE, workspace_});
@@ -575,11 +586,15 @@ class PoolLayer : public NodeLayer {
     Tensor& x = m.tensor(inputs_[0]);
     if (!x.needs_grad) return;
     Tensor& y = m.tensor(output_);
-    const std::string what = name_ + ": pooling backward";
-    dnnl::pooling_backward::desc desc(alg_, pd_.src_desc(), pd_.dst_desc(), strides_, kernel_,
-                                      pad_l_, pad_r_);
-    dnnl::pooling_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
-    memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
+    const bool own = own_.batch != 0;
+    const std::string what = name_ + (own ? ": max pooling backward" : ": pooling backward");
+    dnnl::pooling_backward::primitive_desc pd;
+    if (!own)
+      pd = dnnl::pooling_backward::primitive_desc(
+          dnnl::pooling_backward::desc(alg_, pd_.src_desc(), pd_.dst_desc(), strides_, kernel_,
+                                       pad_l_, pad_r_),
+          m.attr(), m.engine(), pd_);
+    memory diff_dst = m.as_layout(m.diff_of(y), own ? y.md : pd.diff_dst_desc(), steps, what);
     if (fix_) {
       memory scaled = m.scratch(pd.diff_dst_desc());
       add_scale(m, diff_dst, scaled, steps);
@@ -592,9 +607,8 @@ class PoolLayer : public NodeLayer {
     // over the pooled tensor instead of the ReLU's (AlexNet-R's relu2 -> pool2 at batch 1024:
     // a quarter of the bytes, ~7 ms a step at 1 thread). Needs the output's bytes kept.
     Tensor* relu_in = nullptr;
-    if (alg_ == algorithm::pooling_max && workspace_ && x.relu_of >= 0 && x.consumers == 1 &&
-        y.md == diff_dst.get_desc() && m.value_kept(y))
-      relu_in = &m.tensor(x.relu_of);
+    if (alg_ == algorithm::pooling_max && workspace_ && y.md == diff_dst.get_desc())
+      relu_in = fused_relu_input(m, x, y);
     if (relu_in != nullptr) {
       const algorithm relu = algorithm::eltwise_relu_use_dst_for_bwd;
       dnnl::eltwise_forward::primitive_desc hint(
@@ -608,15 +622,60 @@ class PoolLayer : public NodeLayer {
       x.relu_diff_done = true;
     }
     Steps post;
-    memory diff_src =
-        m.diff_sink(relu_in != nullptr ? *relu_in : x, pd.diff_src_desc(), post, what);
-    Args args = {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}};
-    if (workspace_) args.push_back({DNNL_ARG_WORKSPACE, workspace_});
-    m.add_primitive(steps, what, dnnl::pooling_backward(pd), pd, args);
+    memory diff_src = m.diff_sink(relu_in != nullptr ? *relu_in : x,
+                                  own ? pd_.src_desc() : pd.diff_src_desc(), post, what);
+    if (own) {
+      const float* g = static_cast<const float*>(diff_dst.get_data_handle());
+      const uint8_t* k = static_cast<const uint8_t*>(workspace_.get_data_handle());
+      float* d = static_cast<float*>(diff_src.get_data_handle());
+      m.add_function(steps, what, [shape = own_, g, k, d] { max_pool_backward(shape, g, k, d); });
+    } else {
+      Args args = {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}};
+      if (workspace_) args.push_back({DNNL_ARG_WORKSPACE, workspace_});
+      m.add_primitive(steps, what, dnnl::pooling_backward(pd), pd, args);
+    }
     steps.insert(steps.end(), post.begin(), post.end());
   }
 
  private:
+  // The ReLU whose backward this max pool may do itself (see build_backward): x = ReLU(input),
+  // read by the pool alone, and y's bytes still y's at backward time (not lent to gradients,
+  // not overwritten in place by a successor such as a sigmoid, whose output has another sign).
+  static Tensor* fused_relu_input(Model& m, const Tensor& x, const Tensor& y) {
+    if (x.relu_of < 0 || x.consumers != 1 || !y.overwritten_by.empty() || !m.value_kept(y))
+      return nullptr;
+    return &m.tensor(x.relu_of);
+  }
+
+  // Takes max_pool.h's kernels where they apply: source and output both channel-blocked or both
+  // channels-last (the layouts oneDNN's convolutions and pooling_src_md give). Sets own_layout_.
+  bool own_max_pool(const Tensor& x, const Tensor& y) {
+    MaxPoolShape s;
+    for (tag t : {tag::aBcd16b, tag::aBcd8b, tag::acdb})
+      if (pd_.src_desc() == Md(x.dims, dt::f32, t) && y.md == Md(y.dims, dt::f32, t)) {
+        own_layout_ = t;
+        s.channels_last = t == tag::acdb;
+        s.block = t == tag::aBcd16b ? 16 : t == tag::aBcd8b ? 8 : 0;
+        break;
+      }
+    s.batch = x.dims[0];
+    s.channels = x.dims[1];
+    s.channel_blocks = s.block == 0 ? 1 : (x.dims[1] + s.block - 1) / s.block;
+    s.in_h = x.dims[2];
+    s.in_w = x.dims[3];
+    s.out_h = y.dims[2];
+    s.out_w = y.dims[3];
+    s.kernel_h = a_.kernel_h;
+    s.kernel_w = a_.kernel_w;
+    s.stride_h = a_.stride_h;
+    s.stride_w = a_.stride_w;
+    s.pad_top = a_.pad_h;
+    s.pad_left = a_.pad_w;
+    if (!max_pool_supported(s)) return false;
+    own_ = s;
+    return true;
+  }
+
   // oneDNN pools a plain NCHW source with its slow simple_nchw kernel (AlexNet's pool1 behind
   // the GEMM-based conv1: ~20x the jit kernel's time); a channel-blocked copy costs one reorder
   // each way and gets the jit kernel.
@@ -671,6 +730,8 @@ class PoolLayer : public NodeLayer {
   dnnl::pooling_forward::primitive_desc pd_;
   memory workspace_, scale_;
   bool fix_ = false;
+  MaxPoolShape own_;  // batch != 0: max_pool.h's kernels run this pool, in own_layout_
+  tag own_layout_ = tag::undef;
 };
 
 class ActivationLayer : public NodeLayer {
