@@ -11,8 +11,8 @@
 
 #include "dlhost/dlhost.hpp"
 #include "layers.h"
-#include "max_pool.h"
 #include "model.h"
+#include "pooling.h"
 
 namespace dlhost::cpu_onednn {
 
@@ -561,14 +561,20 @@ class PoolLayer : public NodeLayer {
     const std::string what = name_ + ": pooling forward";
     memory src = m.as_layout(x.value, pd_.src_desc(), steps, what);
     m.alloc_tensor(y, pd_.dst_desc());
-    if (alg_ == algorithm::pooling_max && own_max_pool(x, y)) {
-      workspace_ = m.alloc(Md(y.dims, dt::u8, own_layout_));
+    if (alg_ != algorithm::pooling_avg_include_padding && own_pool(x, y)) {
       const float* s = static_cast<const float*>(src.get_data_handle());
       float* d = static_cast<float*>(y.value.get_data_handle());
+      if (alg_ == algorithm::pooling_avg_exclude_padding) {
+        m.add_function(steps, name_ + ": average pooling forward",
+                       [shape = own_, s, d] { avg_pool_forward(shape, s, d); });
+        m.note_implementation("avg pool", "cpu_onednn:own");
+        return;
+      }
+      workspace_ = m.alloc(Md(y.dims, dt::u8, own_layout_));
       uint8_t* k = static_cast<uint8_t*>(workspace_.get_data_handle());
       m.add_function(steps, name_ + ": max pooling forward",
                      [shape = own_, s, d, k] { max_pool_forward(shape, s, d, k); });
-      m.note_implementation("max pool", "cpu_onednn:blocked");
+      m.note_implementation("max pool", "cpu_onednn:own");
       return;
     }
     if (pd_.workspace_desc().get_size() > 0) workspace_ = m.alloc(pd_.workspace_desc());
@@ -583,7 +589,10 @@ class PoolLayer : public NodeLayer {
     if (!x.needs_grad) return;
     Tensor& y = m.tensor(output_);
     const bool own = own_.batch != 0;
-    const std::string what = name_ + (own ? ": max pooling backward" : ": pooling backward");
+    const bool avg = alg_ != algorithm::pooling_max;
+    const std::string what = name_ + (!own  ? ": pooling backward"
+                                      : avg ? ": average pooling backward"
+                                            : ": max pooling backward");
     dnnl::pooling_backward::primitive_desc pd;
     if (!own)
       pd = dnnl::pooling_backward::primitive_desc(
@@ -622,9 +631,13 @@ class PoolLayer : public NodeLayer {
                                   own ? pd_.src_desc() : pd.diff_src_desc(), post, what);
     if (own) {
       const float* g = static_cast<const float*>(diff_dst.get_data_handle());
-      const uint8_t* k = static_cast<const uint8_t*>(workspace_.get_data_handle());
       float* d = static_cast<float*>(diff_src.get_data_handle());
-      m.add_function(steps, what, [shape = own_, g, k, d] { max_pool_backward(shape, g, k, d); });
+      if (avg) {
+        m.add_function(steps, what, [shape = own_, g, d] { avg_pool_backward(shape, g, d); });
+      } else {
+        const uint8_t* k = static_cast<const uint8_t*>(workspace_.get_data_handle());
+        m.add_function(steps, what, [shape = own_, g, k, d] { max_pool_backward(shape, g, k, d); });
+      }
     } else {
       Args args = {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}};
       if (workspace_) args.push_back({DNNL_ARG_WORKSPACE, workspace_});
@@ -643,10 +656,11 @@ class PoolLayer : public NodeLayer {
     return &m.tensor(x.relu_of);
   }
 
-  // Takes max_pool.h's kernels where they apply: source and output both channel-blocked or both
-  // channels-last (the layouts oneDNN's convolutions and pooling_src_md give). Sets own_layout_.
-  bool own_max_pool(const Tensor& x, const Tensor& y) {
-    MaxPoolShape s;
+  // Takes pooling.h's kernels where they apply: max or exclude-padding average, source and
+  // output both channel-blocked or both channels-last (the layouts oneDNN's convolutions and
+  // pooling_src_md give). Sets own_ and own_layout_.
+  bool own_pool(const Tensor& x, const Tensor& y) {
+    PoolShape s;
     for (tag t : {tag::aBcd16b, tag::aBcd8b, tag::acdb})
       if (pd_.src_desc() == Md(x.dims, dt::f32, t) && y.md == Md(y.dims, dt::f32, t)) {
         own_layout_ = t;
@@ -667,7 +681,7 @@ class PoolLayer : public NodeLayer {
     s.stride_w = a_.stride_w;
     s.pad_top = a_.pad_h;
     s.pad_left = a_.pad_w;
-    if (!max_pool_supported(s)) return false;
+    if (!pool_supported(s)) return false;
     own_ = s;
     return true;
   }
@@ -726,7 +740,7 @@ class PoolLayer : public NodeLayer {
   dnnl::pooling_forward::primitive_desc pd_;
   memory workspace_, scale_;
   bool fix_ = false;
-  MaxPoolShape own_;  // batch != 0: max_pool.h's kernels run this pool, in own_layout_
+  PoolShape own_;  // batch != 0: pooling.h's kernels run this pool, in own_layout_
   tag own_layout_ = tag::undef;
 };
 

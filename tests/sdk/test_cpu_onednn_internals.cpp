@@ -7,7 +7,7 @@
 // Likewise the reuse of activation bytes for gradients (Model::lend_value): what it must not
 // change (forward results, gradients, a graph input) is checked here step by step. The step
 // profile (DLHOST_CPU_ONEDNN_PROFILE) is a developer's aid of the Model, checked here as well,
-// and so are the plugin's own max pooling kernels (max_pool.h), against oneDNN's pooling on
+// and so are the plugin's own pooling kernels (pooling.h), against oneDNN's pooling on
 // geometries and ties the networks do not all reach.
 // Everything else about cpu_onednn is tested through the ABI in test_cpu_onednn.cpp.
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@
 #include <random>
 #include <vector>
 
-#include "../../plugins/cpu_onednn/max_pool.h"
 #include "../../plugins/cpu_onednn/model.h"
+#include "../../plugins/cpu_onednn/pooling.h"
 #include "../graph_attrs.h"
 #include "core/graph.h"
 
@@ -216,11 +216,12 @@ TEST(cpu_onednn_internals, StepProfileOnRequest) {
     EXPECT_NE(printed.find(step), std::string::npos) << step << " missing in\n" << printed;
 }
 
-// max_pool.h against oneDNN's max pooling (forward training, backward with its workspace) on the
-// same channel-blocked tensors: the outputs bit for bit, and the input gradients, which differ
-// only in the order of at most four additions. Inputs of few distinct values make ties in most
-// windows: a gradient sent to another tied element than oneDNN's first maximum fails the test.
-TEST(cpu_onednn_internals, OwnMaxPoolMatchesOneDnn) {
+// pooling.h against oneDNN's pooling (forward training; backward, for max with its workspace) on
+// the same channel-blocked or channels-last tensors. Max: the outputs bit for bit, and the input
+// gradients, which differ only in the order of a few additions; inputs of few distinct values
+// make ties in most windows, so a gradient sent to another tied element than oneDNN's first
+// maximum fails the test. Average (padding excluded from the count): both within rounding.
+TEST(cpu_onednn_internals, OwnPoolingMatchesOneDnn) {
   using dnnl::memory;
   using tag = memory::format_tag;
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -240,97 +241,109 @@ TEST(cpu_onednn_internals, OwnMaxPoolMatchesOneDnn) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> level(-2, 2);
   std::uniform_real_distribution<float> grad(-1.0f, 1.0f);
-  for (const Geometry& g : geometries)
-    for (int64_t block : {8, 16, 0}) {  // 0: channels last
-      SCOPED_TRACE("channels " + std::to_string(g.channels) + ", " + std::to_string(g.in_h) + "x" +
-                   std::to_string(g.in_w) + " kernel " + std::to_string(g.kernel) + " stride " +
-                   std::to_string(g.stride) + " pad " + std::to_string(g.pad) +
-                   (block == 0 ? ", channels last" : ", block " + std::to_string(block)));
-      const int64_t n = 3;
-      const tag layout = block == 16 ? tag::aBcd16b : block == 8 ? tag::aBcd8b : tag::acdb;
-      const memory::desc src_md({n, g.channels, g.in_h, g.in_w}, memory::data_type::f32, layout);
-      const memory::desc dst_md({n, g.channels, g.out_h, g.out_w}, memory::data_type::f32, layout);
-      const memory::dims strides{g.stride, g.stride}, kernel{g.kernel, g.kernel},
-          pad_l{g.pad, g.pad},
-          pad_r{(g.out_h - 1) * g.stride + g.kernel - g.in_h - g.pad,
-                (g.out_w - 1) * g.stride + g.kernel - g.in_w - g.pad};
-      dnnl::pooling_forward::primitive_desc fwd(
-          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training,
-                                      dnnl::algorithm::pooling_max, src_md, dst_md, strides, kernel,
-                                      pad_l, pad_r),
-          engine);
-      dnnl::pooling_backward::primitive_desc bwd(
-          dnnl::pooling_backward::desc(dnnl::algorithm::pooling_max, src_md, dst_md, strides,
-                                       kernel, pad_l, pad_r),
-          engine, fwd);
-      memory src(src_md, engine), dst(dst_md, engine), ws(fwd.workspace_desc(), engine),
-          diff_dst(dst_md, engine), diff_src(src_md, engine);
-      // Every byte, channel padding included (zero, as oneDNN keeps it).
-      const size_t in_size = src_md.get_size() / 4, out_size = dst_md.get_size() / 4;
-      float* x = static_cast<float*>(src.get_data_handle());
-      float* dy = static_cast<float*>(diff_dst.get_data_handle());
-      std::vector<float> logical(n * g.channels * g.in_h * g.in_w);
-      for (float& v : logical) v = static_cast<float>(level(rng));
-      memory plain({{n, g.channels, g.in_h, g.in_w}, memory::data_type::f32, tag::nchw}, engine,
-                   logical.data());
-      dnnl::reorder(plain, src).execute(stream, plain, src);
-      std::vector<float> dy_logical(n * g.channels * g.out_h * g.out_w);
-      for (float& v : dy_logical) v = grad(rng);
-      memory dy_plain({{n, g.channels, g.out_h, g.out_w}, memory::data_type::f32, tag::nchw},
-                      engine, dy_logical.data());
-      dnnl::reorder(dy_plain, diff_dst).execute(stream, dy_plain, diff_dst);
-      dnnl::pooling_forward(fwd).execute(
-          stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_WORKSPACE, ws}});
-      dnnl::pooling_backward(bwd).execute(
-          stream,
-          {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}, {DNNL_ARG_WORKSPACE, ws}});
-      stream.wait();
+  for (const bool average : {false, true})
+    for (const Geometry& g : geometries)
+      for (int64_t block : {8, 16, 0}) {  // 0: channels last
+        SCOPED_TRACE(std::string(average ? "average, " : "max, ") + "channels " +
+                     std::to_string(g.channels) + ", " + std::to_string(g.in_h) + "x" +
+                     std::to_string(g.in_w) + " kernel " + std::to_string(g.kernel) + " stride " +
+                     std::to_string(g.stride) + " pad " + std::to_string(g.pad) +
+                     (block == 0 ? ", channels last" : ", block " + std::to_string(block)));
+        const int64_t n = 3;
+        const tag layout = block == 16 ? tag::aBcd16b : block == 8 ? tag::aBcd8b : tag::acdb;
+        const memory::desc src_md({n, g.channels, g.in_h, g.in_w}, memory::data_type::f32, layout);
+        const memory::desc dst_md({n, g.channels, g.out_h, g.out_w}, memory::data_type::f32,
+                                  layout);
+        const memory::dims strides{g.stride, g.stride}, kernel{g.kernel, g.kernel},
+            pad_l{g.pad, g.pad},
+            pad_r{(g.out_h - 1) * g.stride + g.kernel - g.in_h - g.pad,
+                  (g.out_w - 1) * g.stride + g.kernel - g.in_w - g.pad};
+        const dnnl::algorithm alg =
+            average ? dnnl::algorithm::pooling_avg_exclude_padding : dnnl::algorithm::pooling_max;
+        dnnl::pooling_forward::primitive_desc fwd(
+            dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, alg, src_md, dst_md,
+                                        strides, kernel, pad_l, pad_r),
+            engine);
+        dnnl::pooling_backward::primitive_desc bwd(
+            dnnl::pooling_backward::desc(alg, src_md, dst_md, strides, kernel, pad_l, pad_r),
+            engine, fwd);
+        memory src(src_md, engine), dst(dst_md, engine), ws(fwd.workspace_desc(), engine),
+            diff_dst(dst_md, engine), diff_src(src_md, engine);
+        // Every byte, channel padding included (zero, as oneDNN keeps it).
+        const size_t in_size = src_md.get_size() / 4, out_size = dst_md.get_size() / 4;
+        float* x = static_cast<float*>(src.get_data_handle());
+        float* dy = static_cast<float*>(diff_dst.get_data_handle());
+        std::vector<float> logical(n * g.channels * g.in_h * g.in_w);
+        for (float& v : logical) v = static_cast<float>(level(rng));
+        memory plain({{n, g.channels, g.in_h, g.in_w}, memory::data_type::f32, tag::nchw}, engine,
+                     logical.data());
+        dnnl::reorder(plain, src).execute(stream, plain, src);
+        std::vector<float> dy_logical(n * g.channels * g.out_h * g.out_w);
+        for (float& v : dy_logical) v = grad(rng);
+        memory dy_plain({{n, g.channels, g.out_h, g.out_w}, memory::data_type::f32, tag::nchw},
+                        engine, dy_logical.data());
+        dnnl::reorder(dy_plain, diff_dst).execute(stream, dy_plain, diff_dst);
+        dnnl::pooling_forward(fwd).execute(
+            stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_WORKSPACE, ws}});
+        dnnl::pooling_backward(bwd).execute(stream, {{DNNL_ARG_DIFF_DST, diff_dst},
+                                                     {DNNL_ARG_DIFF_SRC, diff_src},
+                                                     {DNNL_ARG_WORKSPACE, ws}});
+        stream.wait();
 
-      cpu_onednn::MaxPoolShape shape;
-      shape.batch = n;
-      shape.channels_last = block == 0;
-      shape.channels = g.channels;
-      shape.block = block;
-      shape.channel_blocks = block == 0 ? 1 : (g.channels + block - 1) / block;
-      shape.in_h = g.in_h;
-      shape.in_w = g.in_w;
-      shape.out_h = g.out_h;
-      shape.out_w = g.out_w;
-      shape.kernel_h = shape.kernel_w = g.kernel;
-      shape.stride_h = shape.stride_w = g.stride;
-      shape.pad_top = shape.pad_left = g.pad;
-      ASSERT_TRUE(cpu_onednn::max_pool_supported(shape));
-      std::vector<float> y(out_size), dx(in_size, std::nanf(""));
-      std::vector<uint8_t> argmax(out_size);
-      cpu_onednn::max_pool_forward(shape, x, y.data(), argmax.data());
-      cpu_onednn::max_pool_backward(shape, dy, argmax.data(), dx.data());
+        cpu_onednn::PoolShape shape;
+        shape.batch = n;
+        shape.channels_last = block == 0;
+        shape.channels = g.channels;
+        shape.block = block;
+        shape.channel_blocks = block == 0 ? 1 : (g.channels + block - 1) / block;
+        shape.in_h = g.in_h;
+        shape.in_w = g.in_w;
+        shape.out_h = g.out_h;
+        shape.out_w = g.out_w;
+        shape.kernel_h = shape.kernel_w = g.kernel;
+        shape.stride_h = shape.stride_w = g.stride;
+        shape.pad_top = shape.pad_left = g.pad;
+        ASSERT_TRUE(cpu_onednn::pool_supported(shape));
+        std::vector<float> y(out_size), dx(in_size, std::nanf(""));
+        std::vector<uint8_t> argmax(out_size);
+        if (average) {
+          cpu_onednn::avg_pool_forward(shape, x, y.data());
+          cpu_onednn::avg_pool_backward(shape, dy, dx.data());
+        } else {
+          cpu_onednn::max_pool_forward(shape, x, y.data(), argmax.data());
+          cpu_onednn::max_pool_backward(shape, dy, argmax.data(), dx.data());
+        }
 
-      const float* want_y = static_cast<const float*>(dst.get_data_handle());
-      const float* want_dx = static_cast<const float*>(diff_src.get_data_handle());
-      for (size_t i = 0; i < out_size; ++i) ASSERT_EQ(y[i], want_y[i]) << "output " << i;
-      for (size_t i = 0; i < in_size; ++i)
-        ASSERT_NEAR(dx[i], want_dx[i], 1e-5f) << "input gradient " << i;
-    }
+        const float* want_y = static_cast<const float*>(dst.get_data_handle());
+        const float* want_dx = static_cast<const float*>(diff_src.get_data_handle());
+        for (size_t i = 0; i < out_size; ++i)
+          if (average)
+            ASSERT_NEAR(y[i], want_y[i], 1e-6f) << "output " << i;
+          else
+            ASSERT_EQ(y[i], want_y[i]) << "output " << i;
+        for (size_t i = 0; i < in_size; ++i)
+          ASSERT_NEAR(dx[i], want_dx[i], 1e-5f) << "input gradient " << i;
+      }
 
   // What the kernels refuse, and the layer leaves to oneDNN.
-  cpu_onednn::MaxPoolShape s;
+  cpu_onednn::PoolShape s;
   s.batch = s.channel_blocks = 1;
   s.block = 16;
   s.in_h = s.in_w = 20;
   s.kernel_h = s.kernel_w = 3;
   s.stride_h = s.stride_w = 1;
   s.out_h = s.out_w = 18;
-  EXPECT_TRUE(cpu_onednn::max_pool_supported(s));
+  EXPECT_TRUE(cpu_onednn::pool_supported(s));
   s.block = 4;
-  EXPECT_FALSE(cpu_onednn::max_pool_supported(s)) << "a block of 4 lanes";
+  EXPECT_FALSE(cpu_onednn::pool_supported(s)) << "a block of 4 lanes";
   s.block = 16;
   s.kernel_h = s.kernel_w = 17;  // 289 window elements: no byte index
   s.out_h = s.out_w = 4;
-  EXPECT_FALSE(cpu_onednn::max_pool_supported(s)) << "a window of 289 elements";
+  EXPECT_FALSE(cpu_onednn::pool_supported(s)) << "a window of 289 elements";
   s.kernel_h = s.kernel_w = 3;
   s.pad_top = 3;  // the first window all padding
   s.out_h = 24;
-  EXPECT_FALSE(cpu_onednn::max_pool_supported(s)) << "padding as wide as the window";
+  EXPECT_FALSE(cpu_onednn::pool_supported(s)) << "padding as wide as the window";
 }
 
 }  // namespace
