@@ -650,6 +650,9 @@ class PoolLayer : public NodeLayer {
   // The ReLU whose backward this max pool may do itself (see build_backward): x = ReLU(input),
   // read by the pool alone, and y's bytes still y's at backward time (not lent to gradients,
   // not overwritten in place by a successor such as a sigmoid, whose output has another sign).
+  // As lending works now, value_kept already fails for an overwritten y (the successor's bytes
+  // are lent after its backward, before this one); the first check keeps the mask right
+  // without resting on that order.
   static Tensor* fused_relu_input(Model& m, const Tensor& x, const Tensor& y) {
     if (x.relu_of < 0 || x.consumers != 1 || !y.overwritten_by.empty() || !m.value_kept(y))
       return nullptr;
