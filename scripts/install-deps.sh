@@ -2,9 +2,10 @@
 # install-deps.sh — installs the Debian bookworm packages dlhost builds and tests with: the
 # libraries, Open MPI and Gloo (the comms), clang + libFuzzer (fuzz tests) and a one-node Slurm
 # (launcher tests), iproute2 (test hosts in network namespaces, tc-shaped links).
+# Then the PyPI wheels of the framework backends into deps/pypi (below).
 # Idempotent and quick when everything is already there (no `apt-get update` then).
 set -eu
-PACKAGES="build-essential cmake ninja-build pkg-config git python3 python3-jsonschema \
+PACKAGES="build-essential cmake ninja-build pkg-config git python3 python3-pip python3-jsonschema \
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libopenblas-dev libtorch-dev libyaml-cpp-dev libspdlog-dev libfmt-dev \
   libboost-dev libboost-filesystem-dev libcli11-dev nlohmann-json3-dev \
   libgtest-dev libopenmpi-dev openmpi-bin libgloo-dev gnuplot-nox zlib1g-dev iproute2 \
@@ -17,10 +18,43 @@ for p in $PACKAGES; do
 done
 if [ -z "$missing" ]; then
   echo "install-deps: all packages present"
+else
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "install-deps: installing$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+
+# --- The framework backends' libraries, from PyPI wheels --------------------------------------
+# TensorFlow's C API (libtensorflow_cc.so.2), MXNet's (libmxnet.so) and current libtorch exist only
+# as wheels. They go into the project's own folder deps/pypi with `pip install --target --no-deps`
+# (never the system Python); CMake finds them there (cmake/FindPyPIFrameworks.cmake). torch is the
+# CUDA build: libtorch_cpu.so needs only libcudart.so.13 and libcupti.so.13 of its CUDA wheels, so
+# those two come instead of its ~4 GB of dependencies. Downloads ~880 MB, ~2.6 GB installed.
+# Where PyPI cannot be reached, the reason is written to deps/pypi/<package>.failed, configure
+# leaves that plugin out with it, and its cases are SKIPPED with it; everything else works.
+# DLHOST_NO_PYPI=1 skips this part (the plugins are then left out, saying so).
+PYPI_DIR="${DLHOST_PYPI_DIR:-deps/pypi}"
+WHEELS="tensorflow-cpu==2.21.0 mxnet==1.9.1 torch==2.15.0 nvidia-cuda-runtime==13.2.75 nvidia-cuda-cupti==13.2.75"
+if [ "${DLHOST_NO_PYPI:-0}" = 1 ]; then
+  echo "install-deps: DLHOST_NO_PYPI=1, framework wheels not installed"
   exit 0
 fi
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "install-deps: installing$missing"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+mkdir -p "$PYPI_DIR"
+for w in $WHEELS; do
+  name=${w%%==*}
+  version=${w#*==}
+  dist=$(echo "$name" | tr - _)-$version.dist-info
+  [ -d "$PYPI_DIR/$dist" ] && continue
+  echo "install-deps: pip install --target $PYPI_DIR --no-deps $w"
+  if python3 -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
+      --upgrade --target "$PYPI_DIR" "$w" > "$PYPI_DIR/$name.log" 2>&1; then
+    rm -f "$PYPI_DIR/$name.failed" "$PYPI_DIR/$name.log"
+  else
+    # The last line of pip's own message says why (no network, no such version, disk full).
+    { echo "pip could not install $w: $(grep -v '^\s*$' "$PYPI_DIR/$name.log" | tail -n 1)"; } \
+      > "$PYPI_DIR/$name.failed"
+    echo "install-deps: WARNING: $(cat "$PYPI_DIR/$name.failed"); its backend is left out"
+  fi
+done
