@@ -2,6 +2,8 @@
 // user can act on, while the good plugins in the same search still load.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "core/networks.h"
@@ -91,6 +93,25 @@ TEST(PluginLoadingSingle, MissingFileIsRefused) {
   EXPECT_FALSE(registry.load_file("/nonexistent/libdlhost_nothing.so"));
   ASSERT_EQ(registry.refused().size(), 1u);
   EXPECT_NE(registry.refused()[0].reason.find("cannot load"), std::string::npos);
+}
+
+// The build's notes on plugins it left out (`NAME.left-out`): read as one inert line each, and
+// dropped for a name that is loaded all the same (a note left by an older configure).
+TEST(PluginLoadingSingle, LeftOutNotesGiveTheBuildsReason) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "dlhost_left_out_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "cpu_tensorflow.left-out") << "no wheel\x1b[2J here\nsecond line\n";
+  std::ofstream(dir / "networks_paper.left-out") << "stale note\n";
+  std::ofstream(dir / "Bad Name.left-out") << "ignored\n";
+  dlhost::PluginRegistry registry;
+  registry.discover({kGood, dir.string()});
+  EXPECT_EQ(registry.left_out_reason("cpu_tensorflow"), "no wheel[2J here");
+  EXPECT_EQ(registry.left_out_reason("networks_paper"), "");  // it loaded
+  ASSERT_EQ(registry.left_out().size(), 1u);
+  EXPECT_EQ(registry.left_out()[0].name, "cpu_tensorflow");
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -25,14 +25,15 @@ namespace fs = std::filesystem;
 
 const std::string kSuiteDir = std::string(DLHOST_TEST_SOURCE_DIR) + "/tests/data/suites";
 const char* const kCaseKeys =
-    "network, backend, batch, threads, iterations, warmup, timeout, startup_timeout, memory_limit_mb, seed, device, "
+    "network, backend, batch, threads, iterations, warmup, timeout, startup_timeout, "
+    "memory_limit_mb, seed, device, "
     "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, comm_memory, lr, momentum, "
     "weight_decay, clip_norm, precision, loss_scale, oversubscribe, input, data, epochs, "
     "epoch_size, evaluate, options, tags, launcher_args, interconnect, link_gbit, link_latency_us";
 
 SuiteCatalog test_catalog() {
-  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, "", {}};
+  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, "", {}, {}};
 }
 
 constexpr int kCores = 4;
@@ -344,6 +345,21 @@ TEST_F(suite_loader, OptionalNamesAreSkippedWithTheReason) {
             "network 'resnet50' is not installed here (available: fcn5, fcn8, lenet); "
             "backend 'gpu_cudnn' is not installed here (available: cpu_onednn, cpu_ref)");
   EXPECT_EQ(s.cases[4].skip_reason, "comm 'nccl' is not installed here (available: none, gloo)");
+}
+
+// A backend the build left out (no wheel for it) is skipped with the build's own reason.
+TEST_F(suite_loader, OptionalNamesTheBuildLeftOutSayWhy) {
+  SuiteCatalog catalog = test_catalog();
+  catalog.left_out["cpu_tensorflow"] = "the PyPI wheel tensorflow-cpu==2.21.0 is not installed";
+  const Suite s = load(
+      "optional:\n  backend: [cpu_tensorflow]\n"
+      "matrix:\n  network: [fcn5]\n  backend: [cpu_ref, cpu_tensorflow]\n",
+      {}, kCores, catalog);
+  ASSERT_EQ(s.cases.size(), 2u);
+  EXPECT_EQ(s.cases[0].skip_reason, "");
+  EXPECT_EQ(s.cases[1].skip_reason,
+            "backend 'cpu_tensorflow' is not built here: the PyPI wheel tensorflow-cpu==2.21.0 "
+            "is not installed");
 }
 
 TEST_F(suite_loader, ThreadsBeyondTheCoresAreSkipped) {

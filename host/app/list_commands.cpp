@@ -130,7 +130,7 @@ json plugin_json(const LoadedPlugin& p, bool verbose) {
   return j;
 }
 
-void print_plugins(const json& out, const json& refused) {
+void print_plugins(const json& out, const json& refused, const json& left_out) {
   std::printf("%-16s %-8s %-8s %-4s %s\n", "NAME", "KIND", "VERSION", "ABI", "PATH");
   for (const auto& j : out) {
     std::printf("%-16s %-8s %-8s %-4s %s\n", j["name"].get<std::string>().c_str(),
@@ -157,6 +157,9 @@ void print_plugins(const json& out, const json& refused) {
   for (const auto& r : refused)
     std::printf("refused %s\n    %s\n", r["path"].get<std::string>().c_str(),
                 r["reason"].get<std::string>().c_str());
+  for (const auto& l : left_out)
+    std::printf("not built %s\n    %s\n", l["name"].get<std::string>().c_str(),
+                l["reason"].get<std::string>().c_str());
   std::printf("searched: ");
   auto folders = PluginRegistry::default_search_path();
   for (size_t i = 0; i < folders.size(); ++i) std::printf("%s%s", i ? ":" : "", folders[i].c_str());
@@ -172,10 +175,14 @@ int cmd_plugins(const PluginRegistry& registry, bool as_json, bool verbose) {
   json refused = json::array();
   for (const auto& r : registry.refused())
     refused.push_back(json{{"path", r.path}, {"reason", r.reason}});
+  json left_out = json::array();
+  for (const auto& l : registry.left_out())
+    left_out.push_back(json{{"name", l.name}, {"path", l.path}, {"reason", l.reason}});
   if (as_json) {
-    std::cout << json{{"plugins", out}, {"refused", refused}}.dump(2) << "\n";
+    std::cout << json{{"plugins", out}, {"refused", refused}, {"left_out", left_out}}.dump(2)
+              << "\n";
   } else {
-    print_plugins(out, refused);
+    print_plugins(out, refused, left_out);
   }
   return 0;
 }

@@ -51,6 +51,7 @@ SuiteCatalog make_catalog(const PluginRegistry& registry, const std::vector<Netw
   for (const auto& n : networks) c.networks.push_back(n.name);
   c.backends = registry.names(DLHOST_PLUGIN_BACKEND);
   c.comms = registry.names(DLHOST_PLUGIN_COMM);
+  for (const auto& l : registry.left_out()) c.left_out[l.name] = l.reason;
   if (const LoadedPlugin* best = registry.highest_priority(DLHOST_PLUGIN_BACKEND))
     c.preferred_backend = best->name;
   c.check_option = [&registry](const std::string& plugin, const std::string& option,

@@ -9,6 +9,7 @@
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -67,6 +68,28 @@ std::vector<std::string> PluginRegistry::default_search_path() {
   return folders;
 }
 
+namespace {
+
+// Reads the build's note on a plugin it left out (`NAME.left-out`, one line of text). The text is
+// only ever printed: control characters are dropped and it is cut to 400 bytes, so a planted
+// file cannot forge lines of output. The first note of a name wins, as the first plugin does.
+void read_left_out(const fs::path& path, std::vector<LeftOutPlugin>& notes) {
+  const std::string name = path.stem().string();
+  static const std::regex pattern("[a-z0-9_]{1,64}");
+  if (!std::regex_match(name, pattern)) return;
+  if (std::any_of(notes.begin(), notes.end(), [&](auto& n) { return n.name == name; })) return;
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  std::string reason;
+  for (char c : line.substr(0, 400))
+    if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) reason += c;
+  if (reason.empty()) reason = "left out by the build (no reason given)";
+  notes.push_back({name, path.string(), reason});
+}
+
+}  // namespace
+
 void PluginRegistry::discover(const std::vector<std::string>& folders, const Vetter& vet) {
   std::vector<std::string> files;
   for (const auto& folder : folders) {
@@ -75,6 +98,8 @@ void PluginRegistry::discover(const std::vector<std::string>& folders, const Vet
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
       if (entry.path().extension() == ".so" && entry.is_regular_file(ec))
         in_folder.push_back(entry.path().string());
+      else if (entry.path().extension() == ".left-out" && entry.is_regular_file(ec))
+        read_left_out(entry.path(), left_out_);
     }
     std::sort(in_folder.begin(), in_folder.end());
     files.insert(files.end(), in_folder.begin(), in_folder.end());
@@ -89,6 +114,20 @@ void PluginRegistry::discover(const std::vector<std::string>& folders, const Vet
     spdlog::warn("plugin {} refused: {}", f, bad->reason);
     refused_.push_back(*bad);
   }
+}
+
+std::vector<LeftOutPlugin> PluginRegistry::left_out() const {
+  std::vector<LeftOutPlugin> out;
+  for (const auto& l : left_out_)
+    if (std::none_of(plugins_.begin(), plugins_.end(), [&](auto& p) { return p.name == l.name; }))
+      out.push_back(l);
+  return out;
+}
+
+std::string PluginRegistry::left_out_reason(const std::string& name) const {
+  for (const auto& l : left_out())
+    if (l.name == name) return l.reason;
+  return "";
 }
 
 namespace {

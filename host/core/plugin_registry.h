@@ -44,6 +44,13 @@ struct RefusedPlugin {
   std::string reason;
 };
 
+// A plugin the build left out (configure found no library for it), from the note
+// `<name>.left-out` the build wrote beside the plugins it built (cmake/DlhostPyPI.cmake).
+struct LeftOutPlugin {
+  std::string name, path;
+  std::string reason;  // the note's first line, control characters dropped, at most 400 bytes
+};
+
 const char* kind_name(int32_t kind);
 
 class PluginRegistry {
@@ -72,6 +79,11 @@ class PluginRegistry {
 
   const std::vector<LoadedPlugin>& plugins() const { return plugins_; }
   const std::vector<RefusedPlugin>& refused() const { return refused_; }
+  // Notes of plugins the build left out, found by discover() in the folders it searched; one per
+  // name (the first found), and none for a name that was loaded all the same.
+  std::vector<LeftOutPlugin> left_out() const;
+  // Why `name` was left out of the build, or "" when no note says so.
+  std::string left_out_reason(const std::string& name) const;
 
   // The plugin of `kind` and `name`, queried (see above); NULL when not loaded.
   const LoadedPlugin* find(dlhost_plugin_kind kind, const std::string& name) const;
@@ -93,6 +105,7 @@ class PluginRegistry {
   uint32_t host_abi_minor_ = DLHOST_ABI_MINOR;
   std::vector<LoadedPlugin> plugins_;
   std::vector<RefusedPlugin> refused_;
+  std::vector<LeftOutPlugin> left_out_;
 };
 
 }  // namespace dlhost

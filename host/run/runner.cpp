@@ -116,7 +116,11 @@ struct Plan {
 const LoadedPlugin* usable_plugin(const RunContext& ctx, dlhost_plugin_kind kind, const char* role,
                                   const std::string& name) {
   const LoadedPlugin* plugin = ctx.registry->find(kind, name);
-  if (plugin == nullptr) throw Skip{std::string(role) + " '" + name + "' is not installed here"};
+  if (plugin == nullptr) {
+    const std::string why = ctx.registry->left_out_reason(name);
+    throw Skip{std::string(role) + " '" + name + "' is not " +
+               (why.empty() ? "installed here" : "built here: " + why)};
+  }
   if (!plugin->usable)
     throw Skip{std::string(role) + " '" + name + "' cannot run here: " + plugin->unusable_reason};
   return plugin;

@@ -980,8 +980,11 @@ class Loader {
     for (const std::string& key : kCatalogKeys) {
       const std::string name = params[key].get<std::string>();
       if (!installed(key, name)) {
-        reasons.push_back(key + " '" + name +
-                          "' is not installed here (available: " + available_text(key) + ")");
+        auto note = catalog_.left_out.find(name);
+        reasons.push_back(note != catalog_.left_out.end()
+                              ? key + " '" + name + "' is not built here: " + note->second
+                              : key + " '" + name + "' is not installed here (available: " +
+                                    available_text(key) + ")");
       }
     }
     if (std::string why = thread_skip_reason(params, host_cores_); !why.empty()) {

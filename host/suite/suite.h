@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,9 @@ struct SuiteCatalog {
   std::function<std::optional<std::string>(const std::string& plugin, const std::string& option,
                                            const std::string& value)>
       check_option;
+  // Plugins the build left out, by name, with why (PluginRegistry::left_out): the skip reason of
+  // their cases says it instead of only "not installed".
+  std::map<std::string, std::string> left_out;
 };
 
 struct CaseSpec {
