@@ -142,14 +142,24 @@ std::string environment_key(const json& environment) {
   std::ostringstream key;
   key << text_at(environment, "/cpu_model") << " | " << integer_at(environment, "/cores")
       << " cores";
-  if (environment.contains("libraries") && environment["libraries"].is_object()) {
-    // Sorted by name, so the key does not depend on the order a writer used.
-    std::map<std::string, std::string> libs;
+  return key.str();
+}
+
+std::map<std::string, std::string> libraries_of(const json& environment) {
+  std::map<std::string, std::string> libs;
+  if (environment.contains("libraries") && environment["libraries"].is_object())
     for (const auto& [name, version] : environment["libraries"].items())
       libs[name] = version.is_string() ? version.get<std::string>() : version.dump();
-    for (const auto& [name, version] : libs) key << " | " << name << " " << version;
+  return libs;
+}
+
+bool libraries_agree(const std::map<std::string, std::string>& a,
+                     const std::map<std::string, std::string>& b) {
+  for (const auto& [name, version] : a) {
+    auto other = b.find(name);
+    if (other != b.end() && other->second != version) return false;
   }
-  return key.str();
+  return true;
 }
 
 }  // namespace dlhost::report

@@ -7,6 +7,7 @@
 // records that did not end OK carry no measurements.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -67,7 +68,14 @@ int threads(const Record& r);  // used, else requested (0 = the backend's defaul
 int batch(const Record& r);    // per rank
 int ranks(const Record& r);
 double step_median_ms(const Record& r);
-// CPU model, cores and library versions: records that share it are comparable.
+// The machine: CPU model and cores. Records of one machine are comparable when their library
+// versions agree (see libraries_agree); the key leaves the libraries out because each record
+// lists only its own backend's, and the tools of one run must land in one group.
 std::string environment_key(const json& environment);
+// The record's `environment.libraries` as name -> version text.
+std::map<std::string, std::string> libraries_of(const json& environment);
+// True when every library named in both maps has the same version in both.
+bool libraries_agree(const std::map<std::string, std::string>& a,
+                     const std::map<std::string, std::string>& b);
 
 }  // namespace dlhost::report

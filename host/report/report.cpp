@@ -45,6 +45,7 @@ Document build_report(const Inputs& in, const ReportOptions& options) {
   if (!groups.empty()) doc.sections.push_back(environments_view(groups));
   for (const auto& g : groups) {
     doc.sections.push_back(time_per_minibatch_view(g));
+    doc.sections.push_back(tools_view(g, plotter));
     doc.sections.push_back(thread_scaling_view(g, plotter));
     doc.sections.push_back(batch_sweep_view(g, plotter));
     doc.sections.push_back(multi_rank_view(g, plotter));

@@ -67,12 +67,18 @@ std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& re
   for (const auto& r : records) {
     json env = r.data.value("environment", json::object());
     std::string key = environment_key(env);
-    auto g = std::find_if(groups.begin(), groups.end(),
-                          [&](const EnvironmentGroup& e) { return e.key == key; });
+    const std::map<std::string, std::string> libs = libraries_of(env);
+    // One machine, and no library at another version than the group's: the backends of one run
+    // (each record lists its own backend's library) share a group; a rerun of a backend on a
+    // new library version starts another.
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const EnvironmentGroup& e) {
+      return e.key == key && libraries_agree(e.libraries, libs);
+    });
     if (g == groups.end()) {
-      groups.push_back({"E" + std::to_string(groups.size() + 1), key, env, {}});
+      groups.push_back({"E" + std::to_string(groups.size() + 1), key, env, {}, {}});
       g = groups.end() - 1;
     }
+    g->libraries.insert(libs.begin(), libs.end());
     auto same = std::find_if(g->records.begin(), g->records.end(),
                              [&](const Record* o) { return case_id(*o) == case_id(r); });
     if (same != g->records.end()) {
@@ -102,9 +108,8 @@ Section environments_view(const std::vector<EnvironmentGroup>& groups) {
                        text_at(r->data, "/environment/git_revision", "?") + ")");
     }
     std::string libs;
-    if (g.environment.contains("libraries") && g.environment["libraries"].is_object())
-      for (const auto& [name, version] : g.environment["libraries"].items())
-        libs += (libs.empty() ? "" : ", ") + name + " " + text_at(version, "");
+    for (const auto& [name, version] : g.libraries)
+      libs += (libs.empty() ? "" : ", ") + name + " " + version;
     auto join = [](const std::set<std::string>& v) {
       std::string out;
       for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;

@@ -5,6 +5,7 @@
 // stored. Views only read records.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,8 @@ namespace dlhost::report {
 struct EnvironmentGroup {
   std::string label;  // E1, E2, ... in order of first appearance
   std::string key;
-  json environment;  // of the group's first record
+  json environment;                              // of the group's first record
+  std::map<std::string, std::string> libraries;  // every record's, merged (they agree)
   std::vector<const Record*> records;
   int superseded = 0;  // earlier records of a case id that a later one replaced
 };
@@ -31,6 +33,9 @@ std::string format_number(double v, int decimals);
 
 Section environments_view(const std::vector<EnvironmentGroup>& groups);
 Section time_per_minibatch_view(const EnvironmentGroup& g);
+// Shi et al.'s table per hardware (network x tool, the fastest marked) and their time-vs-threads
+// figure per network, a line per tool (tools_view.cpp).
+Section tools_view(const EnvironmentGroup& g, Plotter& plotter);
 Section thread_scaling_view(const EnvironmentGroup& g, Plotter& plotter);
 Section batch_sweep_view(const EnvironmentGroup& g, Plotter& plotter);
 Section multi_rank_view(const EnvironmentGroup& g, Plotter& plotter);

@@ -228,6 +228,61 @@ TEST(Report, TimeTableKeepsNetworksInFirstSeenOrder) {
   EXPECT_EQ(t.rows[2][0], "alexnet");
 }
 
+// The paper's table: one table per hardware, a column per tool, the fastest marked; the tools'
+// records land in one group although each lists only its own backend's library.
+TEST(Report, ToolsSideBySidePerHardware) {
+  std::vector<Record> records;
+  int line = 0;
+  auto add = [&](const std::string& net, const std::string& tool, int threads, double ms,
+                 const std::string& st = "OK", const std::string& device = "cpu0") {
+    json r = {
+        {"case_id", net + "." + tool + ".t" + std::to_string(threads)},
+        {"status", st},
+        {"params", {{"network", net}, {"backend", tool}, {"batch", 64}, {"threads", threads}}},
+        {"backend",
+         {{"name", tool},
+          {"device",
+           {{"name", device}, {"model", "NVIDIA H200"}, {"library", tool + " lib 1.0"}}}}},
+        {"timing", {{"step", {{"median", ms}}}}},
+        {"environment",
+         {{"cpu_model", "Xeon"}, {"cores", 2}, {"libraries", {{tool, tool + " lib 1.0"}}}}}};
+    records.push_back(Record{r, "mem", ++line});
+  };
+  add("lenet", "cpu_onednn", 1, 10.0);
+  add("lenet", "cpu_onednn", 2, 6.0);
+  add("lenet", "cpu_libtorch", 1, 12.0);
+  add("lenet", "cpu_libtorch", 2, 5.0);
+  add("lenet", "cpu_tensorflow", 1, 0, "SKIPPED");
+  add("resnet56", "cpu_onednn", 1, 100.0);
+  add("lenet", "gpu_cudnn", 0, 1.5, "OK", "cuda0");
+  auto groups = group_by_environment(records);
+  ASSERT_EQ(groups.size(), 1u);
+  const std::string folder = fresh_folder("tools");
+  Plotter plotter(folder, "");
+  Section view = tools_view(groups[0], plotter);
+  std::vector<const Table*> tables;
+  std::vector<std::string> paragraphs;
+  for (const auto& b : view.blocks) {
+    if (b.kind == Block::kTable) tables.push_back(&b.table);
+    if (b.kind == Block::kParagraph) paragraphs.push_back(b.text);
+  }
+  ASSERT_EQ(tables.size(), 4u);  // the tools' libraries, CPU 1 thread, CPU 2 threads, the GPU
+  EXPECT_EQ(tables[0]->rows[0], (std::vector<std::string>{"cpu_onednn", "cpu_onednn lib 1.0"}));
+  EXPECT_EQ(tables[1]->header,
+            (std::vector<std::string>{"network", "batch", "cpu_onednn", "cpu_libtorch",
+                                      "cpu_tensorflow", "gpu_cudnn", "fastest", "x fastest"}));
+  EXPECT_EQ(tables[1]->rows,
+            (Rows{{"lenet", "64", "10.00 *", "12.00", "SKIPPED", "", "cpu_onednn", "1.20"},
+                  {"resnet56", "64", "100.0 *", "", "", "", "cpu_onednn", "1.00"}}));
+  EXPECT_EQ(tables[2]->rows,
+            (Rows{{"lenet", "64", "6.000", "5.000 *", "", "", "cpu_libtorch", "1.20"}}));
+  EXPECT_EQ(tables[3]->rows, (Rows{{"lenet", "64", "", "", "", "1.500 *", "gpu_cudnn", "1.00"}}));
+  EXPECT_NE(std::find(paragraphs.begin(), paragraphs.end(), "CPU, 1 thread:"), paragraphs.end());
+  EXPECT_NE(std::find(paragraphs.begin(), paragraphs.end(), "GPU NVIDIA H200:"), paragraphs.end());
+  // The figure's data: lenet against threads, a line per tool that ran at two thread counts.
+  EXPECT_EQ(slurp(folder + "/tools_E1_1.csv"), "threads,cpu_onednn,cpu_libtorch\n1,10,12\n2,6,5\n");
+}
+
 // Real data: the phase split gains a `data` column (the wait for the input pipeline) where a
 // record has `timing.data`; a synthetic record beside it shows "-" there.
 TEST(Report, PhaseSplitHasADataColumnForRealData) {
