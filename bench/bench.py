@@ -32,6 +32,14 @@ FC_STACKS = {"fcn5": [26752, 2048, 2048, 2048, 26752],
              "fcn8": [26752] + [2048] * 6 + [26752],
              "fcnr": [784, 2048, 4096, 1024, 10]}
 DROPPED_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+# dlhost's framework backends, each with the peer that runs the same library from Python.
+FAIRNESS_PAIRS = [("cpu_tensorflow", "tf:best"), ("cpu_libtorch2", "torch:best"),
+                  ("cpu_libtorch", "torch113:best")]
+BACKENDS = ["cpu_onednn", "cpu_tensorflow", "cpu_libtorch2", "cpu_libtorch", "cpu_mxnet"]
+SHORT = {"dlhost": "dlhost", "torch:best": "pt2", "torch:default": "pt2/d",
+         "torch113:best": "pt113", "torch113:default": "pt113/d", "tf:best": "tf",
+         "tf:default": "tf/d", "cpu_tensorflow": "c_tf", "cpu_libtorch2": "c_pt2",
+         "cpu_libtorch": "c_pt113", "cpu_mxnet": "c_mx"}
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
 
 
@@ -99,8 +107,10 @@ class Bench:
 
     # --- tools ------------------------------------------------------------------------------
     def tools(self):
-        """[(column, command prefix, env maker)] for every tool setup that can run here."""
-        tools = [("dlhost", None, "dlhost")]
+        """[(column, command prefix, setup)] for every tool setup that can run here. dlhost's
+        backends have no command (run_dlhost runs them): cpu_onednn is the column `dlhost`, a
+        framework backend the column of its name."""
+        tools = [("dlhost" if b == "cpu_onednn" else b, None, b) for b in self.a.backends]
         have_venv = os.path.exists(self.venv_python)
         probe = lambda py, mod: subprocess.run(  # noqa: E731
             [py, "-c", f"import {mod}; print({mod}.__version__)"], env=base_env(),
@@ -202,8 +212,8 @@ class Bench:
 
     def run_tool(self, tool, network, batch, threads):
         column, cmd, setup = tool
-        if column == "dlhost":
-            return self.run_dlhost("cpu_onednn", network, batch, threads,
+        if cmd is None:  # a dlhost backend; `setup` is its name
+            return self.run_dlhost(setup, network, batch, threads,
                                    thread_env(base_env(), threads, network))
         full = cmd + [network, "--batch", str(batch), "--threads", str(threads),
                       "--warmup", str(self.a.warmup), "--iterations", str(self.a.iterations)]
@@ -217,7 +227,7 @@ class Bench:
                     "# cpu_onednn and on bench_null (host overhead); warmup/iterations via --set.\n"
                     "name: bench\nmatrix:\n")
             f.write(f"  network: [{', '.join(self.a.networks)}]\n")
-            f.write("  backend: [cpu_onednn, bench_null]\n")
+            f.write(f"  backend: [{', '.join(self.a.backends)}, bench_null]\n")
             f.write(f"  threads: [{', '.join(map(str, self.a.threads))}]\n  include:\n")
             for n in self.a.networks:
                 f.write(f"    - {{network: {n}, batch: {batches[n]['cpu_batch']}}}\n")
@@ -360,8 +370,8 @@ class Bench:
                 errs = [r["error"] for r in by_tool.get(c, []) if "error" in r]
                 if errs:
                     row[c + "_error"] = errs[0]
-            d = row["dlhost_ms"]
-            peers = {c: row[c + "_ms"] for c in cols[1:] if row[c + "_ms"]}
+            d = row.get("dlhost_ms")
+            peers = {c: row[c + "_ms"] for c in cols if ":" in c and row[c + "_ms"]}
             # The fastest peer among the best setups: a default setup may use more cores than
             # the row's thread count (Debian's PyTorch leaves OpenBLAS at every core when only
             # torch.set_num_threads is called), so it is shown but not compared against.
@@ -392,16 +402,51 @@ class Bench:
             rows.append(row)
         geo = {t: round(math.exp(sum(map(math.log, v)) / len(v)), 3) for t, v in ratios.items()}
         self.print_table(cols, rows, geo, limits, overhead)
+        fairness = self.fairness(cols, rows)
         return {"columns": cols, "rows": rows, "geomean_ratio_fastest": geo, "limits": limits,
-                "fc_step_gemms": gemm_steps, "host_overhead": overhead}
+                "fc_step_gemms": gemm_steps, "host_overhead": overhead, "fairness": fairness}
+
+    def fairness(self, cols, rows):
+        """Each framework backend against the same framework used the usual way (its Python
+        peer, best setup, same library version): backend ms / peer ms, and their geometric
+        means. Within 1.1 is issue 26's target."""
+        pairs = [(b, p) for b, p in FAIRNESS_PAIRS if b in cols and p in cols]
+        if not pairs:
+            return None
+        out = {"pairs": pairs, "rows": [], "geomean": {}}
+        log("")
+        log("fairness: each framework backend / its framework's Python peer (best setup), "
+            "median ms per mini-batch; <= 1.10 is the target")
+        hdr = f"{'network':12s} {'b':>5s} {'t':>2s} " + " ".join(
+            f"{SHORT.get(b, b):>8s} {SHORT.get(p, p):>8s} {'ratio':>6s}" for b, p in pairs)
+        log(hdr)
+        log("-" * len(hdr))
+        fmt = lambda v, w, p=1: (f"{v:{w}.{p}f}" if isinstance(v, (int, float)) else f"{'-':>{w}s}")  # noqa: E731
+        ratios = {}
+        for r in rows:
+            line = f"{r['network']:12s} {r['batch']:5d} {r['threads']:2d} "
+            entry = {"network": r["network"], "batch": r["batch"], "threads": r["threads"]}
+            for b, p in pairs:
+                bm, pm = r.get(b + "_ms"), r.get(p + "_ms")
+                ratio = round(bm / pm, 3) if bm and pm else None
+                entry[b + "_over_peer"] = ratio
+                if ratio:
+                    ratios.setdefault(b, []).append(ratio)
+                line += fmt(bm, 8) + " " + fmt(pm, 8) + " " + fmt(ratio, 6, 2) + " "
+            out["rows"].append(entry)
+            log(line)
+        for b, v in ratios.items():
+            g = round(math.exp(sum(map(math.log, v)) / len(v)), 3)
+            out["geomean"][b] = g
+            log(f"geometric mean {b} / its peer: {g} over {len(v)} rows; worst "
+                f"{max(v):.2f}, rows above 1.10: {sum(1 for x in v if x > 1.10)}")
+        return out
 
     def print_table(self, cols, rows, geo, limits, overhead):
-        short = {"dlhost": "dlhost", "torch:best": "pt2", "torch:default": "pt2/d",
-                 "torch113:best": "pt113", "torch113:default": "pt113/d", "tf:best": "tf",
-                 "tf:default": "tf/d"}
+        short = SHORT
         hdr = (f"{'network':12s} {'b':>5s} {'t':>2s} " + " ".join(f"{short[c]:>8s}" for c in cols)
                + f" {'/fast':>6s} {'fastest':>8s} " + " ".join(
-                   f"{'/' + short[c]:>7s}" for c in cols[1:] if c.endswith("best"))
+                   f"{'/' + short[c]:>7s}" for c in cols if c.endswith(":best"))
                + f" {'GF/s':>6s} {'%gemm':>6s} {'/bare':>6s} {'MB':>6s} {'peerMB':>6s}")
         log("")
         log(f"ISA: {limits['onednn_isa']} (oneDNN dispatch); load average during the cases: "
@@ -419,7 +464,7 @@ class Bench:
             line += " ".join(fmt(r.get(c + "_ms"), 8) for c in cols)
             line += " " + fmt(r.get("ratio_fastest"), 6, 2)
             line += f" {short.get(r.get('fastest_peer', ''), '-'):>8s} "
-            line += " ".join(fmt(r.get("ratio_" + c), 7, 2) for c in cols[1:] if c.endswith("best"))
+            line += " ".join(fmt(r.get("ratio_" + c), 7, 2) for c in cols if c.endswith(":best"))
             line += " " + fmt(r.get("dlhost_gflops"), 6) + " " + fmt(r.get("pct_of_gemm_limit"), 6)
             line += " " + fmt(r.get("dlhost_over_bare_gemm"), 6, 2)
             line += " " + fmt(r.get("dlhost_peak_mb"), 6, 0) + " " + fmt(
@@ -451,6 +496,10 @@ def main():
     ap.add_argument("--output", default=None, help="folder for bench.json and the .jsonl")
     ap.add_argument("--networks", default=",".join(NETWORKS))
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--backends", default="cpu_onednn",
+                    help="dlhost backends measured beside the peers, comma-separated, of "
+                    + ",".join(BACKENDS) + "; the framework backends also get the fairness "
+                    "table (each against its framework's Python peer)")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=1, help="passes over all cases")
@@ -473,6 +522,10 @@ def main():
     if bad:
         sys.exit(f"bench: unknown network(s) {bad}; known: {NETWORKS}")
     a.threads = [int(t) for t in a.threads.split(",")]
+    a.backends = [b for b in a.backends.split(",") if b]
+    bad = [b for b in a.backends if b not in BACKENDS]
+    if bad or not a.backends:
+        sys.exit(f"bench: unknown backend(s) {bad}; known: {BACKENDS}")
     if a.output is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         a.output = os.path.join(a.build, "bench-results", stamp)

@@ -22,6 +22,10 @@ if ((${#need[@]})); then
 fi
 
 # The PyPI peers live in a virtual environment under the build folder, never in dlhost's deps.
+# Their versions are those of the wheels scripts/install-deps.sh gives the framework backends
+# (cpu_tensorflow, cpu_libtorch2): a fairness row compares one library used two ways.
+TORCH_VERSION=2.15.0
+TF_VERSION=2.21.0
 venv=$build/bench-venv
 if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv "$venv"
@@ -31,20 +35,20 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   # The CPU-only wheel (~200 MB) instead of the default CUDA wheels (~4 GB); where
   # download.pytorch.org cannot be reached, PyPI's default wheel (it runs on the CPU too).
   echo "run.sh: pip install torch (CPU wheel from download.pytorch.org, else PyPI's default)"
-  "$py" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu ||
+  "$py" -m pip install -q "torch==$TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu ||
     { echo "run.sh: CPU index unreachable: installing PyPI's default torch (CUDA wheels, ~4 GB)";
-      "$py" -m pip install -q torch; }
+      "$py" -m pip install -q "torch==$TORCH_VERSION"; }
 fi
 if ! "$py" -c "import tensorflow" 2>/dev/null; then
   echo "run.sh: pip install tensorflow-cpu"
-  "$py" -m pip install -q tensorflow-cpu ||
+  "$py" -m pip install -q "tensorflow-cpu==$TF_VERSION" ||
     echo "run.sh: tensorflow-cpu cannot be installed for $("$py" --version): TensorFlow skipped"
 fi
 
 # dlhost itself and the bench probes (null backend, limits), Release.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 [ -f "$build/build.ninja" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-nice cmake --build "$build" -j2 --target dlhost cpu_onednn networks_paper >/dev/null
+nice cmake --build "$build" -j2 >/dev/null  # every plugin built here, the framework backends too
 [ -f "$build/bench/build.ninja" ] || cmake -S bench -B "$build/bench" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 nice cmake --build "$build/bench" -j2 >/dev/null
 
