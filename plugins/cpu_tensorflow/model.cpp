@@ -1,0 +1,327 @@
+// model.cpp — the compiled training graph of cpu_tensorflow (the kit's sdk::Model): one
+// TensorFlow graph (lower.cpp's forward and backward, optimizer.cpp's update) in one session,
+// and the ABI's calls as TF_SessionRun calls on it.
+//
+// A step is two runs. forward runs the loss and every gradient at once (TensorFlow's graph
+// executor keeps no activation between two runs, so the backward cannot be a run of its own;
+// see README.md for the partial-run alternative and why it lost); backward only publishes the
+// gradients it fetched; update feeds them (or what the host left in its buffers) to the optimizer's
+// placeholders and runs the apply ops, which update the variables in place.
+//
+// Parameter buffers (param_buffers, for data-parallel runs) are plugin-owned, 64-byte aligned and
+// in TensorFlow's layout: the gradient buffer receives each forward's gradients and update feeds it
+// without a copy (TF_NewTensor over it); the value buffer is a staging area: filled from the
+// variable when param_buffers is called, assigned back into the variable before the next run that
+// reads it (the host broadcasts rank 0's weights into it before the first step); it is not kept
+// current after updates. Without param_buffers nothing is copied: the fetched gradient tensors are
+// fed back as they are.
+// Thread-safety: one host thread at a time per model; TensorFlow's pools run the ops.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend.h"
+#include "dlhost/dlhost.hpp"
+#include "lower.h"
+#include "optimizer.h"
+#include "tf_api.h"
+
+namespace dlhost::cpu_tensorflow {
+namespace {
+
+namespace sdk = dlhost::sdk;
+
+// 64-byte aligned floats: TensorFlow borrows memory so aligned without copying it.
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+using AlignedFloats = std::unique_ptr<float[], AlignedFree>;
+AlignedFloats aligned_floats(int64_t count) {
+  const size_t bytes = (static_cast<size_t>(count) * sizeof(float) + 63) / 64 * 64;
+  auto* p = static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  return AlignedFloats(p);
+}
+
+float* data_of(const tf::TensorPtr& t) { return static_cast<float*>(TF_TensorData(t.get())); }
+
+class TfModel final : public sdk::Model {
+ public:
+  TfModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
+          uint64_t seed)
+      : context_(context), seed_(seed), graph_(TF_NewGraph()) {
+    lowered_ = lower_graph(graph_.get(), g);
+    update_ = add_update(graph_.get(), lowered_, opt);
+    tf::Op init(graph_.get(), "NoOp", "initialize");
+    for (TF_Operation* op : lowered_.initializers) init.after(op);
+    tf::Op state(graph_.get(), "NoOp", "forward_state");
+    for (TF_Operation* op : lowered_.state_updates) state.after(op);
+    forward_targets_ = {state.finish()};
+    for (int32_t k = 0; k < g.num_nodes; ++k) {
+      const dlhost_node& n = *g.nodes[k];
+      node_params_.emplace_back(n.params, n.params + n.num_params);
+    }
+    session_ = std::make_unique<tf::Session>(
+        graph_.get(),
+        tf::config_proto(context.intra_op_threads, context.inter_op_threads, context.xla));
+    run({}, {}, {}, {init.finish()}, "initializing the variables");
+    for (const InputFeed& f : lowered_.inputs) {
+      inputs_.push_back(f.dtype == TF_FLOAT ? tf::float_tensor(f.dims) : tf::int_tensor(f.dims));
+      std::memset(TF_TensorData(inputs_.back().get()), 0, TF_TensorByteSize(inputs_.back().get()));
+      workspace_bytes_ += TF_TensorByteSize(inputs_.back().get());
+    }
+    for (const DropoutFeed& d : lowered_.dropouts) masks_.push_back(tf::float_tensor(d.dims));
+    for (const Variable& v : lowered_.params) {
+      grads_.push_back(tf::float_tensor(v.dims));
+      std::memset(data_of(grads_.back()), 0, size_t(v.count) * sizeof(float));
+      param_bytes_ += 2 * uint64_t(v.count) * sizeof(float);  // value and gradient
+    }
+    for (int32_t t = 0; t < g.num_tensors; ++t) {
+      const dlhost_tensor_desc& d = *g.tensors[t];
+      int64_t n = 1;
+      for (int32_t k = 0; k < d.rank; ++k) n *= d.dims[k];
+      workspace_bytes_ += uint64_t(n) * 8;  // the activation and its gradient, F32
+    }
+    implementation_ =
+        context.library + ", " +
+        (context.xla ? "XLA CPU JIT (global_jit_level ON_1)" : "graph mode") +
+        "; forward = one TF_SessionRun of the loss and every gradient (TF_AddGradients), "
+        "backward publishes them, update = one TF_SessionRun of " +
+        (opt.momentum > 0 ? "ResourceApplyMomentum" : "ResourceApplyGradientDescent");
+  }
+
+  void set_input(int32_t tensor, const void* data, size_t bytes) override {
+    size_t k = 0;
+    while (k < lowered_.inputs.size() && lowered_.inputs[k].tensor != tensor) ++k;
+    if (k == lowered_.inputs.size())
+      sdk::invalid("cpu_tensorflow: tensor " + std::to_string(tensor) + " is not an input");
+    const InputFeed& f = lowered_.inputs[k];
+    const size_t want = size_t(f.count) * 4;
+    if (data == nullptr || bytes != want)
+      sdk::invalid("cpu_tensorflow: " + f.what + " takes " + std::to_string(want) + " bytes, got " +
+                   std::to_string(bytes));
+    void* dst = TF_TensorData(inputs_[k].get());
+    if (f.dtype == TF_INT32) {
+      const auto* ids = static_cast<const int32_t*>(data);
+      for (int64_t i = 0; f.id_limit > 0 && i < f.count; ++i)
+        if (ids[i] < 0 || ids[i] >= f.id_limit)
+          sdk::invalid("cpu_tensorflow: " + f.what + ": id " + std::to_string(ids[i]) +
+                       " at position " + std::to_string(i) + " is outside [0, " +
+                       std::to_string(f.id_limit) + ")");
+      std::memcpy(dst, data, bytes);
+    } else {
+      f.layout.to_tf(static_cast<const float*>(data), static_cast<float*>(dst));
+    }
+  }
+
+  void forward() override {
+    assign_staged_values();
+    std::vector<TF_Output> feeds;
+    std::vector<TF_Tensor*> values;
+    for (size_t k = 0; k < inputs_.size(); ++k) {
+      feeds.push_back(lowered_.inputs[k].placeholder);
+      values.push_back(inputs_[k].get());
+    }
+    for (size_t k = 0; k < masks_.size(); ++k) {
+      fill_mask(lowered_.dropouts[k], data_of(masks_[k]));
+      feeds.push_back(lowered_.dropouts[k].placeholder);
+      values.push_back(masks_[k].get());
+    }
+    std::vector<TF_Output> fetches{lowered_.loss};
+    fetches.insert(fetches.end(), lowered_.grads.begin(), lowered_.grads.end());
+    std::vector<tf::TensorPtr> out = run(feeds, values, fetches, forward_targets_, "forward");
+    loss_ = *data_of(out[0]);
+    for (size_t p = 0; p < grads_.size(); ++p) {
+      grads_[p] = std::move(out[p + 1]);
+      if (!grad_buffers_.empty())
+        std::memcpy(grad_buffers_[p].get(), data_of(grads_[p]),
+                    size_t(lowered_.params[p].count) * sizeof(float));
+    }
+    ++forward_calls_;
+  }
+
+  void backward(const dlhost_grad_ready* ready) override {
+    if (forward_calls_ == 0)
+      sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "cpu_tensorflow: backward before forward");
+    if (ready == nullptr || ready->fn == nullptr) return;
+    for (auto n = node_params_.rbegin(); n != node_params_.rend(); ++n)
+      for (int32_t p : *n) ready->fn(ready->user, p);
+  }
+
+  void update() override {
+    assign_staged_values();
+    std::vector<tf::TensorPtr> borrowed;
+    std::vector<TF_Tensor*> values;
+    for (size_t p = 0; p < grads_.size(); ++p) {
+      if (grad_buffers_.empty()) {
+        values.push_back(grads_[p].get());
+      } else {
+        borrowed.push_back(tf::borrowed_tensor(grad_buffers_[p].get(), lowered_.params[p].dims));
+        values.push_back(borrowed.back().get());
+      }
+    }
+    run(update_.grads, values, {}, {update_.step}, "update");
+  }
+
+  float loss() const override {
+    if (forward_calls_ == 0)
+      sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "cpu_tensorflow: no forward yet");
+    return loss_;
+  }
+
+  void param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) override {
+    const Variable& v = param(id);
+    if (grad_buffers_.empty()) {  // from now on every forward copies its gradients here
+      for (size_t p = 0; p < grads_.size(); ++p) {
+        grad_buffers_.push_back(aligned_floats(lowered_.params[p].count));
+        value_buffers_.push_back(aligned_floats(lowered_.params[p].count));
+        std::memcpy(grad_buffers_[p].get(), data_of(grads_[p]),
+                    size_t(lowered_.params[p].count) * sizeof(float));
+      }
+      staged_.assign(grads_.size(), false);
+    }
+    const size_t p = size_t(id);
+    if (!staged_[p]) {  // the variable's value now; the host may overwrite it before a step
+      std::memcpy(value_buffers_[p].get(), data_of(read_variable(v)), size_t(v.count) * 4);
+      staged_[p] = true;
+    }
+    sdk::host_buffer(value, value_buffers_[p].get(), size_t(v.count));
+    sdk::host_buffer(grad, grad_buffers_[p].get(), size_t(v.count));
+  }
+
+  void read_param(int32_t id, int32_t part, void* data, size_t bytes) override {
+    const Variable& v = checked(id, part, data, bytes);
+    auto* dst = static_cast<float*>(data);
+    if (part == DLHOST_PARAM_GRAD) {
+      v.layout.to_canonical(grad_of(id), dst);
+    } else if (!staged_.empty() && staged_[size_t(id)]) {
+      v.layout.to_canonical(value_buffers_[size_t(id)].get(), dst);
+    } else {
+      v.layout.to_canonical(data_of(read_variable(v)), dst);
+    }
+  }
+
+  void write_param(int32_t id, int32_t part, const void* data, size_t bytes) override {
+    const Variable& v = checked(id, part, data, bytes);
+    const auto* src = static_cast<const float*>(data);
+    if (part == DLHOST_PARAM_GRAD) {
+      if (grad_buffers_.empty()) {
+        grads_[size_t(id)] = tf::float_tensor(v.dims);
+        v.layout.to_tf(src, data_of(grads_[size_t(id)]));
+      } else {
+        v.layout.to_tf(src, grad_buffers_[size_t(id)].get());
+      }
+    } else if (!staged_.empty() && staged_[size_t(id)]) {
+      v.layout.to_tf(src, value_buffers_[size_t(id)].get());
+    } else {
+      tf::TensorPtr t = tf::float_tensor(v.dims);
+      v.layout.to_tf(src, data_of(t));
+      run({v.value}, {t.get()}, {}, {v.assign}, "write_param " + v.name);
+    }
+  }
+
+  sdk::ModelInfo info() const override {
+    sdk::ModelInfo i;
+    i.threads = context_.intra_op_threads > 0
+                    ? context_.intra_op_threads
+                    : static_cast<int32_t>(std::thread::hardware_concurrency());
+    i.implementation = implementation_.c_str();
+    i.param_bytes = param_bytes_ + update_.state_bytes;
+    i.workspace_bytes = workspace_bytes_;
+    return i;
+  }
+
+ private:
+  std::vector<tf::TensorPtr> run(const std::vector<TF_Output>& feeds,
+                                 const std::vector<TF_Tensor*>& values,
+                                 const std::vector<TF_Output>& fetches,
+                                 const std::vector<TF_Operation*>& targets,
+                                 const std::string& what) {
+    std::vector<tf::TensorPtr> out;
+    session_->run(feeds, values, fetches, out, targets, what);
+    return out;
+  }
+
+  tf::TensorPtr read_variable(const Variable& v) {
+    return std::move(run({}, {}, {v.read}, {}, "read_param " + v.name)[0]);
+  }
+
+  // Values the host may have written into the value buffers, into the variables.
+  void assign_staged_values() {
+    for (size_t p = 0; p < staged_.size(); ++p) {
+      if (!staged_[p]) continue;
+      const Variable& v = lowered_.params[p];
+      tf::TensorPtr t = tf::borrowed_tensor(value_buffers_[p].get(), v.dims);
+      run({v.value}, {t.get()}, {}, {v.assign}, "assigning the value buffer of " + v.name);
+      staged_[p] = false;
+    }
+  }
+
+  const float* grad_of(int32_t id) const {
+    return grad_buffers_.empty() ? data_of(grads_[size_t(id)]) : grad_buffers_[size_t(id)].get();
+  }
+
+  // The pinned mask of this forward (dlhost_dropout_keep indexes the canonical layout).
+  void fill_mask(const DropoutFeed& d, float* mask) {
+    const int64_t n = tf::elements(d.dims);
+    const float kept = 1.0f / (1.0f - d.probability);
+    std::vector<float> canonical(d.layout.identity() ? 0 : size_t(n));
+    float* m = d.layout.identity() ? mask : canonical.data();
+    for (int64_t i = 0; i < n; ++i)
+      m[i] = dlhost_dropout_keep(seed_, d.node, forward_calls_, uint64_t(i), d.probability) ? kept
+                                                                                            : 0.0f;
+    if (!d.layout.identity()) d.layout.to_tf(canonical.data(), mask);
+  }
+
+  const Variable& param(int32_t id) const {
+    if (id < 0 || size_t(id) >= lowered_.params.size())
+      sdk::invalid("cpu_tensorflow: no parameter " + std::to_string(id));
+    return lowered_.params[size_t(id)];
+  }
+  const Variable& checked(int32_t id, int32_t part, const void* data, size_t bytes) const {
+    const Variable& v = param(id);
+    if (data == nullptr || bytes != size_t(v.count) * 4)
+      sdk::invalid("cpu_tensorflow: parameter " + std::to_string(id) + " takes " +
+                   std::to_string(v.count * 4) + " bytes, got " + std::to_string(bytes));
+    if (part != DLHOST_PARAM_VALUE && part != DLHOST_PARAM_GRAD)
+      sdk::invalid("cpu_tensorflow: unknown parameter part " + std::to_string(part));
+    return v;
+  }
+
+  Context context_;
+  uint64_t seed_;
+  tf::GraphPtr graph_;
+  Lowered lowered_;
+  Update update_;
+  std::unique_ptr<tf::Session> session_;
+  std::vector<TF_Operation*> forward_targets_;
+  std::vector<std::vector<int32_t>> node_params_;  // by node: its parameters
+  std::vector<tf::TensorPtr> inputs_;              // by lowered_.inputs, TensorFlow's layout
+  std::vector<tf::TensorPtr> masks_;               // by lowered_.dropouts
+  std::vector<tf::TensorPtr> grads_;               // the last forward's (or written) gradients
+  std::vector<AlignedFloats> grad_buffers_, value_buffers_;  // once param_buffers was called
+  std::vector<bool> staged_;  // value buffer p holds what the variable must take before a run
+  uint64_t forward_calls_ = 0;
+  float loss_ = 0;
+  uint64_t param_bytes_ = 0, workspace_bytes_ = 0;
+  std::string implementation_;
+};
+
+}  // namespace
+
+std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
+                                          const dlhost_optimizer_desc& optimizer, uint64_t seed) {
+  if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
+    sdk::unimplemented("cpu_tensorflow: optimizer kind " + std::to_string(optimizer.kind) +
+                       " not supported");
+  if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)
+    sdk::invalid("cpu_tensorflow: negative momentum, weight_decay or clip_norm");
+  return std::make_unique<TfModel>(context, graph, optimizer, seed);
+}
+
+}  // namespace dlhost::cpu_tensorflow

@@ -1,0 +1,90 @@
+// plugin.cpp — cpu_tensorflow's face to the host, on the SDK's backend kit only
+// (dlhost/backend_kit.hpp): the device (the CPU; TensorFlow does not say which ISA its oneDNN
+// dispatches, so the CPU's best), the library string (TensorFlow's version, whether its oneDNN
+// rewrite is on, the layout), the options schema (mode graph|xla, inter_op_threads), contexts
+// and compile. The model is model.cpp's.
+// Thread-safety: the kit's.
+#include <tensorflow/c/c_api.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "backend.h"
+#include "dlhost/backend_kit.hpp"
+
+// Exported by libtensorflow_framework (tensorflow/core/util/util.h): whether the oneDNN graph
+// rewrite runs, which TF_ENABLE_ONEDNN_OPTS decides once per process.
+namespace tensorflow {
+bool IsMKLEnabled();
+}  // namespace tensorflow
+
+namespace dlhost::cpu_tensorflow {
+
+const char* onednn_setting() { return tensorflow::IsMKLEnabled() ? "on" : "off"; }
+
+namespace {
+
+namespace sdk = dlhost::sdk;
+
+class TensorFlowBackend final : public sdk::Backend<Context> {
+ public:
+  sdk::Device device(int32_t) const override { return sdk::cpu_device(sdk::cpu_info().best_isa()); }
+  std::string library() const override {
+    return std::string("TensorFlow ") + TF_Version() + " (oneDNN " + onednn_setting() + ", NHWC)";
+  }
+  int32_t query() const override { return -100; }  // a comparison, never the host's own choice
+
+  std::optional<std::vector<sdk::OptionSpec>> options() const override {
+    return std::vector<sdk::OptionSpec>{
+        {"mode", DLHOST_OPTION_ENUM, "graph",
+         "graph: TensorFlow's graph executor; xla: the same graph with XLA's CPU JIT on every "
+         "op it clusters (ConfigProto global_jit_level ON_1, cpu_global_jit)",
+         "graph|xla"},
+        {"inter_op_threads", DLHOST_OPTION_INT, "0",
+         "TensorFlow's inter-op pool; 0: as many as the threads option (intra-op)"}};
+  }
+  std::optional<sdk::Capabilities> capabilities() const override {
+    return sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
+  }
+
+  std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
+    const int64_t threads = options.get_int("threads", 0);
+    const int64_t inter = options.get_int("inter_op_threads", 0);
+    if (threads < 0 || threads > 4096)
+      sdk::invalid("cpu_tensorflow: option threads=" + std::to_string(threads) + " out of range");
+    if (inter < 0 || inter > 4096)
+      sdk::invalid("cpu_tensorflow: option inter_op_threads=" + std::to_string(inter) +
+                   " out of range");
+    const std::string mode = options.get("mode").value_or("graph");
+    if (mode != "graph" && mode != "xla")
+      sdk::invalid("cpu_tensorflow: option mode=" + mode + " (graph or xla)");
+    auto context = std::make_unique<Context>();
+    context->intra_op_threads = static_cast<int32_t>(threads);
+    context->inter_op_threads = static_cast<int32_t>(inter > 0 ? inter : threads);
+    context->xla = mode == "xla";
+    context->seed = options.get_int("seed", context->seed);
+    context->library = library();
+    return context;
+  }
+
+  std::unique_ptr<sdk::Model> compile(Context& context, const dlhost_graph& graph,
+                                      const dlhost_optimizer_desc& optimizer,
+                                      const sdk::Options& options) override {
+    const auto precision = options.get("precision");
+    if (precision && *precision != "fp32")
+      sdk::unimplemented("cpu_tensorflow: precision " + *precision + " (fp32 only)");
+    const int64_t seed = options.get_int("seed", context.seed);
+    return compile_model(context, graph, optimizer, static_cast<uint64_t>(seed));
+  }
+};
+
+}  // namespace
+}  // namespace dlhost::cpu_tensorflow
+
+extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_host_api* host) {
+  return dlhost::sdk::backend_plugin<dlhost::cpu_tensorflow::TensorFlowBackend>(
+      host, {"cpu_tensorflow", "0.1.0",
+             "CPU training backend on TensorFlow's C API (graph ops, TF_AddGradients, "
+             "ResourceApplyMomentum)"});
+}
