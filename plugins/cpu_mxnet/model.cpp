@@ -40,7 +40,8 @@ class MxnetModel final : public sdk::Model {
   MxnetModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
              const std::string& mode, uint64_t seed)
       : context_(context), mode_(mode), seed_(seed), program_(lower_graph(g)) {
-    for (int32_t k = 0; k < g.num_nodes; ++k)
+    // Grad-ready order: layers last to first, each layer's parameters in its own order.
+    for (int32_t k = g.num_nodes - 1; k >= 0; --k)
       for (int32_t i = 0; i < g.nodes[k]->num_params; ++i) order_.push_back(g.nodes[k]->params[i]);
     mark_variables();
     executor_ = make_executor(mode, g, *program_);
@@ -88,9 +89,9 @@ class MxnetModel final : public sdk::Model {
                                     /*create_graph=*/0, /*is_train=*/1, nullptr, nullptr),
           "MXAutogradBackwardEx");
     if (ready != nullptr && ready->fn != nullptr)
-      for (auto p = order_.rbegin(); p != order_.rend(); ++p) {
-        program_->params[size_t(*p)].grad.wait_to_read();
-        ready->fn(ready->user, *p);
+      for (int32_t p : order_) {
+        program_->params[size_t(p)].grad.wait_to_read();
+        ready->fn(ready->user, p);
       }
     wait_all();
   }
@@ -206,7 +207,7 @@ class MxnetModel final : public sdk::Model {
   std::string mode_;
   uint64_t seed_;
   std::unique_ptr<Program> program_;
-  std::vector<int32_t> order_;  // parameter ids in layer order
+  std::vector<int32_t> order_;  // parameter ids in grad-ready order
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Sgd> sgd_;
   std::vector<std::vector<float>> masks_;      // host staging of each dropout mask

@@ -25,8 +25,9 @@ namespace dlhost::cpu_mxnet {
 #define DLHOST_MXNET_FUNCTIONS(X)                                                                  \
   X(MXGetLastError)                                                                                \
   X(MXGetVersion)                                                                                  \
-  X(MXLibInfoFeatures) X(MXSetNumOMPThreads) X(MXNDArrayCreateEx) X(MXNDArrayFree)                 \
-      X(MXNDArraySlice) X(MXNDArrayReshape) X(MXNDArrayGetData) X(MXNDArraySyncCopyFromCPU)        \
+  X(MXLibInfoFeatures)                                                                             \
+  X(MXSetNumOMPThreads) X(MXNDArrayCreateEx) X(MXNDArrayFree) X(MXNDArraySlice)                    \
+      X(MXNDArrayReshape) X(MXNDArrayGetData) X(MXNDArraySyncCopyFromCPU)                          \
           X(MXNDArraySyncCopyToCPU) X(MXNDArrayWaitToRead) X(MXNDArrayWaitAll)                     \
               X(MXImperativeInvoke) X(MXAutogradSetIsRecording) X(MXAutogradSetIsTraining)         \
                   X(MXAutogradMarkVariables) X(MXAutogradBackwardEx) X(MXCreateCachedOpEx)         \
