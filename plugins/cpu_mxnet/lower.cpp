@@ -1,0 +1,312 @@
+// lower.cpp — each dlhost op as the MXNet operators a Gluon user's layer calls: Convolution,
+// Pooling, FullyConnected, Activation, BatchNorm, elemwise_add, LRN, Embedding, the fused RNN
+// (mode lstm) between transposes (MXNet's RNN is time-major, the ABI's batch-first), mean over H
+// and W, log_softmax + pick + mean for cross-entropy, square + mean for MSE. Dropout multiplies
+// by the ABI's pinned mask, a leaf the model refills every forward (never MXNet's RNG).
+// Thread-safety: compile-time only.
+#include <string>
+#include <utility>
+
+#include "dlhost/dlhost.hpp"
+#include "program.h"
+
+namespace dlhost::cpu_mxnet {
+namespace {
+
+namespace sdk = dlhost::sdk;
+
+std::vector<uint32_t> shape_of(const int64_t* dims, int32_t rank) {
+  return std::vector<uint32_t>(dims, dims + rank);
+}
+
+class Lowering {
+ public:
+  explicit Lowering(const dlhost_graph& g) : g_(g), p_(std::make_unique<Program>()) {
+    p_->tensor_value.assign(size_t(g.num_tensors), -1);
+    p_->input_leaf.assign(size_t(g.num_tensors), -1);
+    p_->params.resize(size_t(g.num_params));
+  }
+
+  std::unique_ptr<Program> run() {
+    for (int32_t k = 0; k < g_.num_inputs; ++k) add_input(*g_.tensors[g_.inputs[k]]);
+    for (int32_t k = 0; k < g_.num_nodes; ++k) {
+      node_ = k;
+      const dlhost_node& n = *g_.nodes[k];
+      if (n.op == DLHOST_OP_INPUT) continue;
+      p_->tensor_value[size_t(n.output)] = lower(n);
+      const dlhost_tensor_desc& out = *g_.tensors[n.output];
+      p_->activation_bytes += uint64_t(sdk::element_count(out)) * 8;
+    }
+    p_->loss = p_->tensor_value[size_t(g_.loss)];
+    return std::move(p_);
+  }
+
+ private:
+  const dlhost_tensor_desc& tensor(int32_t id) const { return *g_.tensors[id]; }
+  const dlhost_node& node() const { return *g_.nodes[node_]; }
+  int in(int k) const { return p_->tensor_value[size_t(node().inputs[k])]; }
+  template <class A>
+  const A& attrs() const {
+    return *static_cast<const A*>(node().attrs);
+  }
+  [[noreturn]] void unsupported(const std::string& why) const {
+    sdk::unimplemented("cpu_mxnet: " + sdk::op_name(node().op) + " '" + node().name + "': " + why);
+  }
+
+  int add_leaf(LeafKind kind, const std::string& name, std::vector<uint32_t> shape) {
+    Leaf l{kind, name, shape, NDArray::zeros(shape), NDArray(), {}};
+    if (kind == LeafKind::kTrainable) l.grad = NDArray::zeros(shape);
+    p_->leaves.push_back(std::move(l));
+    p_->values.push_back({true, int(p_->leaves.size()) - 1});
+    return int(p_->values.size()) - 1;
+  }
+  int leaf_of(int value) const { return p_->values[size_t(value)].index; }
+
+  // Applies `op` to `inputs`; the new value's id.
+  int call(const std::string& op, std::vector<int> inputs, Attrs attrs) {
+    const std::string name = "n" + std::to_string(node_) + "." + std::to_string(step_++) + "." + op;
+    p_->calls.push_back({op, name, std::move(inputs), std::move(attrs), node_});
+    p_->values.push_back({false, int(p_->calls.size()) - 1});
+    return int(p_->values.size()) - 1;
+  }
+
+  void add_input(const dlhost_tensor_desc& d) {
+    if (d.dtype != DLHOST_DTYPE_F32 && d.dtype != DLHOST_DTYPE_I32)
+      sdk::unimplemented("cpu_mxnet: input '" + std::string(d.name) + "' is not F32 or I32");
+    const int v =
+        add_leaf(LeafKind::kInput, "input" + std::to_string(d.id), shape_of(d.dims, d.rank));
+    p_->tensor_value[size_t(d.id)] = v;
+    p_->input_leaf[size_t(d.id)] = leaf_of(v);
+    if (d.dtype == DLHOST_DTYPE_I32)
+      p_->ids.push_back({leaf_of(v), 0, "input '" + std::string(d.name) + "'"});
+  }
+  void bound_ids(int32_t tensor, int64_t limit) {
+    for (IdInput& ids : p_->ids)
+      if (ids.leaf == p_->input_leaf[size_t(tensor)]) ids.limit = limit;
+  }
+
+  // A trainable leaf holding ABI parameter `k` of the node whole.
+  int param(int k) {
+    const dlhost_param_desc& d = *g_.params[node().params[k]];
+    const std::vector<uint32_t> shape = shape_of(d.dims, d.rank);
+    const int v = add_leaf(LeafKind::kTrainable, "param" + std::to_string(d.id), shape);
+    expose(d.id, leaf_of(v), 0, shape);
+    return v;
+  }
+  // ABI parameter `id` as the elements [begin, begin + count) of trainable `leaf` (flattened).
+  void expose(int32_t id, int leaf, uint32_t begin, const std::vector<uint32_t>& shape) {
+    const Leaf& l = p_->leaves[size_t(leaf)];
+    size_t count = 1;
+    for (uint32_t s : shape) count *= s;
+    ParamView& view = p_->params[size_t(id)];
+    view.leaf = leaf;
+    view.count = count;
+    if (l.shape.size() == 1) {
+      view.value = l.value.view(begin, begin + uint32_t(count), shape);
+      view.grad = l.grad.view(begin, begin + uint32_t(count), shape);
+    } else {  // the whole array: a view over its first axis
+      view.value = l.value.view(0, l.shape[0], shape);
+      view.grad = l.grad.view(0, l.shape[0], shape);
+    }
+  }
+  bool has_bias() const { return node().num_params > 1; }
+
+  int lower(const dlhost_node& n) {
+    step_ = 0;
+    switch (n.op) {
+      case DLHOST_OP_FC:
+        return fc();
+      case DLHOST_OP_CONV2D:
+        return conv();
+      case DLHOST_OP_POOL2D:
+        return pool();
+      case DLHOST_OP_ACTIVATION:
+        return activation();
+      case DLHOST_OP_SOFTMAX_CROSS_ENTROPY:
+        return cross_entropy();
+      case DLHOST_OP_MSE_LOSS:
+        return call("mean", {call("square", {call("elemwise_sub", {in(0), in(1)}, {})}, {})}, {});
+      case DLHOST_OP_BATCH_NORM:
+        return batch_norm();
+      case DLHOST_OP_DROPOUT:
+        return dropout();
+      case DLHOST_OP_ADD:
+        return call("elemwise_add", {in(0), in(1)}, {});
+      case DLHOST_OP_LRN:
+        return lrn();
+      case DLHOST_OP_EMBEDDING:
+        return embedding();
+      case DLHOST_OP_LSTM:
+        return lstm();
+      case DLHOST_OP_GLOBAL_AVG_POOL:
+        return call("mean", {in(0)}, {{"axis", tuple({2, 3})}});
+    }
+    unsupported("not an op this backend knows");
+  }
+
+  // FullyConnected's weight is [out, in] with `in` the input flattened in NCHW order: the
+  // canonical layout. flatten=True keeps the mini-batch axis; a per-time-step layer
+  // (batch_dims 2) keeps N and T with flatten=False, which acts on the last axis.
+  int fc() {
+    const auto& a = attrs<dlhost_fc_attrs>();
+    const int32_t keep = DLHOST_HAS_FIELD(&a, dlhost_fc_attrs, batch_dims) ? a.batch_dims : 1;
+    int x = in(0);
+    const int32_t rank = tensor(node().inputs[0]).rank;
+    if (keep > 1 && rank != keep + 1) {
+      std::vector<int64_t> shape(size_t(keep), 0);  // 0: keep that dimension
+      shape.push_back(-1);
+      x = call("Reshape", {x}, {{"shape", tuple(shape)}});
+    }
+    std::vector<int> args{x, param(0)};
+    if (has_bias()) args.push_back(param(1));
+    return call("FullyConnected", args,
+                {{"num_hidden", std::to_string(a.out_features)},
+                 {"no_bias", flag(!has_bias())},
+                 {"flatten", flag(keep == 1)}});
+  }
+
+  int conv() {
+    const auto& a = attrs<dlhost_conv2d_attrs>();
+    std::vector<int> args{in(0), param(0)};
+    if (has_bias()) args.push_back(param(1));
+    return call("Convolution", args,
+                {{"kernel", tuple({a.kernel_h, a.kernel_w})},
+                 {"stride", tuple({a.stride_h, a.stride_w})},
+                 {"pad", tuple({a.pad_h, a.pad_w})},
+                 {"dilate", tuple({a.dilation_h, a.dilation_w})},
+                 {"num_filter", std::to_string(a.out_channels)},
+                 {"num_group", std::to_string(a.groups)},
+                 {"no_bias", flag(!has_bias())}});
+  }
+
+  // pooling_convention full is ceil mode; where MXNet's full windows differ from the ABI's
+  // (Caffe's last window clipped to the padded input) the output shapes differ, and the
+  // executor's shape check reports the node UNIMPLEMENTED.
+  int pool() {
+    const auto& a = attrs<dlhost_pool2d_attrs>();
+    if (a.kind != DLHOST_POOL_MAX && a.kind != DLHOST_POOL_AVG)
+      unsupported("pooling kind " + std::to_string(a.kind));
+    Attrs at{{"kernel", tuple({a.kernel_h, a.kernel_w})},
+             {"stride", tuple({a.stride_h, a.stride_w})},
+             {"pad", tuple({a.pad_h, a.pad_w})},
+             {"pool_type", a.kind == DLHOST_POOL_MAX ? "max" : "avg"},
+             {"pooling_convention", a.ceil_mode ? "full" : "valid"}};
+    if (a.kind == DLHOST_POOL_AVG) at.push_back({"count_include_pad", flag(a.count_include_pad)});
+    return call("Pooling", {in(0)}, at);
+  }
+
+  int activation() {
+    switch (attrs<dlhost_activation_attrs>().kind) {
+      case DLHOST_ACTIVATION_RELU:
+        return call("Activation", {in(0)}, {{"act_type", "relu"}});
+      case DLHOST_ACTIVATION_SIGMOID:
+        return call("Activation", {in(0)}, {{"act_type", "sigmoid"}});
+      case DLHOST_ACTIVATION_TANH:
+        return call("Activation", {in(0)}, {{"act_type", "tanh"}});
+    }
+    unsupported("activation kind " + std::to_string(attrs<dlhost_activation_attrs>().kind));
+  }
+
+  // -mean(log_softmax(x)[label]) over every position: logits [..., classes], labels [...].
+  int cross_entropy() {
+    const dlhost_tensor_desc& logits = tensor(node().inputs[0]);
+    bound_ids(node().inputs[1], logits.dims[logits.rank - 1]);
+    const int log_p = call("log_softmax", {in(0)}, {{"axis", "-1"}});
+    const int picked = call("pick", {log_p, in(1)}, {{"axis", "-1"}});
+    return call("negative", {call("mean", {picked}, {})}, {});
+  }
+
+  // Training mode on the mini-batch's statistics. MXNet keeps running = momentum * running +
+  // (1 - momentum) * batch, so its momentum is 1 - the ABI's. fix_gamma=False: the scale trains.
+  int batch_norm() {
+    const auto& a = attrs<dlhost_batch_norm_attrs>();
+    const uint32_t channels = uint32_t(tensor(node().output).dims[1]);
+    const int mean = add_leaf(LeafKind::kAux, "aux" + std::to_string(node_) + ".mean", {channels});
+    const int var = add_leaf(LeafKind::kAux, "aux" + std::to_string(node_) + ".var", {channels});
+    const float one = 1.0f;
+    p_->leaves[size_t(leaf_of(var))].value.copy_from(std::vector<float>(channels, one).data(),
+                                                     channels);
+    return call("BatchNorm", {in(0), param(0), param(1), mean, var},
+                {{"eps", number(a.epsilon)},
+                 {"momentum", number(1.0 - double(a.momentum))},
+                 {"fix_gamma", "False"},
+                 {"use_global_stats", "False"},
+                 {"axis", "1"}});
+  }
+
+  int dropout() {
+    const dlhost_tensor_desc& out = tensor(node().output);
+    const int mask =
+        add_leaf(LeafKind::kConstant, "mask" + std::to_string(node_), shape_of(out.dims, out.rank));
+    p_->masks.push_back(
+        {leaf_of(mask), uint32_t(node_), attrs<dlhost_dropout_attrs>().probability});
+    return call("elemwise_mul", {in(0), mask}, {});
+  }
+
+  int lrn() {
+    const auto& a = attrs<dlhost_lrn_attrs>();
+    if (tensor(node().output).rank != 4)
+      unsupported("LRN over a rank-" + std::to_string(tensor(node().output).rank) + " input");
+    return call("LRN", {in(0)},
+                {{"nsize", std::to_string(a.size)},
+                 {"alpha", number(a.alpha)},
+                 {"beta", number(a.beta)},
+                 {"knorm", number(a.k)}});
+  }
+
+  int embedding() {
+    const auto& a = attrs<dlhost_embedding_attrs>();
+    bound_ids(node().inputs[0], a.vocab);
+    return call("Embedding", {in(0), param(0)},
+                {{"input_dim", std::to_string(a.vocab)}, {"output_dim", std::to_string(a.dim)}});
+  }
+
+  // MXNet's packed vector (as Gluon's rnn layers pack it): every layer's i2h weight [4H, C_l] and
+  // h2h weight [4H, H], then every layer's i2h bias [4H] and h2h bias [4H]. Gates i, f, c, o: the
+  // ABI's i, f, g, o. The ABI's one bias is i2h; h2h is frozen at zero.
+  int lstm() {
+    const auto& a = attrs<dlhost_lstm_attrs>();
+    const dlhost_tensor_desc& x = tensor(node().inputs[0]);
+    const uint32_t h = uint32_t(a.hidden), gates = 4 * h, layers = uint32_t(a.layers);
+    const uint32_t batch = uint32_t(x.dims[0]);
+    uint32_t total = 0;
+    for (uint32_t l = 0; l < layers; ++l)
+      total += gates * (uint32_t(l == 0 ? x.dims[2] : a.hidden) + h) + 2 * gates;
+    const int packed = add_leaf(LeafKind::kTrainable,
+                                "param" + std::to_string(node().params[0]) + ".lstm", {total});
+    Leaf& leaf = p_->leaves[size_t(leaf_of(packed))];
+    uint32_t at = 0;
+    for (uint32_t l = 0; l < layers; ++l) {
+      const uint32_t c = uint32_t(l == 0 ? x.dims[2] : a.hidden);
+      expose(node().params[3 * l], leaf_of(packed), at, {gates, c});
+      expose(node().params[3 * l + 1], leaf_of(packed), at + gates * c, {gates, h});
+      at += gates * (c + h);
+    }
+    for (uint32_t l = 0; l < layers; ++l) {
+      expose(node().params[3 * l + 2], leaf_of(packed), at, {gates});
+      leaf.frozen.push_back({at + gates, at + 2 * gates});
+      at += 2 * gates;
+    }
+    const int state =
+        add_leaf(LeafKind::kConstant, "state" + std::to_string(node_), {layers, batch, h});
+    const int time_major = call("transpose", {in(0)}, {{"axes", tuple({1, 0, 2})}});
+    const int y = call("RNN", {time_major, packed, state, state},
+                       {{"state_size", std::to_string(h)},
+                        {"num_layers", std::to_string(layers)},
+                        {"mode", "lstm"},
+                        {"p", "0"},
+                        {"state_outputs", "False"}});
+    return call("transpose", {y}, {{"axes", tuple({1, 0, 2})}});
+  }
+
+  const dlhost_graph& g_;
+  std::unique_ptr<Program> p_;
+  int32_t node_ = 0;
+  int step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Program> lower_graph(const dlhost_graph& graph) { return Lowering(graph).run(); }
+
+}  // namespace dlhost::cpu_mxnet

@@ -1,0 +1,84 @@
+// plugin.cpp — cpu_mxnet's face to the host, on the SDK's backend kit only
+// (dlhost/backend_kit.hpp): the device (the ISA the oneDNN inside MXNet dispatches), the library
+// (what libmxnet.so said of itself when the plugin was built: describe.cpp), the options (mode,
+// engine), the capabilities (every op of the ABI, fp32), contexts (MXNet loaded for the case's
+// threads and engine) and compile.
+// Thread-safety: the kit's; MXNet's engine settings are per process (mxnet_library.h).
+#include <memory>
+#include <string>
+
+#include "backend.h"
+#include "dlhost/backend_kit.hpp"
+#include "mxnet_description.h"
+
+namespace dlhost::cpu_mxnet {
+namespace {
+
+namespace sdk = dlhost::sdk;
+
+class MxnetBackend final : public sdk::Backend<Context> {
+ public:
+  // oneDNN (inside libmxnet) picks its kernels for the widest ISA of the CPU at run time; MXNet's
+  // own kernels are built for the ISA the library string names.
+  sdk::Device device(int32_t) const override { return sdk::cpu_device(sdk::cpu_info().best_isa()); }
+  std::string library() const override { return DLHOST_MXNET_DESCRIPTION; }
+  int32_t query() const override { return -100; }  // a comparison, never the host's own choice
+
+  std::optional<std::vector<sdk::OptionSpec>> options() const override {
+    return std::vector<sdk::OptionSpec>{
+        {"mode", DLHOST_OPTION_ENUM, "hybridized",
+         "hybridized: one CachedOp over the network's Symbol (Gluon's hybridize); imperative: "
+         "one MXNet operator call at a time (Gluon without hybridize)",
+         "hybridized|imperative"},
+        {"engine", DLHOST_OPTION_ENUM, "ThreadedEnginePerDevice",
+         "MXNET_ENGINE_TYPE; fixed per process when MXNet loads",
+         "ThreadedEnginePerDevice|ThreadedEngine|NaiveEngine"}};
+  }
+  std::optional<sdk::Capabilities> capabilities() const override {
+    return sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
+  }
+
+  std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
+    const int64_t threads = options.get_int("threads", 0);
+    if (threads < 0 || threads > 4096)
+      sdk::invalid("cpu_mxnet: option threads=" + std::to_string(threads) + " out of range");
+    EngineRequest request;
+    request.threads = static_cast<int>(threads);
+    request.engine = options.get("engine").value_or(request.engine);
+    auto context = std::make_unique<Context>();
+    context->engine = load_mxnet(request);
+    context->mode = mode_of(options, "hybridized");
+    context->seed = options.get_int("seed", context->seed);
+    return context;
+  }
+
+  std::unique_ptr<sdk::Model> compile(Context& context, const dlhost_graph& graph,
+                                      const dlhost_optimizer_desc& optimizer,
+                                      const sdk::Options& options) override {
+    const auto precision = options.get("precision");
+    if (precision && *precision != "fp32")
+      sdk::unimplemented("cpu_mxnet: precision " + *precision + " (fp32 only)");
+    // The compile options are the case's; the context's are the fallback.
+    const int64_t seed = options.get_int("seed", context.seed);
+    return compile_model(context, graph, optimizer, mode_of(options, context.mode),
+                         static_cast<uint64_t>(seed));
+  }
+
+ private:
+  static std::string mode_of(const sdk::Options& options, const std::string& fallback) {
+    const std::string mode = options.get("mode").value_or(fallback);
+    if (mode != "hybridized" && mode != "imperative")
+      sdk::invalid("cpu_mxnet: option mode=" + mode + " (hybridized or imperative)");
+    return mode;
+  }
+};
+
+}  // namespace
+}  // namespace dlhost::cpu_mxnet
+
+extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_host_api* host) {
+  return dlhost::sdk::backend_plugin<dlhost::cpu_mxnet::MxnetBackend>(
+      host, {"cpu_mxnet", "0.1.0",
+             "CPU training backend on MXNet 1.9's C API (CachedOp or imperative, autograd, "
+             "MXNet's SGD operators)"});
+}
