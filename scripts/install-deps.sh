@@ -52,9 +52,12 @@ for w in $WHEELS; do
       --upgrade --target "$PYPI_DIR" "$w" > "$PYPI_DIR/$name.log" 2>&1; then
     rm -f "$PYPI_DIR/$name.failed" "$PYPI_DIR/$name.log"
   else
-    # The last line of pip's own message says why (no network, no such version, disk full).
-    { echo "pip could not install $w: $(grep -v '^\s*$' "$PYPI_DIR/$name.log" | tail -n 1)"; } \
-      > "$PYPI_DIR/$name.failed"
+    # Why, in pip's words: a network or certificate failure where there is one (pip then ends
+    # with a misleading "No matching distribution"), else its last line (no such version, disk
+    # full). One line, cut to 300 characters: it becomes the SKIPPED reason of the cases.
+    why=$(grep -m 1 -E 'Could not fetch URL|CERTIFICATE_VERIFY_FAILED|NewConnectionError|Network is unreachable|Temporary failure in name resolution|No space left' "$PYPI_DIR/$name.log" ||
+      grep -v '^[[:space:]]*$' "$PYPI_DIR/$name.log" | tail -n 1)
+    echo "pip could not install $w: $why" | cut -c 1-300 > "$PYPI_DIR/$name.failed"
     echo "install-deps: WARNING: $(cat "$PYPI_DIR/$name.failed"); its backend is left out"
   fi
 done
