@@ -12,12 +12,23 @@
 // between host and plugin is C function tables, which cross namespaces unchanged.
 // Thread-safety: the host calls the entry from one thread; the namespace is made once per process.
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <string>
 
 #include "dlhost/dlhost_abi.h"
 
 namespace {
+
+// pthread keys: the namespace's libc is a second copy with its own table of keys, but the values
+// live in the thread descriptor that both copies share, and each copy hands out the lowest free
+// key. Left alone, the two sides use the same slots: at exit Debian's libtorch's libGLX (through
+// OpenCV) read libgomp's value as its own and crashed. So the new libc first takes the keys below
+// kFirstKey, which leaves them to the host's side, and the torch side's keys come after, still
+// in the descriptor's first block of 32 (a second-level block would be allocated by one libc's
+// malloc and freed by the other's at thread exit).
+constexpr unsigned kFirstKey = 16;
+using KeyCreate = int (*)(pthread_key_t*, void (*)(void*));
 
 // The real plugin's entry, or nullptr after logging why.
 using Entry = const dlhost_plugin* (*)(const dlhost_host_api*);
@@ -34,8 +45,27 @@ Entry load(const dlhost_host_api* host) {
   std::string path = self.dli_fname;
   path.erase(path.rfind('/') + 1);
   path += DLHOST_TORCH_INNER_PLUGIN;
-  void* inner = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* libc = dlmopen(LM_ID_NEWLM, "libc.so.6", RTLD_NOW | RTLD_LOCAL);
+  Lmid_t space = 0;
+  if (libc == nullptr || dlinfo(libc, RTLD_DI_LMID, &space) != 0)
+    return fail(std::string("dlmopen of a new namespace: ") + dlerror());
+  auto key_create = reinterpret_cast<KeyCreate>(dlsym(libc, "pthread_key_create"));
+  pthread_key_t key = 0;
+  do {
+    if (key_create == nullptr || key_create(&key, nullptr) != 0)
+      return fail("cannot set the namespace's pthread keys apart");
+  } while (key + 1 < kFirstKey);
+  void* inner = dlmopen(space, path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (inner == nullptr) return fail(std::string("dlmopen: ") + dlerror());
+  // Measured: the host's side holds ~10 keys (dlhost conform, every plugin loaded), the torch
+  // side 3 after loading and 7 after training. A host side already at kFirstKey would share
+  // slots: refuse rather than corrupt.
+  pthread_key_t host_next = 0, torch_next = 0;
+  if (pthread_key_create(&host_next, nullptr) != 0 || key_create(&torch_next, nullptr) != 0 ||
+      host_next >= kFirstKey || torch_next >= 24)
+    return fail("the pthread keys of the two namespaces would overlap (host side " +
+                std::to_string(host_next) + ", torch side " + std::to_string(torch_next) + ")");
+  pthread_key_delete(host_next);  // the torch side's probe key stays taken: one slot
   auto entry = reinterpret_cast<Entry>(dlsym(inner, DLHOST_PLUGIN_ENTRY_SYMBOL));
   if (entry == nullptr) return fail(path + " has no " DLHOST_PLUGIN_ENTRY_SYMBOL);
   return entry;

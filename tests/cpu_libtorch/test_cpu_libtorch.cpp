@@ -5,6 +5,9 @@
 // overwrite, not accumulate (autograd accumulates); grad-ready notices once per parameter in
 // reverse layer order; the SGD of the ABI exactly (momentum, weight decay, clipping by the global
 // norm); the threads option; and the errors of bad inputs and of what ATen cannot do.
+// Built once per libtorch flavour (tests/cpu_libtorch/CMakeLists.txt): DLHOST_TEST_TORCH_BACKEND
+// is the plugin (cpu_libtorch, cpu_libtorch2) and names the test suite, the other definitions
+// say what that flavour's library line and grad-ready notices must be.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,9 +28,11 @@ namespace {
 
 using namespace dlhost::test_attrs;
 
-const LoadedPlugin& plugin() {
-  return test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, "cpu_libtorch");
-}
+#define DLHOST_TEST_STRING(x) #x
+#define DLHOST_TEST_NAME(x) DLHOST_TEST_STRING(x)
+const char* const kBackend = DLHOST_TEST_NAME(DLHOST_TEST_TORCH_BACKEND);
+
+const LoadedPlugin& plugin() { return test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, kBackend); }
 const dlhost_backend_api& api() { return *plugin().table->backend; }
 
 // data [4] -> fc1 (5) -> relu -> head (3) -> cross-entropy, at batch 2.
@@ -109,16 +114,17 @@ int32_t code_of(dlhost_status* s, std::string* message) {
   return code;
 }
 
-TEST(cpu_libtorch, DescribesTheDeviceAndItsLibraries) {
+TEST(DLHOST_TEST_TORCH_BACKEND, DescribesTheDeviceAndItsLibraries) {
   const dlhost_device_info* info = nullptr;
   check_status(api().device_info(0, &info), "device_info");
   const std::string library = info->library;
-  for (const char* part : {"libtorch 1.", "oneDNN ", "OpenMP ", "OpenBLAS "})
+  // "libtorch 2.15.0 (ATen avx512, oneDNN 3.x, OpenMP 4.5, MKL 2024.2)"
+  for (const char* part : {DLHOST_TEST_LIBTORCH, "oneDNN ", "OpenMP ", DLHOST_TEST_TORCH_BLAS})
     EXPECT_NE(library.find(part), std::string::npos) << library;
   EXPECT_GT(std::string(info->isa).size(), 0u);
 }
 
-TEST(cpu_libtorch, ThreadsOptionSetsTheModelsThreads) {
+TEST(DLHOST_TEST_TORCH_BACKEND, ThreadsOptionSetsTheModelsThreads) {
   for (int threads : {1, 2}) {
     Trainer t(mlp(), sgd(0.1f), threads);
     dlhost_model_info info{};
@@ -131,7 +137,7 @@ TEST(cpu_libtorch, ThreadsOptionSetsTheModelsThreads) {
 
 // The host all-reduces gradients in place between backward and update, then update must step
 // with what it finds there; neither buffer may move across a step.
-TEST(cpu_libtorch, UpdateUsesTheGradientBuffersInPlace) {
+TEST(DLHOST_TEST_TORCH_BACKEND, UpdateUsesTheGradientBuffersInPlace) {
   Trainer t(mlp(), sgd(1.0f));
   const int32_t p = 0;
   const dlhost_buffer value = t.buffer(p, false), grad = t.buffer(p, true);
@@ -151,7 +157,7 @@ TEST(cpu_libtorch, UpdateUsesTheGradientBuffersInPlace) {
   EXPECT_EQ(static_cast<float*>(value.data)[0], after[0]);
 }
 
-TEST(cpu_libtorch, BackwardOverwritesAndNotifiesInReverseLayerOrder) {
+TEST(DLHOST_TEST_TORCH_BACKEND, BackwardOverwritesAndNotifiesInReverseLayerOrder) {
   Trainer t(mlp());
   std::vector<int32_t> seen;
   dlhost_grad_ready ready{};
@@ -168,8 +174,45 @@ TEST(cpu_libtorch, BackwardOverwritesAndNotifiesInReverseLayerOrder) {
   EXPECT_EQ(seen, (std::vector<int32_t>{2, 3, 0, 1}));
 }
 
+// data -> {fc_a, fc_b} -> add -> relu -> head -> cross-entropy: autograd finishes the branches in
+// its own order, the notices still come in reverse layer order (head, fc_b, fc_a). With libtorch
+// 2.x they come during backward (post-accumulate hooks), so the host's all-reduce overlaps it:
+// when head's weight is announced, fc_a's gradient is still the zeroed buffer. With 1.13 they
+// come after autograd returns, every gradient done.
+TEST(DLHOST_TEST_TORCH_BACKEND, NotifiesInReverseLayerOrderAcrossBranches) {
+  GraphBuilder b("branches", 2);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, {4});
+  int32_t a = b.fc("fc_a", data, fc(5));  // apart: the order of arguments' evaluation is open
+  int32_t sum = b.add("sum", a, b.fc("fc_b", data, fc(5)));
+  int32_t logits = b.fc("head", b.activation("act", sum, act(DLHOST_ACTIVATION_RELU)), fc(3));
+  b.softmax_cross_entropy("loss", logits, b.input("labels", DLHOST_DTYPE_I32, {}));
+  Trainer t(b.finish());
+  struct Seen {
+    std::vector<int32_t> order;
+    const float* fc_a_weight_grad = nullptr;
+    size_t count = 0;
+    bool fc_a_done_at_head = false;
+  } seen;
+  const dlhost_buffer grad = t.buffer(0, true);
+  seen.fc_a_weight_grad = static_cast<const float*>(grad.data);
+  seen.count = grad.bytes / 4;
+  dlhost_grad_ready ready{};
+  ready.struct_size = DLHOST_GRAD_READY_STRUCT_SIZE;
+  ready.user = &seen;
+  ready.fn = [](void* user, int32_t param) {
+    auto& s = *static_cast<Seen*>(user);
+    s.order.push_back(param);
+    if (param == 4)  // head.weight: the first notice
+      for (size_t i = 0; i < s.count; ++i) s.fc_a_done_at_head |= s.fc_a_weight_grad[i] != 0.0f;
+  };
+  t.forward_backward(&ready);
+  // fc_a 0, 1; fc_b 2, 3; head 4, 5.
+  EXPECT_EQ(seen.order, (std::vector<int32_t>{4, 5, 2, 3, 0, 1}));
+  EXPECT_EQ(seen.fc_a_done_at_head, !DLHOST_TEST_NOTICES_DURING_BACKWARD);
+}
+
 // v = momentum * v + (clip_scale * g + decay * w); w -= lr * v, over two steps.
-TEST(cpu_libtorch, SgdIsTheAbisWithMomentumDecayAndClipping) {
+TEST(DLHOST_TEST_TORCH_BACKEND, SgdIsTheAbisWithMomentumDecayAndClipping) {
   for (float clip : {0.0f, 0.5f}) {
     SCOPED_TRACE(clip);
     const dlhost_optimizer_desc opt = sgd(0.1f, 0.9f, 0.01f, clip);
@@ -207,7 +250,7 @@ TEST(cpu_libtorch, SgdIsTheAbisWithMomentumDecayAndClipping) {
   }
 }
 
-TEST(cpu_libtorch, SetInputRejectsLabelsOutOfRangeAndWrongSizes) {
+TEST(DLHOST_TEST_TORCH_BACKEND, SetInputRejectsLabelsOutOfRangeAndWrongSizes) {
   Trainer t(mlp());
   std::string message;
   const int32_t bad[] = {0, 3};  // 3 classes
@@ -223,11 +266,11 @@ TEST(cpu_libtorch, SetInputRejectsLabelsOutOfRangeAndWrongSizes) {
 
 // Only fp32 is implemented: another precision is UNIMPLEMENTED at compile (the host then records
 // the case SKIPPED), never silently run in fp32.
-TEST(cpu_libtorch, OtherPrecisionsAreUnimplemented) {
+TEST(DLHOST_TEST_TORCH_BACKEND, OtherPrecisionsAreUnimplemented) {
   std::unique_ptr<Graph> graph = mlp();
   dlhost_options options;
   options.values["precision"] = "bf16";
-  // The host refuses the mode before the backend sees it (cpu_libtorch publishes no capabilities:
+  // The host refuses the mode before the backend sees it (the plugin publishes no capabilities:
   // fp32 only); the backend's own refusal at compile is what a host without that check meets.
   EXPECT_THROW(create_context(plugin(), 0, options), std::exception);
   ContextHandle context = create_context(plugin(), 0, dlhost_options{});
