@@ -6,15 +6,23 @@
 // - parameter buffers (param_buffers, all-reduce in place): every parameter is a leaf tensor in
 //   the canonical layout whose grad() is made at compile; backward zeroes it and autograd
 //   accumulates into it in place, so neither pointer ever moves;
-// - "backward overwrites": the zeroing above; grad-ready notices go out in reverse layer order
-//   once autograd returns (libtorch 1.13 has no hook after a leaf's accumulation);
+// - "backward overwrites": the zeroing above; grad-ready notices go out in reverse layer order:
+//   with libtorch 2.x during backward, from a post-accumulate-grad hook on each leaf (the host's
+//   all-reduce overlaps the rest of backward); with 1.13, which has no such hook, once autograd
+//   returns;
 // - allocation: ATen allocates activations and autograd's saved tensors per step, as PyTorch
 //   does; the inputs, parameters, gradients, running statistics and dropout masks are made once.
 // Thread-safety: one host thread at a time per model; ATen, oneDNN and OpenBLAS parallelize
 // inside the calls.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#endif
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -38,8 +46,8 @@ auto with_torch(const char* call, Body&& body) {
   try {
     return body();
   } catch (const c10::Error& e) {
-    sdk::fail(DLHOST_CODE_INTERNAL,
-              std::string("cpu_libtorch: ") + call + ": " + e.what_without_backtrace());
+    sdk::fail(DLHOST_CODE_INTERNAL, std::string(DLHOST_TORCH_PLUGIN_NAME ": ") + call + ": " +
+                                        e.what_without_backtrace());
   }
 }
 
@@ -50,6 +58,51 @@ struct IdInput {
   int64_t limit = 0;   // 0: no consumer checks a range
   std::string what;    // "labels of 'loss'", for the error
 };
+
+// Grad-ready notices in the ABI's order (reverse layer order), each as soon as every parameter
+// before it in that order is final: autograd finishes a layer's weight and bias, and a ResNet's
+// two branches, in the order of its own queue.
+class ReadyNotices {
+ public:
+  void expect(std::vector<int32_t> order, size_t num_params) {
+    order_ = std::move(order);
+    final_.assign(num_params, false);
+  }
+  void begin(const dlhost_grad_ready* ready) {
+    ready_ = ready != nullptr && ready->fn != nullptr ? ready : nullptr;
+    std::fill(final_.begin(), final_.end(), false);
+    next_ = 0;
+  }
+  // Called on the thread that runs backward (CPU autograd runs its nodes there).
+  void final(int32_t param) {
+    final_[size_t(param)] = true;
+    for (; next_ < order_.size() && final_[size_t(order_[next_])]; ++next_)
+      if (ready_ != nullptr) ready_->fn(ready_->user, order_[next_]);
+  }
+  // After backward: the rest (all of them without hooks; a parameter autograd never reached
+  // keeps its zeroed gradient, which is then final too).
+  void finish() {
+    for (size_t p = 0; p < final_.size(); ++p) final(int32_t(p));
+    ready_ = nullptr;
+  }
+
+ private:
+  std::vector<int32_t> order_;
+  std::vector<bool> final_;
+  size_t next_ = 0;
+  const dlhost_grad_ready* ready_ = nullptr;
+};
+
+#if TORCH_VERSION_MAJOR >= 2
+// Run by autograd's AccumulateGrad right after it added a leaf's gradient into grad(): the
+// parameter appears once in the graph, so its gradient is then final.
+struct NotifyWhenAccumulated final : torch::autograd::PostAccumulateGradHook {
+  NotifyWhenAccumulated(ReadyNotices* n, int32_t p) : notices(n), param(p) {}
+  void operator()(const torch::autograd::Variable&) override { notices->final(param); }
+  ReadyNotices* notices;
+  int32_t param;
+};
+#endif
 
 class TorchModel final : public sdk::Model {
  public:
@@ -63,6 +116,18 @@ class TorchModel final : public sdk::Model {
     for (int32_t k = 0; k < g.num_nodes; ++k) make_node(g, k);
     loss_id_ = g.loss;
     sgd_ = std::make_unique<Sgd>(params_, opt);
+    std::vector<int32_t> order;
+    for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
+      order.insert(order.end(), s->params.begin(), s->params.end());
+    notices_.expect(std::move(order), params_.size());
+    implementation_ =
+        "ATen ops (conv: ATen's choice of oneDNN or native; linear: " + blas_library() +
+        " sgemm), autograd backward, torch::optim::SGD";
+#if TORCH_VERSION_MAJOR >= 2
+    for (size_t p = 0; p < params_.size(); ++p)
+      torch::autograd::impl::set_post_acc_grad_hooks(
+          params_[p], std::make_unique<NotifyWhenAccumulated>(&notices_, int32_t(p)));
+#endif
   }
 
   void set_input(int32_t tensor, const void* data, size_t bytes) override {
@@ -70,7 +135,7 @@ class TorchModel final : public sdk::Model {
     auto ids = id_inputs_.find(tensor);
     at::Tensor raw = ids == id_inputs_.end() ? target : ids->second.staging;
     if (data == nullptr || bytes != raw.nbytes())
-      sdk::invalid("cpu_libtorch: input " + std::to_string(tensor) + " takes " +
+      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": input " + std::to_string(tensor) + " takes " +
                    std::to_string(raw.nbytes()) + " bytes, got " + std::to_string(bytes));
     std::memcpy(raw.data_ptr(), data, bytes);
     if (ids != id_inputs_.end()) widen_ids(ids->second, target);
@@ -86,13 +151,12 @@ class TorchModel final : public sdk::Model {
 
   void backward(const dlhost_grad_ready* ready) override {
     context_.apply_threads();
+    notices_.begin(ready);
     with_torch("backward", [&] {
       for (at::Tensor& p : params_) p.mutable_grad().zero_();
       values_[size_t(loss_id_)].backward();
     });
-    if (ready == nullptr || ready->fn == nullptr) return;
-    for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
-      for (int32_t p : s->params) ready->fn(ready->user, p);
+    notices_.finish();
   }
 
   void update() override {
@@ -102,7 +166,8 @@ class TorchModel final : public sdk::Model {
 
   float loss() const override {
     const at::Tensor& l = values_[size_t(loss_id_)];
-    if (!l.defined()) sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "cpu_libtorch: no forward yet");
+    if (!l.defined())
+      sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, DLHOST_TORCH_PLUGIN_NAME ": no forward yet");
     return l.item<float>();
   }
 
@@ -121,9 +186,7 @@ class TorchModel final : public sdk::Model {
   sdk::ModelInfo info() const override {
     sdk::ModelInfo i;
     i.threads = context_.threads;
-    i.implementation =
-        "ATen ops (conv: ATen's choice of oneDNN or native; linear: OpenBLAS sgemm), autograd "
-        "backward, torch::optim::SGD";
+    i.implementation = implementation_.c_str();
     i.param_bytes = param_bytes() + sgd_->state_bytes();
     i.workspace_bytes = workspace_bytes_;
     return i;
@@ -154,7 +217,8 @@ class TorchModel final : public sdk::Model {
         values_[size_t(d.id)] = at::zeros(dims, at::kLong);
         id_inputs_[d.id] = {at::zeros(dims, at::kInt), 0, "input '" + std::string(d.name) + "'"};
       } else {
-        sdk::unimplemented("cpu_libtorch: input '" + std::string(d.name) + "' is not F32 or I32");
+        sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": input '" + std::string(d.name) +
+                           "' is not F32 or I32");
       }
       workspace_bytes_ += values_[size_t(d.id)].nbytes();
       inputs_.push_back(d.id);
@@ -194,7 +258,7 @@ class TorchModel final : public sdk::Model {
     const int32_t* p = ids.staging.data_ptr<int32_t>();
     for (int64_t i = 0; ids.limit > 0 && i < ids.staging.numel(); ++i)
       if (p[i] < 0 || p[i] >= ids.limit)
-        sdk::invalid("cpu_libtorch: " + ids.what + ": id " + std::to_string(p[i]) +
+        sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": " + ids.what + ": id " + std::to_string(p[i]) +
                      " at position " + std::to_string(i) + " is outside [0, " +
                      std::to_string(ids.limit) + ")");
     target.copy_(ids.staging);
@@ -203,20 +267,21 @@ class TorchModel final : public sdk::Model {
   const at::Tensor& input(int32_t tensor) const {
     for (int32_t id : inputs_)
       if (id == tensor) return values_[size_t(id)];
-    sdk::invalid("cpu_libtorch: tensor " + std::to_string(tensor) + " is not an input");
+    sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": tensor " + std::to_string(tensor) +
+                 " is not an input");
   }
   at::Tensor& param(int32_t id) {
     if (id < 0 || size_t(id) >= params_.size())
-      sdk::invalid("cpu_libtorch: no parameter " + std::to_string(id));
+      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": no parameter " + std::to_string(id));
     return params_[size_t(id)];
   }
   void* part_of(int32_t id, int32_t part, const void* data, size_t bytes) {
     at::Tensor& p = param(id);
     if (data == nullptr || bytes != p.nbytes())
-      sdk::invalid("cpu_libtorch: parameter " + std::to_string(id) + " takes " +
+      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": parameter " + std::to_string(id) + " takes " +
                    std::to_string(p.nbytes()) + " bytes, got " + std::to_string(bytes));
     if (part != DLHOST_PARAM_VALUE && part != DLHOST_PARAM_GRAD)
-      sdk::invalid("cpu_libtorch: unknown parameter part " + std::to_string(part));
+      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": unknown parameter part " + std::to_string(part));
     return part == DLHOST_PARAM_VALUE ? p.data_ptr() : p.mutable_grad().data_ptr();
   }
   uint64_t param_bytes() const {
@@ -234,6 +299,8 @@ class TorchModel final : public sdk::Model {
   std::vector<at::Tensor> params_;
   std::vector<Step> steps_;
   std::unique_ptr<Sgd> sgd_;
+  ReadyNotices notices_;
+  std::string implementation_;
   int32_t loss_id_ = -1;
   uint64_t workspace_bytes_ = 0;
 };
@@ -243,10 +310,10 @@ class TorchModel final : public sdk::Model {
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer, uint64_t seed) {
   if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
-    sdk::unimplemented("cpu_libtorch: optimizer kind " + std::to_string(optimizer.kind) +
-                       " not supported");
+    sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": optimizer kind " +
+                       std::to_string(optimizer.kind) + " not supported");
   if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)
-    sdk::invalid("cpu_libtorch: negative momentum, weight_decay or clip_norm");
+    sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": negative momentum, weight_decay or clip_norm");
   return with_torch("compile", [&]() -> std::unique_ptr<sdk::Model> {
     return std::make_unique<TorchModel>(context, graph, optimizer, seed);
   });

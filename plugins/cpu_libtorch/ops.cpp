@@ -35,7 +35,8 @@ struct NodeView {
     return *static_cast<const Attrs*>(node.attrs);
   }
   [[noreturn]] void unsupported(const std::string& why) const {
-    sdk::unimplemented("cpu_libtorch: " + sdk::op_name(node.op) + " '" + node.name + "': " + why);
+    sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": " + sdk::op_name(node.op) + " '" + node.name +
+                       "': " + why);
   }
 };
 

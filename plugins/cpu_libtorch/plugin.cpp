@@ -1,14 +1,17 @@
 // plugin.cpp — cpu_libtorch's face to the host, on the SDK's backend kit only
 // (dlhost/backend_kit.hpp): the device as libtorch sees it (the vector ISA ATen dispatches, the
 // library's version with its oneDNN and BLAS), contexts (threads, seed), compile and the plugin's
-// identity. Only light torch headers here (threads, build configuration): the model's ATen code is
-// in model.cpp and ops.cpp.
+// identity (from CMake: this source is cpu_libtorch on Debian's libtorch 1.13 and cpu_libtorch2
+// on the PyPI wheel). Only light torch headers here (threads, build configuration): the model's
+// ATen code is in model.cpp and ops.cpp.
 // Thread-safety: the kit's; the inter-op pool is sized once per process (libtorch allows no more).
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <c10/util/Exception.h>
-#include <cblas.h>
 #include <torch/version.h>
+#ifdef DLHOST_TORCH_OPENBLAS
+#include <cblas.h>
+#endif
 
 #include <algorithm>
 #include <cctype>
@@ -36,8 +39,8 @@ std::string config_line(const std::string& key) {
   return value.substr(std::find_if_not(value.begin(), value.end(), space) - value.begin());
 }
 
-// Up to the first space or ')'.
-std::string first_word(const std::string& s) { return s.substr(0, s.find_first_of(" )")); }
+// Up to the first space, ')' or ','.
+std::string first_word(const std::string& s) { return s.substr(0, s.find_first_of(" ),")); }
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -51,7 +54,7 @@ void set_interop_threads_once(int threads) {
     try {
       at::set_num_interop_threads(threads);
     } catch (const c10::Error& e) {  // the pool already started: libtorch keeps its size
-      sdk::log(DLHOST_LOG_DEBUG, "cpu_libtorch", e.what_without_backtrace());
+      sdk::log(DLHOST_LOG_DEBUG, DLHOST_TORCH_PLUGIN_NAME, e.what_without_backtrace());
     }
   });
 }
@@ -66,18 +69,17 @@ class TorchBackend final : public sdk::Backend<Context> {
   }
   // "libtorch 1.13.0 (ATen avx2, oneDNN 2.6.3, OpenMP 4.5, OpenBLAS 0.3.21 Cooperlake)"
   std::string library() const override {
-    const std::string blas = openblas_get_config();  // "OpenBLAS 0.3.21 NO_LAPACKE ..."
     return std::string("libtorch ") + TORCH_VERSION + " (ATen " + device(0).isa + ", oneDNN " +
            first_word(config_line("MKL-DNN v")) + ", OpenMP " +
-           first_word(config_line("a.k.a. OpenMP ")) + ", " +
-           blas.substr(0, blas.find(' ', blas.find(' ') + 1)) + " " + openblas_get_corename() + ")";
+           first_word(config_line("a.k.a. OpenMP ")) + ", " + blas_library() + ")";
   }
   int32_t query() const override { return -100; }  // a comparison, never the host's own choice
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
     const int64_t threads = options.get_int("threads", 0);
     if (threads < 0 || threads > 4096)
-      sdk::invalid("cpu_libtorch: option threads=" + std::to_string(threads) + " out of range");
+      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": option threads=" + std::to_string(threads) +
+                   " out of range");
     auto context = std::make_unique<Context>();
     context->threads_requested = static_cast<int>(threads);
     context->seed = options.get_int("seed", context->seed);
@@ -91,7 +93,7 @@ class TorchBackend final : public sdk::Backend<Context> {
                                       const sdk::Options& options) override {
     const auto precision = options.get("precision");
     if (precision && *precision != "fp32")
-      sdk::unimplemented("cpu_libtorch: precision " + *precision + " (fp32 only)");
+      sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": precision " + *precision + " (fp32 only)");
     // The compile options are the case's; the context's seed is the fallback.
     const int64_t seed = options.get_int("seed", context.seed);
     return compile_model(context, graph, optimizer, static_cast<uint64_t>(seed));
@@ -100,10 +102,28 @@ class TorchBackend final : public sdk::Backend<Context> {
 
 }  // namespace
 
+// Where the libtorch links OpenBLAS (Debian's), OpenBLAS's own report; else what
+// at::show_config() says (the PyPI wheel: MKL, linked into libtorch_cpu.so).
+std::string blas_library() {
+#ifdef DLHOST_TORCH_OPENBLAS
+  const std::string blas = openblas_get_config();  // "OpenBLAS 0.3.21 NO_LAPACKE ..."
+  return blas.substr(0, blas.find(' ', blas.find(' ') + 1)) + " " + openblas_get_corename();
+#else
+  // "Intel(R) oneAPI Math Kernel Library Version 2024.2-Product Build 20240605 for ..."
+  const std::string mkl = config_line("Math Kernel Library Version ");
+  if (!mkl.empty()) return "MKL " + mkl.substr(0, mkl.find_first_of("- "));
+  const std::string info = first_word(config_line("BLAS_INFO="));  // "BLAS_INFO=mkl, ..."
+  return "BLAS " + (info.empty() ? std::string("unknown") : info);
+#endif
+}
+
 void Context::apply_threads() const {
   const int wanted = threads_requested > 0 ? threads_requested : at::get_num_threads();
+  // In an MKL build at::set_num_threads sets MKL's threads too.
   if (at::get_num_threads() != wanted) at::set_num_threads(wanted);
+#ifdef DLHOST_TORCH_OPENBLAS
   if (openblas_get_num_threads() != wanted) openblas_set_num_threads(wanted);
+#endif
   set_interop_threads_once(wanted);
 }
 
@@ -111,6 +131,6 @@ void Context::apply_threads() const {
 
 extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_host_api* host) {
   return dlhost::sdk::backend_plugin<dlhost::cpu_libtorch::TorchBackend>(
-      host, {"cpu_libtorch", "0.1.0",
-             "CPU training backend on PyTorch's C++ library (ATen ops, autograd, torch::optim)"});
+      host,
+      {DLHOST_TORCH_PLUGIN_NAME, DLHOST_TORCH_PLUGIN_VERSION, DLHOST_TORCH_PLUGIN_DESCRIPTION});
 }
