@@ -11,7 +11,10 @@ Precision: fp32 strict by default (TF32 off in cuBLAS and cuDNN, as gpu_cudnn's 
 is off by default, like gpu_cudnn's `algo: heuristic`; --benchmark turns it on.
 
 Usage: torch_baseline.py DLHOST_JSONL [--out TORCH_JSONL] [--warmup 3] [--iterations 10]
-Runs on the lent GPU machine (scripts/gpu-check.sh); needs torch with CUDA.
+Runs on the lent GPU machine (scripts/gpu-check.sh); needs torch with CUDA. The results file is
+read first and line by line: a line cut short (the check's deadline ended `dlhost run` mid-write)
+is skipped with a note, never a crash. Exit 77 (skipped, with the reason on the last line) when
+there is nothing to compare, no torch, or no CUDA device.
 """
 import argparse
 import json
@@ -19,12 +22,16 @@ import os
 import statistics
 import sys
 
-import torch
-from torch import nn
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "peers"))
-from optimizers import OPTIMIZERS  # noqa: E402  (the peers' shared SGD settings)
-from torch_peer import make  # noqa: E402  (networks_paper's networks in PyTorch)
+try:
+    import torch
+    from torch import nn
+
+    from optimizers import OPTIMIZERS  # the peers' shared SGD settings
+    from torch_peer import make  # networks_paper's networks in PyTorch
+except ImportError as missing:  # reported by main() after the results file has been read
+    torch = None
+    NO_TORCH = str(missing)
 
 
 def time_network(name, batch, warmup, iterations):
@@ -68,6 +75,26 @@ def sgemm_tflops(n=8192, reps=10):
     return 2.0 * n ** 3 * reps / (start.elapsed_time(end) / 1e3) / 1e12
 
 
+def read_records(path):
+    """The records of a results file; a line that does not parse is skipped with a note."""
+    records, cut = [], 0
+    try:
+        lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+    except OSError as e:
+        print(f"torch_baseline: cannot read {path}: {e}")
+        return records
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            cut += 1
+    if cut:
+        print(f"torch_baseline: skipped {cut} unreadable line(s) of {path} (a case cut short?)")
+    return records
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dlhost_jsonl")
@@ -77,10 +104,19 @@ def main():
     ap.add_argument("--tf32", action="store_true")
     ap.add_argument("--benchmark", action="store_true")
     args = ap.parse_args()
+    records = read_records(args.dlhost_jsonl)
+    if not any(r.get("params", {}).get("backend") == "gpu_cudnn" for r in records):
+        print(f"torch_baseline: SKIP: no gpu_cudnn record in {args.dlhost_jsonl}: nothing to compare")
+        return 77
+    if torch is None:
+        print(f"torch_baseline: SKIP: no torch here ({NO_TORCH})")
+        return 77
+    if not torch.cuda.is_available():
+        print("torch_baseline: SKIP: no device (torch.cuda.is_available() is False)")
+        return 77
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cudnn.benchmark = args.benchmark
-    records = [json.loads(line) for line in open(args.dlhost_jsonl)]
     peak = sgemm_tflops()
     print(f"PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
           f"{torch.cuda.get_device_name()}; precision {'tf32' if args.tf32 else 'fp32 strict'}, "

@@ -119,16 +119,23 @@ std::string library_versions() {
          version_text(p.driver_version);
 }
 
+void StreamDeleter::operator()(cudaStream_t s) const {
+  cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+}
+
 Arena::~Arena() {
   for (const Block& b : blocks_) cudaFree(b.ptr);
 }
 
 void* Arena::alloc(uint64_t bytes, const std::string& what) {
+  if (stream_ == nullptr)
+    sdk::fail(DLHOST_CODE_INTERNAL, "gpu_cudnn: arena used before its stream was set");
   void* p = nullptr;
   const uint64_t size = bytes == 0 ? 256 : bytes;
   check_cuda(cudaMalloc(&p, size), "cudaMalloc " + std::to_string(size) + " bytes for " + what);
   blocks_.push_back({p, size});
-  check_cuda(cudaMemset(p, 0, size), "cudaMemset for " + what);
+  check_cuda(cudaMemsetAsync(p, 0, size, stream_), "cudaMemsetAsync for " + what);
   in_use_ += size;
   if (in_use_ > peak_) peak_ = in_use_;
   return p;

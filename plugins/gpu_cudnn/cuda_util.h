@@ -11,6 +11,7 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,24 @@ sdk::Device describe_device(int index);
 // "cuDNN 9.19.0 (built 9.19.0), cuBLAS 13.1.0, CUDA runtime 13.0, driver 13.0".
 std::string library_versions();
 
-// Device memory of one model: every buffer made at compile, zero-filled, freed with the model.
+// Owners of the model's CUDA stream and library handles, so that a compile that throws half way
+// gives back what it made (the destructor of a half-built object never runs; its members' do).
+struct StreamDeleter {
+  void operator()(cudaStream_t s) const;  // waits for the stream's work, then destroys it
+};
+struct CudnnDeleter {
+  void operator()(cudnnHandle_t h) const { cudnnDestroy(h); }
+};
+struct CublasDeleter {
+  void operator()(cublasHandle_t h) const { cublasDestroy(h); }
+};
+using StreamHandle = std::unique_ptr<CUstream_st, StreamDeleter>;
+using CudnnHandle = std::unique_ptr<cudnnContext, CudnnDeleter>;
+using CublasHandle = std::unique_ptr<cublasContext, CublasDeleter>;
+
+// Device memory of one model: every buffer made at compile, zero-filled on the model's stream
+// (the legacy default stream does not order with a non-blocking one: a fill there could land
+// after compile work on the model's stream had written the buffer), freed with the model.
 // Keeps in-use and peak bytes for the device memory extension.
 class Arena {
  public:
@@ -44,6 +62,8 @@ class Arena {
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
+  // The stream every fill is enqueued on; set before the first alloc.
+  void use_stream(cudaStream_t stream) { stream_ = stream; }
   void* alloc(uint64_t bytes, const std::string& what);
   template <class T>
   T* alloc_n(int64_t count, const std::string& what) {
@@ -60,6 +80,7 @@ class Arena {
     uint64_t bytes;
   };
   std::vector<Block> blocks_;
+  cudaStream_t stream_ = nullptr;
   uint64_t in_use_ = 0, peak_ = 0;
 };
 

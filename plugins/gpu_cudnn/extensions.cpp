@@ -1,7 +1,8 @@
-// extensions.cpp — the ABI 1.2 extension tables of gpu_cudnn (see extensions.h). Every entry is
-// wrapped in sdk::guard, so an error becomes a status naming the call. Handles the host passes
-// are the kit's: a dlhost_model* is the sdk::Model the kit handed out, a dlhost_context* the
-// Context.
+// extensions.cpp — the device extension tables of gpu_cudnn (see extensions.h): the model's
+// stream, events on it, device memory. Every entry is wrapped in sdk::guard, so an error becomes
+// a status naming the call. Handles the host passes are the kit's: a dlhost_model* is the
+// sdk::Model the kit handed out, a dlhost_context* the Context. Every table is filled to its
+// declared struct_size: the host calls what it finds without checking for NULL.
 #include "extensions.h"
 
 #include <cuda_runtime_api.h>
@@ -27,29 +28,6 @@ T& out_of(T* out, size_t min_size, const char* call) {
   if (out == nullptr || out->struct_size < min_size)
     sdk::invalid(std::string("gpu_cudnn: ") + call + ": output struct NULL or too small");
   return *out;
-}
-
-// --- capabilities ------------------------------------------------------------------------------
-
-const int32_t kOps[] = {DLHOST_OP_INPUT,      DLHOST_OP_FC,
-                        DLHOST_OP_CONV2D,     DLHOST_OP_POOL2D,
-                        DLHOST_OP_ACTIVATION, DLHOST_OP_SOFTMAX_CROSS_ENTROPY,
-                        DLHOST_OP_MSE_LOSS,   DLHOST_OP_BATCH_NORM,
-                        DLHOST_OP_DROPOUT,    DLHOST_OP_ADD,
-                        DLHOST_OP_LRN,        DLHOST_OP_EMBEDDING,
-                        DLHOST_OP_LSTM,       DLHOST_OP_GLOBAL_AVG_POOL};
-
-dlhost_status* capabilities(dlhost_backend_caps* out) {
-  return sdk::guard([&] {
-    dlhost_backend_caps& c = out_of(out, DLHOST_BACKEND_CAPS_STRUCT_SIZE, "capabilities");
-    c.ops = kOps;
-    c.op_count = static_cast<int32_t>(sizeof(kOps) / sizeof(kOps[0]));
-    c.dtypes = (1u << DLHOST_DTYPE_F32) | (1u << DLHOST_DTYPE_I32);
-    // bf16/fp16 mixed precision is not implemented: only what is, is declared.
-    c.precisions = (1u << DLHOST_PRECISION_FP32) | (1u << DLHOST_PRECISION_TF32);
-    c.memory_spaces = 1u << DLHOST_MEMORY_DEVICE;
-    c.asynchronous = 1;
-  });
 }
 
 // --- stream and events -------------------------------------------------------------------------
@@ -207,49 +185,59 @@ void host_free(dlhost_context*, void* ptr) {
   if (ptr != nullptr) cudaFreeHost(ptr);
 }
 
-// --- options -----------------------------------------------------------------------------------
+void check_range(const dlhost_buffer* b, uint64_t offset, uint64_t bytes, const char* which) {
+  if (b == nullptr || b->data == nullptr)
+    sdk::invalid(std::string("gpu_cudnn: copy_device: ") + which + " buffer is NULL");
+  if (offset > b->bytes || bytes > b->bytes - offset)
+    sdk::fail(DLHOST_CODE_OUT_OF_RANGE, std::string("gpu_cudnn: copy_device: ") +
+                                            std::to_string(bytes) + " bytes at offset " +
+                                            std::to_string(offset) + " outside the " + which +
+                                            " buffer of " + std::to_string(b->bytes) + " bytes");
+}
 
-const dlhost_option_decl kAlgo = {DLHOST_OPTION_DECL_STRUCT_SIZE,
-                                  "algo",
-                                  DLHOST_OPTION_ENUM,
-                                  "heuristic",
-                                  "convolution algorithms: cuDNN's heuristic, or autotuned on the "
-                                  "layer's buffers at compile",
-                                  "heuristic|exhaustive"};
-const dlhost_option_decl kWorkspace = {DLHOST_OPTION_DECL_STRUCT_SIZE,
-                                       "workspace_limit_mb",
-                                       DLHOST_OPTION_INT,
-                                       "1024",
-                                       "most workspace one convolution call may use, MiB",
-                                       nullptr};
-const dlhost_option_decl* const kOptions[] = {&kAlgo, &kWorkspace};
+// Ordered on the model's stream and not waited for: the host packs gradients into its all-reduce
+// arena between backward and the collective, both on that stream.
+dlhost_status* copy_device(dlhost_model* model, const dlhost_buffer* src, uint64_t src_offset,
+                           const dlhost_buffer* dst, uint64_t dst_offset, uint64_t bytes) {
+  return sdk::guard([&] {
+    Model& m = model_of(model, "copy_device");
+    check_range(src, src_offset, bytes, "source");
+    check_range(dst, dst_offset, bytes, "destination");
+    const char* from = static_cast<const char*>(src->data) + src_offset;
+    char* to = static_cast<char*>(dst->data) + dst_offset;
+    if (from < to + bytes && to < from + bytes)
+      sdk::invalid("gpu_cudnn: copy_device: source and destination overlap");
+    if (bytes == 0) return;
+    check_cuda(cudaSetDevice(m.device()), "cudaSetDevice");
+    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, m.stream()),
+               "cudaMemcpyAsync device to device");
+  });
+}
+
+dlhost_status* input_buffer(dlhost_model* model, int32_t tensor, dlhost_buffer* out) {
+  return sdk::guard([&] {
+    Model& m = model_of(model, "input_buffer");
+    dlhost_buffer& b = out_of(out, DLHOST_BUFFER_STRUCT_SIZE, "input_buffer");
+    b = m.input_buffer(tensor);
+  });
+}
 
 // --- the chain -----------------------------------------------------------------------------------
 
 template <class T>
-T ext(int32_t type, size_t size, const dlhost_extension* next) {
+T ext(int32_t type, size_t size) {
   T e{};
   e.struct_size = size;
   e.type = type;
-  e.next = next;
   return e;
 }
 
-const dlhost_extension* as_ext(const void* e) { return static_cast<const dlhost_extension*>(e); }
-
 }  // namespace
 
-const dlhost_extension* extension_chain() {
-  static const dlhost_option_schema_ext schema = [] {
-    auto e = ext<dlhost_option_schema_ext>(DLHOST_EXT_OPTION_SCHEMA,
-                                           DLHOST_OPTION_SCHEMA_EXT_STRUCT_SIZE, nullptr);
-    e.count = 2;
-    e.options = kOptions;
-    return e;
-  }();
-  static const dlhost_device_memory_ext memory = [] {
+void link_extensions(sdk::ExtensionChain& chain) {
+  static dlhost_device_memory_ext memory = [] {
     auto e = ext<dlhost_device_memory_ext>(DLHOST_EXT_DEVICE_MEMORY,
-                                           DLHOST_DEVICE_MEMORY_EXT_STRUCT_SIZE, as_ext(&schema));
+                                           DLHOST_DEVICE_MEMORY_EXT_STRUCT_SIZE);
     e.memory_stats = memory_stats;
     e.buffer_alloc = buffer_alloc;
     e.buffer_free = buffer_free;
@@ -257,11 +245,12 @@ const dlhost_extension* extension_chain() {
     e.copy_from_host = copy_from_host;
     e.host_alloc = host_alloc;
     e.host_free = host_free;
+    e.copy_device = copy_device;
+    e.input_buffer = input_buffer;
     return e;
   }();
-  static const dlhost_events_ext events = [] {
-    auto e =
-        ext<dlhost_events_ext>(DLHOST_EXT_EVENTS, DLHOST_EVENTS_EXT_STRUCT_SIZE, as_ext(&memory));
+  static dlhost_events_ext events = [] {
+    auto e = ext<dlhost_events_ext>(DLHOST_EXT_EVENTS, DLHOST_EVENTS_EXT_STRUCT_SIZE);
     e.event_create = event_create;
     e.event_destroy = event_destroy;
     e.event_record = event_record;
@@ -270,19 +259,14 @@ const dlhost_extension* extension_chain() {
     e.event_elapsed_ms = event_elapsed_ms;
     return e;
   }();
-  static const dlhost_stream_ext stream = [] {
-    auto e =
-        ext<dlhost_stream_ext>(DLHOST_EXT_STREAM, DLHOST_STREAM_EXT_STRUCT_SIZE, as_ext(&events));
+  static dlhost_stream_ext stream = [] {
+    auto e = ext<dlhost_stream_ext>(DLHOST_EXT_STREAM, DLHOST_STREAM_EXT_STRUCT_SIZE);
     e.model_stream = model_stream;
     return e;
   }();
-  static const dlhost_backend_caps_ext caps = [] {
-    auto e = ext<dlhost_backend_caps_ext>(DLHOST_EXT_BACKEND_CAPS,
-                                          DLHOST_BACKEND_CAPS_EXT_STRUCT_SIZE, as_ext(&stream));
-    e.capabilities = capabilities;
-    return e;
-  }();
-  return as_ext(&caps);
+  chain.link(&memory);
+  chain.link(&events);
+  chain.link(&stream);
 }
 
 }  // namespace dlhost::gpu_cudnn

@@ -1,15 +1,16 @@
-// extensions.h — gpu_cudnn's ABI 1.2 extensions (dlhost_device.h): capabilities, the model's
-// stream, events on it, device memory (statistics, buffers, copies, pinned host memory) and the
-// option schema, chained for dlhost_plugin.extensions.
+// extensions.h — gpu_cudnn's device extensions (dlhost_device.h): the model's stream, events on
+// it, and device memory (statistics, buffers, copies host<->device and device<->device, input
+// buffers, pinned host memory). Capabilities, the option schema and tensor reads are declared
+// through the backend kit (plugin.cpp), which links these into the same chain.
 #ifndef DLHOST_GPU_CUDNN_EXTENSIONS_H
 #define DLHOST_GPU_CUDNN_EXTENSIONS_H
 
-#include "dlhost/dlhost_device.h"
+#include "dlhost/backend_kit.hpp"
 
 namespace dlhost::gpu_cudnn {
 
-// The head of the chain; every table in it lives as long as the library.
-const dlhost_extension* extension_chain();
+// Links the stream, events and device memory tables (static: they live as long as the library).
+void link_extensions(sdk::ExtensionChain& chain);
 
 }  // namespace dlhost::gpu_cudnn
 

@@ -118,8 +118,7 @@ void describe(Model& m, const dlhost_node& node, Lstm& s, int64_t n, int64_t t, 
   check_cudnn(cudnnSetTensorNdDescriptor(s.h, CUDNN_DATA_FLOAT, 3, dims, strides),
               node_label(node) + ": state descriptor");
   s.seq_lengths = m.memory().alloc_n<int32_t>(n, "LSTM sequence lengths");
-  check_cuda(cudaMemcpy(s.seq_lengths, lengths.data(), lengths.size() * 4, cudaMemcpyHostToDevice),
-             "LSTM sequence lengths");
+  m.upload(s.seq_lengths, lengths.data(), lengths.size() * 4, "LSTM sequence lengths");
   check_cudnn(cudnnGetRNNWeightSpaceSize(m.cudnn(), s.rnn, &s.weight_bytes),
               "cudnnGetRNNWeightSpaceSize");
   check_cudnn(cudnnGetRNNTempSpaceSizes(m.cudnn(), s.rnn, CUDNN_FWD_MODE_TRAINING, s.x,

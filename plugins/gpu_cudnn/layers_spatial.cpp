@@ -198,8 +198,7 @@ BackwardBuilder lower_batch_norm(Model& m, const dlhost_node& node) {
   p->running_mean = stats + 2 * c;
   p->running_var = stats + 3 * c;
   const std::vector<float> ones(static_cast<size_t>(c), 1.0f);  // PyTorch's start: variance 1
-  check_cuda(cudaMemcpy(p->running_var, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice),
-             node_label(node) + ": running variance");
+  m.upload(p->running_var, ones.data(), ones.size() * 4, node_label(node) + ": running variance");
   p->epsilon = a.epsilon;
   p->momentum = a.momentum;
   Param &scale = m.param(node.params[0]), &shift = m.param(node.params[1]);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels.h"
+#include "layers.h"
 
 namespace dlhost::gpu_cudnn {
 
@@ -51,18 +52,26 @@ Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
   if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
     sdk::unimplemented("gpu_cudnn: optimizer kind " + std::to_string(optimizer.kind) +
                        " (only SGD)");
+  // Every handle is owned as soon as it exists: a throw below gives all of them back.
   check_cuda(cudaSetDevice(settings_.device), "cudaSetDevice");
-  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-  check_cudnn(cudnnCreate(&cudnn_), "cudnnCreate");
-  check_cudnn(cudnnSetStream(cudnn_, stream_), "cudnnSetStream");
-  check_cublas(cublasCreate(&cublas_), "cublasCreate");
-  check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream_.reset(stream);
+  arena_.use_stream(stream);
+  cudnnHandle_t cudnn = nullptr;
+  check_cudnn(cudnnCreate(&cudnn), "cudnnCreate");
+  cudnn_.reset(cudnn);
+  check_cudnn(cudnnSetStream(cudnn, stream), "cudnnSetStream");
+  cublasHandle_t cublas = nullptr;
+  check_cublas(cublasCreate(&cublas), "cublasCreate");
+  cublas_.reset(cublas);
+  check_cublas(cublasSetStream(cublas, stream), "cublasSetStream");
   // Strict fp32 keeps cuBLAS on FFMA kernels; tf32 lets it round products to TF32 tensor cores.
-  check_cublas(cublasSetMathMode(cublas_, settings_.precision == Precision::kTf32
-                                              ? CUBLAS_TF32_TENSOR_OP_MATH
-                                              : CUBLAS_DEFAULT_MATH),
-               "cublasSetMathMode");
-  check_cublas(cublasSetWorkspace(cublas_, arena_.alloc(kCublasWorkspace, "cuBLAS workspace"),
+  check_cublas(
+      cublasSetMathMode(cublas, settings_.precision == Precision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                        : CUBLAS_DEFAULT_MATH),
+      "cublasSetMathMode");
+  check_cublas(cublasSetWorkspace(cublas, arena_.alloc(kCublasWorkspace, "cuBLAS workspace"),
                                   kCublasWorkspace),
                "cublasSetWorkspace");
   make_tensors(graph);
@@ -72,12 +81,32 @@ Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
   if (workspace_bytes_ > 0) workspace_ = arena_.alloc(workspace_bytes_, "library workspace");
   ones_ = arena_.alloc_n<float>(ones_count_, "ones");
   const std::vector<float> ones(static_cast<size_t>(ones_count_), 1.0f);
-  check_cuda(cudaMemcpy(ones_, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice), "ones");
+  upload(ones_, ones.data(), ones.size() * 4, "ones");
   partials_ = arena_.alloc_n<double>(kReduceBlocks, "reduction partials");
   const float one = 1.0f;  // d(loss)/d(loss), read by the loss's backward
-  check_cuda(cudaMemcpy(tensors_[loss_tensor_].grad, &one, 4, cudaMemcpyHostToDevice), "loss");
-  check_cuda(cudaDeviceSynchronize(), "compile");
+  upload(tensors_[loss_tensor_].grad, &one, 4, "the loss's gradient");
+  check_cuda(cudaStreamSynchronize(stream), "compile");
   describe();
+}
+
+void Model::upload(void* dst, const void* src, size_t bytes, const std::string& what) {
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()),
+             "upload of " + what);
+}
+
+Staging::Staging(size_t bytes) {
+  check_cuda(cudaMallocHost(&host, bytes == 0 ? 1 : bytes), "cudaMallocHost for an input");
+  const cudaError_t e = cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming);
+  if (e != cudaSuccess) {
+    cudaFreeHost(host);
+    check_cuda(e, "cudaEventCreate for an input");
+  }
+}
+
+Staging::~Staging() {
+  cudaEventSynchronize(uploaded);
+  cudaEventDestroy(uploaded);
+  cudaFreeHost(host);
 }
 
 void* Model::tune_workspace(size_t* bytes) {
@@ -91,12 +120,8 @@ void* Model::tune_workspace(size_t* bytes) {
   return tune_workspace_;
 }
 
-Model::~Model() {
-  cudaStreamSynchronize(stream_);
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
-  if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
-}
+// The members give everything back (model.h); the device must be done with it first.
+Model::~Model() { cudaStreamSynchronize(stream()); }
 
 void Model::make_tensors(const dlhost_graph& graph) {
   tensors_.resize(static_cast<size_t>(graph.num_tensors));
@@ -152,11 +177,13 @@ void Model::lower(const dlhost_graph& graph) {
     if (node.struct_size < DLHOST_NODE_STRUCT_SIZE)
       sdk::invalid("gpu_cudnn: node struct smaller than ABI 1.0's");
     if (node.op == DLHOST_OP_INPUT) continue;
+    lowering_ = node_label(node);
     builders.emplace_back(i, lower_node(*this, graph, static_cast<uint32_t>(i)));
   }
   for (auto b = builders.rbegin(); b != builders.rend(); ++b) {
-    b->second();
     const dlhost_node& node = *graph.nodes[b->first];
+    lowering_ = node_label(node);
+    b->second();
     for (int32_t k = 0; k < node.num_params; ++k) add_ready(node.params[k]);
   }
   for (const Tensor& t : tensors_)
@@ -201,25 +228,61 @@ void Model::set_input(int32_t id, const void* data, size_t bytes) {
         sdk::invalid("gpu_cudnn: input '" + t.name + "' element " + std::to_string(i) + " is " +
                      std::to_string(ids[i]) + ", outside [0, " + std::to_string(t.id_limit) + ")");
   }
+  // The caller's memory is borrowed for the call only, and waiting for the device here would
+  // stall every step: copy into this input's pinned staging (once the previous upload from it
+  // has been read) and enqueue the upload from there.
+  if (!t.staging) t.staging = std::make_unique<Staging>(bytes);
+  check_cuda(cudaEventSynchronize(t.staging->uploaded), "set_input: previous upload");
+  std::memcpy(t.staging->host, data, bytes);
   void* dst = t.ids != nullptr ? static_cast<void*>(t.ids) : static_cast<void*>(t.value);
-  check_cuda(cudaMemcpyAsync(dst, data, bytes, cudaMemcpyHostToDevice, stream_), "set_input");
-  check_cuda(cudaStreamSynchronize(stream_), "set_input");
+  check_cuda(cudaMemcpyAsync(dst, t.staging->host, bytes, cudaMemcpyHostToDevice, stream()),
+             "set_input '" + t.name + "'");
+  check_cuda(cudaEventRecord(t.staging->uploaded, stream()), "set_input: cudaEventRecord");
 }
 
-void Model::run(const std::vector<Step>& steps, const dlhost_grad_ready* ready) {
+dlhost_buffer Model::input_buffer(int32_t id) {
+  const Tensor& t = tensor(id);
+  if (!t.is_input)
+    sdk::invalid("gpu_cudnn: input_buffer: tensor '" + t.name + "' is not a graph input");
+  dlhost_buffer b{};
+  b.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
+  b.data = t.ids != nullptr ? static_cast<void*>(t.ids) : static_cast<void*>(t.value);
+  b.bytes = static_cast<uint64_t>(t.count) * 4;
+  b.dtype = t.dtype;
+  b.memory_space = DLHOST_MEMORY_DEVICE;
+  b.device = settings_.device;
+  return b;
+}
+
+void Model::read_tensor(int32_t id, void* data, size_t bytes) {
+  const Tensor& t = tensor(id);
+  if (t.value == nullptr)
+    sdk::invalid("gpu_cudnn: read_tensor: tensor '" + t.name + "' is not F32");
+  if (data == nullptr || bytes != static_cast<size_t>(t.count) * 4)
+    sdk::invalid("gpu_cudnn: read_tensor: tensor '" + t.name + "' holds " +
+                 std::to_string(t.count * 4) + " bytes, asked for " + std::to_string(bytes));
+  use_device();
+  check_cuda(cudaMemcpyAsync(data, t.value, bytes, cudaMemcpyDeviceToHost, stream()),
+             "read_tensor '" + t.name + "'");
+  check_cuda(cudaStreamSynchronize(stream()), "read_tensor '" + t.name + "'");
+}
+
+// A launch error is sticky until read: reading it after every step (a host-side query, no
+// synchronization) names the node whose launch failed instead of the phase.
+void Model::run(const std::vector<Step>& steps, const dlhost_grad_ready* ready, const char* phase) {
   use_device();
   for (const Step& s : steps) {
     if (s.run) {
       s.run();
+      check_cuda(cudaGetLastError(), std::string(phase) + " of " + s.what);
     } else if (ready != nullptr && ready->fn != nullptr) {
       ready->fn(ready->user, s.ready_param);
     }
   }
-  check_cuda(cudaGetLastError(), "kernel launch");
 }
 
 void Model::forward() {
-  run(forward_steps_, nullptr);
+  run(forward_steps_, nullptr, "forward");
   ++forward_calls_;
 }
 
@@ -227,28 +290,29 @@ void Model::backward(const dlhost_grad_ready* ready) {
   if (forward_calls_ == 0) sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "backward before forward");
   if (ready != nullptr && ready->struct_size < DLHOST_GRAD_READY_STRUCT_SIZE)
     sdk::invalid("gpu_cudnn: grad_ready struct smaller than ABI 1.0's");
-  run(backward_steps_, ready);
+  run(backward_steps_, ready, "backward");
 }
 
 void Model::update() {
   use_device();
   if (clip_scale_ != nullptr) {
-    sum_squares(param_floats_, grads_, nullptr, partials_, stream_);
-    finish_clip(partials_, optimizer_.clip_norm, clip_scale_, stream_);
+    sum_squares(param_floats_, grads_, nullptr, partials_, stream());
+    finish_clip(partials_, optimizer_.clip_norm, clip_scale_, stream());
+    check_cuda(cudaGetLastError(), "update: the gradient norm for clipping (sum_squares)");
   }
   sgd_update(param_floats_, optimizer_.learning_rate, optimizer_.momentum, optimizer_.weight_decay,
-             clip_scale_, grads_, values_, velocity_, stream_);
-  check_cuda(cudaGetLastError(), "update");
+             clip_scale_, grads_, values_, velocity_, stream());
+  check_cuda(cudaGetLastError(), "update: sgd_update");
 }
 
-void Model::synchronize() { check_cuda(cudaStreamSynchronize(stream_), "synchronize"); }
+void Model::synchronize() { check_cuda(cudaStreamSynchronize(stream()), "synchronize"); }
 
 float Model::loss() const {
   float value = 0;
   check_cuda(
-      cudaMemcpyAsync(&value, tensors_[loss_tensor_].value, 4, cudaMemcpyDeviceToHost, stream_),
+      cudaMemcpyAsync(&value, tensors_[loss_tensor_].value, 4, cudaMemcpyDeviceToHost, stream()),
       "read_loss");
-  check_cuda(cudaStreamSynchronize(stream_), "read_loss");
+  check_cuda(cudaStreamSynchronize(stream()), "read_loss");
   return value;
 }
 
@@ -268,16 +332,16 @@ void Model::read_param(int32_t id, int32_t which, void* data, size_t bytes) {
   float* src = part(id, which, bytes);
   use_device();
   if (data == nullptr) sdk::invalid("gpu_cudnn: read_param into NULL");
-  check_cuda(cudaMemcpyAsync(data, src, bytes, cudaMemcpyDeviceToHost, stream_), "read_param");
-  check_cuda(cudaStreamSynchronize(stream_), "read_param");
+  check_cuda(cudaMemcpyAsync(data, src, bytes, cudaMemcpyDeviceToHost, stream()), "read_param");
+  check_cuda(cudaStreamSynchronize(stream()), "read_param");
 }
 
 void Model::write_param(int32_t id, int32_t which, const void* data, size_t bytes) {
   float* dst = part(id, which, bytes);
   use_device();
   if (data == nullptr) sdk::invalid("gpu_cudnn: write_param from NULL");
-  check_cuda(cudaMemcpyAsync(dst, data, bytes, cudaMemcpyHostToDevice, stream_), "write_param");
-  check_cuda(cudaStreamSynchronize(stream_), "write_param");
+  check_cuda(cudaMemcpyAsync(dst, data, bytes, cudaMemcpyHostToDevice, stream()), "write_param");
+  check_cuda(cudaStreamSynchronize(stream()), "write_param");
 }
 
 void Model::param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) {

@@ -44,17 +44,30 @@ struct Context {
   Settings settings;
 };
 
+// A pinned host copy of one input, so that set_input returns without waiting for the device:
+// the caller's memory is copied here, and the upload reads it after the call has returned. The
+// event orders the next set_input's overwrite after the previous upload has read it.
+struct Staging {
+  explicit Staging(size_t bytes);
+  ~Staging();  // waits for the last upload from it
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  void* host = nullptr;  // cudaMallocHost, the input's bytes
+  cudaEvent_t uploaded = nullptr;
+};
+
 struct Tensor {
   std::string name;
   int32_t dtype = DLHOST_DTYPE_F32;
   std::vector<int64_t> dims;
   int64_t count = 1;
   bool is_input = false;
-  float* value = nullptr;     // F32 tensors
-  float* grad = nullptr;      // F32 tensors the graph computes; null for inputs
-  int32_t* ids = nullptr;     // I32 inputs (labels, token ids)
-  int64_t id_limit = 0;       // I32 inputs: ids must lie in [0, id_limit) (0: not yet known)
-  bool grad_written = false;  // compile: a backward step already writes the gradient
+  float* value = nullptr;            // F32 tensors
+  float* grad = nullptr;             // F32 tensors the graph computes; null for inputs
+  int32_t* ids = nullptr;            // I32 inputs (labels, token ids)
+  int64_t id_limit = 0;              // I32 inputs: ids must lie in [0, id_limit) (0: not yet known)
+  bool grad_written = false;         // compile: a backward step already writes the gradient
+  std::unique_ptr<Staging> staging;  // inputs: made on the first set_input
 };
 
 struct Param {
@@ -66,6 +79,7 @@ struct Param {
 struct Step {
   std::function<void()> run;
   int32_t ready_param = -1;  // a grad-ready notice instead of work
+  std::string what;          // the node that enqueued it, named when a launch fails
 };
 
 class Model final : public sdk::Model {
@@ -87,15 +101,20 @@ class Model final : public sdk::Model {
   void write_param(int32_t param, int32_t part, const void* data, size_t bytes) override;
   sdk::ModelInfo info() const override;
   uint64_t memory_in_use() const override { return arena_.in_use(); }
+  // The F32 value of any tensor after the last forward (each has its own buffer: nothing is
+  // computed in place), canonical layout; the kit synchronizes first.
+  void read_tensor(int32_t tensor, void* data, size_t bytes) override;
 
   // --- for the extensions (extensions.cpp) ----------------------------------------------------
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return stream_.get(); }
   int device() const { return settings_.device; }
   const Arena& arena() const { return arena_; }
+  // The device buffer of graph input `tensor` (a per-step upload writes it with copy_from_host).
+  dlhost_buffer input_buffer(int32_t tensor);
 
   // --- for the layers while the constructor lowers the graph ----------------------------------
-  cudnnHandle_t cudnn() const { return cudnn_; }
-  cublasHandle_t cublas() const { return cublas_; }
+  cudnnHandle_t cudnn() const { return cudnn_.get(); }
+  cublasHandle_t cublas() const { return cublas_.get(); }
   const Settings& settings() const { return settings_; }
   Arena& memory() { return arena_; }
   Tensor& tensor(int32_t id);
@@ -103,9 +122,16 @@ class Model final : public sdk::Model {
   // 0 for the first backward step that writes t's gradient (it overwrites), 1 after (they add).
   // Backward steps are built in the order they run, so this is decided once, at compile.
   float beta_for(Tensor& t);
-  void add_forward(std::function<void()> fn) { forward_steps_.push_back({std::move(fn), -1}); }
-  void add_backward(std::function<void()> fn) { backward_steps_.push_back({std::move(fn), -1}); }
-  void add_ready(int32_t param) { backward_steps_.push_back({nullptr, param}); }
+  void add_forward(std::function<void()> fn) {
+    forward_steps_.push_back({std::move(fn), -1, lowering_});
+  }
+  void add_backward(std::function<void()> fn) {
+    backward_steps_.push_back({std::move(fn), -1, lowering_ + " backward"});
+  }
+  void add_ready(int32_t param) { backward_steps_.push_back({nullptr, param, {}}); }
+  // Compile-time host-to-device copy on the model's stream (from pageable memory the source is
+  // staged before the call returns, so it may be a temporary).
+  void upload(void* dst, const void* src, size_t bytes, const std::string& what);
   // The shared scratch of every library call, read when a step runs (it grows during compile).
   void need_workspace(uint64_t bytes) { workspace_bytes_ = std::max(workspace_bytes_, bytes); }
   void* workspace() const { return workspace_; }
@@ -127,7 +153,7 @@ class Model final : public sdk::Model {
   void make_tensors(const dlhost_graph& graph);
   void make_params(const dlhost_graph& graph);
   void lower(const dlhost_graph& graph);
-  void run(const std::vector<Step>& steps, const dlhost_grad_ready* ready);
+  void run(const std::vector<Step>& steps, const dlhost_grad_ready* ready, const char* phase);
   void describe();
   // The calling thread's current device is per thread: every entry point makes it the model's.
   void use_device() const;
@@ -135,10 +161,13 @@ class Model final : public sdk::Model {
 
   Settings settings_;
   dlhost_optimizer_desc optimizer_{};
+  // Declared in the order they must go backwards: the libraries' handles, then the memory they
+  // worked in, then the stream (its deleter waits for the work first).
+  StreamHandle stream_;
   Arena arena_;
-  cudaStream_t stream_ = nullptr;
-  cudnnHandle_t cudnn_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
+  CudnnHandle cudnn_;
+  CublasHandle cublas_;
+  std::string lowering_;  // the node being lowered, for the steps it adds
   std::vector<Tensor> tensors_;
   std::vector<Param> params_;
   float *values_ = nullptr, *grads_ = nullptr, *velocity_ = nullptr, *clip_scale_ = nullptr;

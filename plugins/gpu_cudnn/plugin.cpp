@@ -1,8 +1,9 @@
 // plugin.cpp — the gpu_cudnn backend's face to the host, on the SDK's backend kit: the devices
-// as the CUDA runtime reports them (or why there is none), the library versions, contexts (a
-// device and the case's options) and compile. The kit fills the C table; the ABI 1.2 extension
-// chain (extensions.cpp) is hung on the plugin table here, after the kit has built it, because
-// the kit has no hook for extensions yet.
+// as the CUDA runtime reports them (or why there is none), the library versions, what it
+// implements (capabilities, options, tensor reads: declared here, so that the kit's own checks,
+// such as the precision a context may ask for, read the same declaration the host does),
+// contexts (a device and the case's options) and compile. The device extensions (stream, events,
+// device memory; extensions.cpp) are linked into the kit's chain through link_extensions.
 #include <memory>
 #include <string>
 
@@ -21,6 +22,31 @@ class GpuBackend final : public sdk::Backend<Context> {
   int32_t query() const override {
     if (probe().count == 0) sdk::fail(DLHOST_CODE_UNAVAILABLE, probe().reason);
     return 10;
+  }
+
+  std::optional<std::vector<sdk::OptionSpec>> options() const override {
+    return std::vector<sdk::OptionSpec>{
+        {"algo", DLHOST_OPTION_ENUM, "heuristic",
+         "convolution algorithms: cuDNN's heuristic, or autotuned on the layer's buffers at "
+         "compile",
+         "heuristic|exhaustive"},
+        {"workspace_limit_mb", DLHOST_OPTION_INT, "1024",
+         "most workspace one convolution call may use, MiB"}};
+  }
+
+  // Every ABI 1.1 op; bf16/fp16 mixed precision is not implemented, so only fp32 and tf32 are
+  // declared (a case asking for another is SKIPPED by the host, refused by the kit).
+  std::optional<sdk::Capabilities> capabilities() const override {
+    sdk::Capabilities c = sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
+    c.precisions |= sdk::bit(DLHOST_PRECISION_TF32);
+    c.memory_spaces = sdk::bit(DLHOST_MEMORY_DEVICE);
+    c.asynchronous = true;
+    return c;
+  }
+  // Every tensor keeps its own value buffer (no op computes in place): any can be read back.
+  bool reads_tensors() const override { return true; }
+  void link_extensions(sdk::ExtensionChain& chain) const override {
+    gpu_cudnn::link_extensions(chain);
   }
 
   std::unique_ptr<Context> open(int32_t device, const sdk::Options& options) override {
@@ -45,11 +71,7 @@ class GpuBackend final : public sdk::Backend<Context> {
 }  // namespace dlhost::gpu_cudnn
 
 extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_host_api* host) {
-  const dlhost_plugin* plugin = dlhost::sdk::backend_plugin<dlhost::gpu_cudnn::GpuBackend>(
+  return dlhost::sdk::backend_plugin<dlhost::gpu_cudnn::GpuBackend>(
       host, {"gpu_cudnn", "0.1.0",
              "single-GPU training backend on cuDNN 9 and cuBLAS (one CUDA stream per model)"});
-  // The kit's table is a static object it owns but hands out const; it is not const itself.
-  if (plugin != nullptr)
-    const_cast<dlhost_plugin*>(plugin)->extensions = dlhost::gpu_cudnn::extension_chain();
-  return plugin;
 }

@@ -639,6 +639,11 @@ const dlhost_backend_api kApi = [] {
   };
   t.context_create = [](int32_t device, const dlhost_options* options, dlhost_context** out) {
     return sdk::guard([&] {
+      // It declares fp32 alone (capabilities), so it refuses the rest as a kit backend does.
+      const char* precision = sdk::host()->option_get(options, "precision");
+      if (precision != nullptr && std::string(precision) != "fp32")
+        sdk::unimplemented(std::string("async_device: precision '") + precision +
+                           "' is not implemented");
       if (device < 0 || device >= fake_devices())
         sdk::invalid("async_device: no device " + std::to_string(device));
       auto* c = new Context;

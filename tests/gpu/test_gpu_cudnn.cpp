@@ -2,16 +2,20 @@
 // host drives it. Without a device (this development machine): it loads, says why it is not
 // usable, and declares its capabilities, stream, events, device memory and options. With one:
 // a small CNN trains on the device (loss goes down), events time a step on the model's stream,
-// memory statistics and device buffers are sane, and bad options fail with the right codes.
+// memory statistics and device buffers are sane, uploads through input_buffer, device-to-device
+// copies and tensor reads return what was written, and bad options fail with the right codes.
+// The convolution choice rule (conv_choice.h) is checked without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "../graph_attrs.h"
+#include "conv_choice.h"
 #include "core/graph.h"
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
@@ -23,10 +27,14 @@ namespace {
 
 using namespace dlhost::test_attrs;
 
+// DLHOST_GPU_CUDNN_PLUGIN overrides the build's path: scripts/gpu-check.sh runs this test from a
+// bundle on the lent GPU machine, where the build folder does not exist.
 const LoadedPlugin& plugin() {
   static PluginRegistry* registry = [] {
     auto* r = new PluginRegistry();  // plugins are never unloaded
-    r->load_file(std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_gpu_cudnn.so");
+    const char* path = std::getenv("DLHOST_GPU_CUDNN_PLUGIN");
+    r->load_file(path != nullptr ? std::string(path)
+                                 : std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_gpu_cudnn.so");
     return r;
   }();
   const LoadedPlugin* p = registry->find(DLHOST_PLUGIN_BACKEND, "gpu_cudnn");
@@ -122,6 +130,42 @@ TEST(GpuCudnn, DropoutMaskIsTheAbis) {
   EXPECT_LT(kept, n);
 }
 
+// The convolution choice keeps the math type its algorithm was ranked under (a tf32 case may
+// pick an FMA algorithm from a tensor-op ranking: it must then run under FMA), and strict fp32
+// neither picks a tensor-op algorithm nor runs anything but FMA.
+TEST(GpuCudnn, ConvolutionChoiceKeepsItsMathType) {
+  auto perf_of = [](cudnnConvolutionFwdAlgo_t algo, size_t memory, cudnnMathType_t math) {
+    cudnnConvolutionFwdAlgoPerf_t p{};
+    p.algo = algo;
+    p.status = CUDNN_STATUS_SUCCESS;
+    p.memory = memory;
+    p.mathType = math;
+    return p;
+  };
+  cudnnConvolutionFwdAlgoPerf_t perf[3] = {
+      perf_of(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, size_t{4} << 30, CUDNN_TENSOR_OP_MATH),
+      perf_of(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, 1024, CUDNN_TENSOR_OP_MATH),
+      perf_of(CUDNN_CONVOLUTION_FWD_ALGO_GEMM, 2048, CUDNN_FMA_MATH)};
+  // tf32, 1 GiB limit: the first fits only after the over-limit one; it keeps TENSOR_OP.
+  const int tf32 = gpu_cudnn::pick_algorithm(perf, 3, uint64_t{1} << 30, true);
+  ASSERT_EQ(tf32, 1);
+  const gpu_cudnn::ConvChoice a = gpu_cudnn::choice_of(perf[tf32], true);
+  EXPECT_EQ(a.algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  EXPECT_EQ(a.memory, 1024u);
+  EXPECT_EQ(a.math, CUDNN_TENSOR_OP_MATH);
+  // tf32 picking an FMA algorithm runs it under FMA, not under the descriptor's tensor-op type.
+  perf[1].status = CUDNN_STATUS_NOT_SUPPORTED;
+  const int fma = gpu_cudnn::pick_algorithm(perf, 3, uint64_t{1} << 30, true);
+  ASSERT_EQ(fma, 2);
+  EXPECT_EQ(gpu_cudnn::choice_of(perf[fma], true).math, CUDNN_FMA_MATH);
+  // Strict fp32 skips tensor-op algorithms and stays on FMA even for a DEFAULT_MATH ranking.
+  perf[1].status = CUDNN_STATUS_SUCCESS;
+  EXPECT_EQ(gpu_cudnn::pick_algorithm(perf, 3, uint64_t{8} << 30, false), 2);
+  perf[2].mathType = CUDNN_DEFAULT_MATH;
+  EXPECT_EQ(gpu_cudnn::choice_of(perf[2], false).math, CUDNN_FMA_MATH);
+  EXPECT_EQ(gpu_cudnn::pick_algorithm(perf, 2, uint64_t{8} << 30, false), -1);
+}
+
 // --- on a device -------------------------------------------------------------------------------
 
 #define REQUIRE_DEVICE()                                                               \
@@ -130,13 +174,14 @@ TEST(GpuCudnn, DropoutMaskIsTheAbis) {
   } while (0)
 
 // conv 3x3 -> relu -> max pool -> fc(10) -> softmax cross-entropy over [N, 2, 8, 8].
-std::unique_ptr<Graph> small_cnn(int64_t batch, int32_t* data, int32_t* labels) {
+std::unique_ptr<Graph> small_cnn(int64_t batch, int32_t* data, int32_t* labels, int32_t* logits) {
   GraphBuilder b("small_cnn", batch);
   *data = b.input("data", DLHOST_DTYPE_F32, {2, 8, 8});
   int32_t x = b.conv2d("conv", *data, conv(4, 3, 1, 1));
   x = b.activation("relu", x, act(DLHOST_ACTIVATION_RELU));
   x = b.pool2d("pool", x, pool(DLHOST_POOL_MAX, 2, 2, 0, false, true));
   x = b.fc("fc", x, fc(10));
+  *logits = x;
   *labels = b.input("labels", DLHOST_DTYPE_I32, {});
   b.softmax_cross_entropy("loss", x, *labels);
   return b.finish();
@@ -151,7 +196,7 @@ class GpuCudnnDevice : public ::testing::Test {
     ASSERT_EQ(code_of(api->context_create(0, &options, &context)), DLHOST_CODE_OK);
   }
   int32_t compile() {
-    graph = small_cnn(16, &data, &labels);
+    graph = small_cnn(16, &data, &labels, &logits);
     dlhost_optimizer_desc opt{};
     opt.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
     opt.kind = DLHOST_OPTIMIZER_SGD;
@@ -193,7 +238,7 @@ class GpuCudnnDevice : public ::testing::Test {
   dlhost_context* context = nullptr;
   dlhost_model* model = nullptr;
   std::unique_ptr<Graph> graph;
-  int32_t data = -1, labels = -1;
+  int32_t data = -1, labels = -1, logits = -1;
 };
 
 TEST_F(GpuCudnnDevice, SmallCnnLossGoesDown) {
@@ -253,6 +298,66 @@ TEST_F(GpuCudnnDevice, EventsTimeAStepAndMemoryIsCounted) {
   EXPECT_NE(impl.find("algo exhaustive"), std::string::npos) << impl;
   EXPECT_NE(impl.find("conv: fwd="), std::string::npos) << impl;
   EXPECT_NE(impl.find("TF32 off"), std::string::npos) << impl;
+}
+
+// What every `input: upload`, `data: real`, data-parallel and `evaluate: true` case relies on:
+// an input's device buffer filled with copy_from_host, a device-to-device copy on the model's
+// stream, tensors read back after a forward, and set_input not waiting for the device while
+// the caller's memory is still free to reuse at once.
+TEST_F(GpuCudnnDevice, UploadsCopiesAndTensorReads) {
+  REQUIRE_DEVICE();
+  open();
+  ASSERT_EQ(compile(), DLHOST_CODE_OK);
+  init();
+  const auto* mem = extension<dlhost_device_memory_ext>(DLHOST_EXT_DEVICE_MEMORY);
+  const auto* reads = extension<dlhost_tensor_read_ext>(DLHOST_EXT_TENSOR_READ);
+  ASSERT_NE(reads, nullptr);
+  dlhost_buffer in{};
+  in.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
+  ASSERT_EQ(code_of(mem->input_buffer(model, data, &in)), DLHOST_CODE_OK);
+  ASSERT_EQ(in.bytes, 16u * 2 * 8 * 8 * 4);
+  EXPECT_EQ(in.memory_space, DLHOST_MEMORY_DEVICE);
+  std::vector<float> x(in.bytes / 4), back(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) / 97.0f;
+  ASSERT_EQ(code_of(mem->copy_from_host(context, model, x.data(), &in, 0, in.bytes)),
+            DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(reads->read_tensor(model, data, back.data(), in.bytes)), DLHOST_CODE_OK);
+  EXPECT_EQ(std::memcmp(x.data(), back.data(), in.bytes), 0);
+
+  // set_input, then the caller reuses its memory before the device could have read it.
+  std::vector<float> y(x.size(), 0.25f);
+  ASSERT_EQ(code_of(api->set_input(model, data, y.data(), in.bytes)), DLHOST_CODE_OK);
+  std::fill(y.begin(), y.end(), -1.0f);
+  ASSERT_EQ(code_of(reads->read_tensor(model, data, back.data(), in.bytes)), DLHOST_CODE_OK);
+  EXPECT_EQ(back[0], 0.25f);
+  EXPECT_EQ(back.back(), 0.25f);
+
+  // copy_device: the first parameter into a buffer of its own, read back equal.
+  dlhost_buffer value{}, copy{};
+  value.struct_size = copy.struct_size = DLHOST_BUFFER_STRUCT_SIZE;
+  ASSERT_EQ(code_of(api->param_buffers(model, 0, &value, nullptr)), DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(mem->buffer_alloc(context, value.bytes + 64, DLHOST_DTYPE_F32, &copy)),
+            DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(mem->copy_device(model, &value, 0, &copy, 64, value.bytes)), DLHOST_CODE_OK);
+  EXPECT_EQ(code_of(mem->copy_device(model, &value, 0, &copy, 128, value.bytes)),
+            DLHOST_CODE_OUT_OF_RANGE);
+  std::vector<float> w(value.bytes / 4), w2(w.size());
+  ASSERT_EQ(code_of(mem->copy_to_host(context, model, &copy, 64, w.data(), value.bytes)),
+            DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(api->read_param(model, 0, DLHOST_PARAM_VALUE, w2.data(), value.bytes)),
+            DLHOST_CODE_OK);
+  EXPECT_EQ(std::memcmp(w.data(), w2.data(), value.bytes), 0);
+  mem->buffer_free(context, &copy);
+
+  // The logits (the fc's output, the loss's input) after a forward: [16, 10], finite.
+  ASSERT_EQ(code_of(api->forward(model)), DLHOST_CODE_OK);
+  ASSERT_GE(logits, 0);
+  std::vector<float> z(16 * 10);
+  ASSERT_EQ(code_of(reads->read_tensor(model, logits, z.data(), z.size() * 4)), DLHOST_CODE_OK);
+  for (float v : z) EXPECT_TRUE(std::isfinite(v));
+  EXPECT_EQ(code_of(reads->read_tensor(model, logits, z.data(), 4)), DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(reads->read_tensor(model, labels, z.data(), 16 * 4)),
+            DLHOST_CODE_INVALID_ARGUMENT);
 }
 
 TEST_F(GpuCudnnDevice, BadOptionsFailWithTheirCodes) {

@@ -192,6 +192,11 @@ class Backend {
   // True when its models implement Model::read_tensor: the kit then publishes
   // DLHOST_EXT_TENSOR_READ.
   virtual bool reads_tensors() const { return false; }
+  // Typed extensions beyond the kit's own (a device backend's stream, events, device memory):
+  // link each into `chain` (ExtensionChain::link). Each must live as long as the library and be
+  // filled up to its struct_size: the host calls what it finds unchecked. Called once, after the
+  // kit has linked its own, so that capabilities, options and these come from one chain.
+  virtual void link_extensions(ExtensionChain& chain) const { (void)chain; }
   // `device` is already checked against device_count(), and "precision" against capabilities().
   virtual std::unique_ptr<ContextT> open(int32_t device, const Options& options) = 0;
   // Graph and optimizer are borrowed for the call and already checked for struct_size.
@@ -321,14 +326,17 @@ struct BackendTable {
         read_ext.read_tensor = read_tensor;
         chain.link(&read_ext);
       }
+      backend().link_extensions(chain);
     });
     return chain.head();
   }
   static dlhost_status* context_create(int32_t device, const dlhost_options* options,
                                        dlhost_context** out) {
     return guard([&] {
-      check_device("context_create", device);
+      // Precision first: what a backend implements does not depend on the machine, so a
+      // precision it lacks is refused alike with or without a device (and is testable without).
       check_precision(Options(options));
+      check_device("context_create", device);
       deref(out, "context_create", "out");
       *out = reinterpret_cast<dlhost_context*>(backend().open(device, Options(options)).release());
     });

@@ -169,6 +169,10 @@ const dlhost_plugin* enter(const dlhost_host_api* host, const PluginInfo& info,
 }
 
 }  // namespace detail
+
+// The chain a backend's link_extensions() hangs its own typed extensions on.
+using ExtensionChain = detail::ExtensionChain;
+
 }  // namespace dlhost::sdk
 
 #endif  // DLHOST_PLUGIN_KIT_HPP
