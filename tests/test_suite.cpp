@@ -575,7 +575,8 @@ TEST_F(suite_machine_skips, ANamedDeviceIsSharedByTheRanks) {
 
 TEST_F(suite_machine_skips, RanksOnOtherHostsCountTheirOwnGpus) {
   // A hostfile, Slurm or srun may put the ranks on other machines: each node's ranks check
-  // their node when they start. Emulated interconnects keep every rank on this machine.
+  // their node when they start. `launcher: local` and emulated interconnects keep every rank on
+  // this machine.
   const std::string hostfile =
       "cases:\n  - {network: fcnr, backend: gpu_cudnn, comm: nccl, ranks: 4,\n"
       "     launcher_args: [--hostfile, hosts]}\n";
@@ -583,6 +584,9 @@ TEST_F(suite_machine_skips, RanksOnOtherHostsCountTheirOwnGpus) {
   const std::string plain =
       "cases:\n  - {network: fcnr, backend: gpu_cudnn, comm: nccl, ranks: 4}\n";
   EXPECT_EQ(reasons(skipped(plain, 0, {"--hostfile", "hosts"})), (Ids{""}));
+  // `launcher: local` starts every rank here, whatever the command line gives mpirun.
+  EXPECT_EQ(skipped(kPaperNccl, 2, {"--hostfile", "hosts"}).cases[2].skip_reason,
+            "needs 4 GPUs (4 ranks on one node); this machine has 2 GPUs visible to gpu_cudnn");
   const std::string emulated =
       "cases:\n  - {network: fcnr, backend: gpu_cudnn, comm: mpi, ranks: 2, "
       "interconnect: 10gbe}\n";

@@ -21,12 +21,14 @@ namespace {
 
 // The launcher may place the ranks on machines other than this one: the case or the command line
 // gives launcher arguments (a hostfile), dlhost runs inside a Slurm job, or the launcher is srun.
+// `launcher: local` starts every rank on this machine itself (it takes no launcher arguments).
 bool may_leave_this_machine(const ordered_json& params,
                             const std::vector<std::string>& cli_launcher_args) {
+  const std::string launcher = case_value<std::string>(params, "launcher");
+  if (launcher == "local") return false;
   auto args = params.find("launcher_args");
   return (args != params.end() && args->is_array() && !args->empty()) ||
-         !cli_launcher_args.empty() || std::getenv("SLURM_JOB_ID") != nullptr ||
-         case_value<std::string>(params, "launcher") == "srun";
+         !cli_launcher_args.empty() || std::getenv("SLURM_JOB_ID") != nullptr || launcher == "srun";
 }
 
 std::string count_of(int64_t n, const char* thing) {

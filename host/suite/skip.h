@@ -21,11 +21,11 @@
 
 namespace dlhost {
 
-// Whether the ranks of a case may run on hosts other than this one: the case or the command line
-// gives launcher arguments (a hostfile), dlhost runs inside a Slurm job, the launcher is srun, or
-// its interconnect is emulated (test hosts on this machine, which share its cores: oversubscribed).
-// Decides both whether a multi-rank case is skipped for this machine's cores and whether the
-// rendezvous store listens beyond this host.
+// Whether the ranks of a case may run on hosts other than this one: its launcher is not `local`
+// and the case or the command line gives launcher arguments (a hostfile), dlhost runs inside a
+// Slurm job, or the launcher is srun; or its interconnect is emulated (test hosts on this machine,
+// which share its cores: oversubscribed). Decides both whether a multi-rank case is skipped for
+// this machine's cores and whether the rendezvous store listens beyond this host.
 bool spans_other_hosts(const nlohmann::ordered_json& params,
                        const std::vector<std::string>& cli_launcher_args);
 
