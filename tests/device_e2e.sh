@@ -11,10 +11,14 @@
 #     losses as resident inputs, although nothing but the upload puts them on the device);
 #     memory: peak/in use/free/total from the device memory extension; devices by local rank, or
 #     the suite's;
-#  3. 2 ranks on device memory (launcher: local, device_store, delay_us on so an early read would
-#     be caught: the fixture fails a step that reads a gradient before its backward work) end
-#     with the same weights as 1 rank, with and without overlap; device gradients through the
-#     host comm mpi (staged) train exactly as without a comm;
+#  3. 2 and 4 ranks on device memory (launcher: local, device_store, delay_us on so an early read
+#     would be caught: the fixture fails a step that reads a gradient before its backward work)
+#     end with the same weights as 1 rank, with and without overlap; 4 ranks run on 2 cores (a
+#     GPU case is held to its GPUs, not the cores); ranks the fake GPUs (DLHOST_FAKE_DEVICES)
+#     do not cover are SKIPPED before they start (suite/skip.cpp), and ranks that may be on
+#     other hosts (launcher arguments) check their own node when they start; device gradients
+#     through the host comm mpi (staged) train exactly as without a comm, and `comm_memory:
+#     device` on Debian's Open MPI (not CUDA-aware) is SKIPPED before it starts;
 #  4. comm-bench on device buffers: every value checked, 0 wrong;
 #  5. a host that reads device memory (the fixture misreports its memory space) is CRASHED with
 #     SIGSEGV in its record, and the next case still runs; cpu_onednn keeps the host clock.
@@ -136,22 +140,71 @@ assert len(rows) >= 15 and all(r["wrong"] == 0 for r in rows), len(rows)
 print(f"comm-bench: {len(rows)} rows on device buffers, 0 wrong, control plane {doc['control_plane']}")
 PY
 
-# 3a. One device per rank: 2 ranks of a device backend on a node with 1 device are SKIPPED
-# with the reason (unless the suite names the device, as two_device0 above does).
+# 3a. One GPU per rank: ranks the fixture's fake GPUs do not cover are SKIPPED before any rank
+# starts (dry-run shows it), with the reason; a case whose ranks may go to other hosts (launcher
+# arguments) is left to its ranks, which check their own node (the suite can name one device for
+# all, as two_device0 above does). 4 ranks on 4 fake GPUs run on this machine's 2 cores and train
+# like 1 rank.
 cat > "$WORK/shared.yaml" <<'YAML'
 name: shared_device
 defaults: {network: mlp_small, backend: async_device, batch: 16, warmup: 0, iterations: 2,
            threads: 1, timeout: 120, ranks: 2, comm: device_store, launcher: local}
 cases:
   - {tags: [shared]}
+  - {tags: [four], ranks: 4, iterations: 6, bucket_mb: 0.004,
+     options: {async_device: {delay_us: 300}}}
+  - {tags: [other_hosts], launcher: mpirun, launcher_args: [--mca, btl, "self,vader"]}
 YAML
-DLHOST_FAKE_DEVICES=1 "$DLHOST" --plugin-path $PLUGINS run "$WORK/shared.yaml" \
-  -o "$WORK/shared.jsonl" > "$WORK/shared.txt" 2>&1 || { cat "$WORK/shared.txt"; fail "shared run"; }
-/usr/bin/python3 - "$WORK/shared.jsonl" <<'PY' || fail "one device per rank"
+DLHOST_FAKE_DEVICES=1 "$DLHOST" --plugin-path $PLUGINS run "$WORK/shared.yaml" --dry-run \
+  > "$WORK/shared_dry.txt" 2>&1 || { cat "$WORK/shared_dry.txt"; fail "shared dry run"; }
+grep -q "SKIPPED: needs 2 GPUs (2 ranks on one node); this machine has 1 GPU visible to async_device$" \
+  "$WORK/shared_dry.txt" || { cat "$WORK/shared_dry.txt"; fail "2 ranks on 1 GPU not skipped before start"; }
+grep -q "SKIPPED: needs 4 GPUs (4 ranks on one node); this machine has 1 GPU visible to async_device$" \
+  "$WORK/shared_dry.txt" || { cat "$WORK/shared_dry.txt"; fail "4 ranks on 1 GPU not skipped before start"; }
+[ "$(grep -c SKIPPED "$WORK/shared_dry.txt")" -eq 2 ] || { cat "$WORK/shared_dry.txt"; fail "other_hosts skipped before start"; }
+if command -v mpirun > /dev/null; then
+  DLHOST_FAKE_DEVICES=1 "$DLHOST" --plugin-path $PLUGINS run "$WORK/shared.yaml" \
+    -o "$WORK/shared.jsonl" > "$WORK/shared.txt" 2>&1 || { cat "$WORK/shared.txt"; fail "shared run"; }
+  /usr/bin/python3 - "$WORK/shared.jsonl" <<'PY' || fail "one GPU per rank"
 import json, sys
-(r,) = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-assert r["status"] == "SKIPPED" and "needs one device per rank: 2 ranks" in r["reason"], r
-print(f"2 ranks, 1 device: SKIPPED: {r['reason']}")
+recs = {r["params"]["tags"][0]: r for r in map(json.loads, open(sys.argv[1]))}
+assert len(recs) == 3, list(recs)
+for tag, r in recs.items():
+    assert r["status"] == "SKIPPED", (tag, r["status"], r["reason"])
+    print(f"{tag}, 1 fake GPU: SKIPPED: {r['reason']}")
+assert recs["shared"]["reason"] == "needs 2 GPUs (2 ranks on one node); this machine has 1 GPU visible to async_device"
+assert recs["four"]["reason"] == "needs 4 GPUs (4 ranks on one node); this machine has 1 GPU visible to async_device"
+# Started by mpirun, each rank checked its node: the ranks ran (they wrote the reason).
+assert recs["other_hosts"]["reason"] == "needs 2 GPUs (2 ranks on this node); this node has 1 GPU visible to async_device", recs["other_hosts"]["reason"]
+PY
+else
+  echo "device_e2e: the per-node check of ranks started by mpirun skipped: no mpirun here"
+fi
+DLHOST_FAKE_DEVICES=2 "$DLHOST" --plugin-path $PLUGINS run "$WORK/shared.yaml" --dry-run \
+  > "$WORK/four_dry.txt" 2>&1 || { cat "$WORK/four_dry.txt"; fail "four dry run"; }
+grep -q "SKIPPED: needs 4 GPUs (4 ranks on one node); this machine has 2 GPUs visible to async_device$" \
+  "$WORK/four_dry.txt" || { cat "$WORK/four_dry.txt"; fail "4 ranks on 2 GPUs not skipped before start"; }
+four_id=$(grep -o '^mlp_small[^ ]*ranks=4[^ ]*' "$WORK/four_dry.txt")
+DLHOST_FAKE_DEVICES=4 DLHOST_DUMP_PARAMS_DIR="$WORK/params" "$DLHOST" --plugin-path $PLUGINS \
+  run "$WORK/shared.yaml" --case "$four_id" -o "$WORK/four.jsonl" > "$WORK/four.txt" 2>&1 \
+  || { cat "$WORK/four.txt"; fail "4 ranks on 4 fake GPUs"; }
+/usr/bin/python3 - "$WORK" <<'PY' || fail "4 ranks on device memory"
+import json, os, struct, sys
+work = sys.argv[1]
+one = [json.loads(l) for l in open(f"{work}/device.jsonl") if '"one"' in l][0]
+(r,) = [json.loads(l) for l in open(f"{work}/four.jsonl") if l.strip()]
+assert r["status"] == "OK", (r["status"], r["reason"])
+d = r["distributed"]
+assert d["ranks"] == 4 and d["devices"] == [0, 1, 2, 3] and d["gradient_path"] == "device", d
+assert d["comm_on_stream"] is True and d["buckets"] >= 2, d
+def weights(case):
+    data = open(f"{work}/params/{case}.params", "rb").read()
+    return struct.unpack(f"{len(data) // 4}f", data)
+base, w = weights(one["case_id"]), weights(r["case_id"])
+diff = max(abs(a - b) for a, b in zip(w, base)) / max(abs(x) for x in base)
+print(f"four: 4 ranks on 4 fake GPUs, {os.cpu_count()} cores: max |w4 - w1| / max |w1| = {diff:.2e}, "
+      f"buckets {d['buckets']}, devices {d['devices']}")
+assert len(w) == len(base) and diff < 1e-5, f"four: weights differ from 1 rank by {diff:.2e}"
 PY
 
 # 3b. Device gradients through a host comm (staged: copies ordered on the stream around a host
@@ -170,6 +223,11 @@ cases:
   - {comm_memory: host}
   - {comm_memory: device, tags: [need_cuda_aware]}
 YAML
+  # Decided before the case starts: the dry run, which starts nothing, already says it.
+  "$DLHOST" --plugin-path $PLUGINS run "$WORK/staged.yaml" --dry-run > "$WORK/staged_dry.txt" 2>&1 \
+    || { cat "$WORK/staged_dry.txt"; fail "staged dry run"; }
+  grep -q "SKIPPED: comm_memory: device, but comm 'mpi' (Open MPI v.*(not CUDA-aware)" \
+    "$WORK/staged_dry.txt" || { cat "$WORK/staged_dry.txt"; fail "comm_memory: device not skipped before start"; }
   DLHOST_DUMP_PARAMS_DIR="$WORK/params" "$DLHOST" --plugin-path $PLUGINS run "$WORK/staged.yaml" \
     -o "$WORK/staged.jsonl" > "$WORK/staged.txt" 2>&1 || { cat "$WORK/staged.txt"; fail "staged run"; }
   /usr/bin/python3 - "$WORK" <<'PY' || fail "staged path"
@@ -183,7 +241,10 @@ base = weights(one["case_id"])
 for r in map(json.loads, open(f"{work}/staged.jsonl")):
     if "need_cuda_aware" in r["params"]["tags"]:
         # Debian's Open MPI is built without CUDA: device memory asked for, so SKIPPED, not staged.
-        assert r["status"] == "SKIPPED" and "not CUDA-aware" in r["reason"], r
+        assert r["status"] == "SKIPPED", r
+        assert r["reason"].startswith("comm_memory: device, but comm 'mpi' (Open MPI v"), r["reason"]
+        assert r["reason"].endswith(") does not take device memory here (not CUDA-aware); comm_memory: "
+                                    "host stages the gradients through host memory instead"), r["reason"]
         print(f"comm_memory: device on mpi: SKIPPED: {r['reason']}")
         continue
     assert r["status"] == "OK", r["reason"]

@@ -3,11 +3,16 @@
 // worker thread: events time the stream's work, copies cross only through the backend, and a
 // gradient read before the backward work that writes it is caught (so the data-parallel tests,
 // which use the same fixture, could fail if the host ever did it). Also the store control plane
-// across two "ranks" (threads) of one process.
+// across two "ranks" (threads) of one process. And what the skip rules read of these plugins before
+// any rank starts (run/machine_facts.h): the fixture's fake GPUs, a CPU backend's none, gpu_cudnn
+// without a driver, the memory the comms take.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,11 +23,13 @@
 #include "core/handles.h"
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
+#include "run/machine_facts.h"
 
 namespace dlhost {
 namespace {
 
 const std::string kFixtures = std::string(DLHOST_TEST_BINARY_DIR) + "/tests/fixture_device";
+const std::string kPlugins = std::string(DLHOST_TEST_BINARY_DIR) + "/plugins";
 
 // y = fc(x) (4 -> 3, bias), MSE against a target, batch 2: two parameters, weight then bias.
 std::unique_ptr<Graph> small_graph() {
@@ -187,6 +194,80 @@ TEST(StoreControlPlane, TwoRanksInOneProcessAgree) {
     EXPECT_EQ(gathered[r], (std::vector<int64_t>{7, 8}));
   }
   reset_store();
+}
+
+// The fixture's devices are GPUs (kind GPU, device memory) as many as DLHOST_FAKE_DEVICES says:
+// the 2- and 4-rank device paths of device_e2e.sh run on the same GPU rule as gpu_cudnn.
+TEST(MachineFacts, TheFixtureReportsItsFakeGpus) {
+  host_api();
+  PluginRegistry registry;
+  ASSERT_TRUE(registry.load_file(kFixtures + "/libfixture_async_device.so"));
+  ASSERT_TRUE(registry.load_file(kFixtures + "/libfixture_device_comm.so"));
+  const MachineFacts facts = machine_facts(registry, 2);
+  unsetenv("DLHOST_FAKE_DEVICES");
+  std::optional<BackendDevices> d = facts.backend("async_device");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->gpu);
+  EXPECT_TRUE(d->device_memory);
+  EXPECT_EQ(d->gpus, 2);
+  EXPECT_EQ(d->why_none, "");
+  setenv("DLHOST_FAKE_DEVICES", "4", 1);
+  EXPECT_EQ(facts.backend("async_device")->gpus, 4);
+  unsetenv("DLHOST_FAKE_DEVICES");
+  EXPECT_FALSE(facts.backend("no_such_backend").has_value());
+  std::optional<CommMemory> comm = facts.comm("device_store");
+  ASSERT_TRUE(comm.has_value());
+  EXPECT_TRUE(comm->device_memory);
+}
+
+// What the skip rules read of the build's own plugins (libdlhost_NAME.so), which the build may
+// leave out where a library is missing.
+class BuiltPlugin : public ::testing::Test {
+ protected:
+  // False when the build left the plugin out (the test then skips, saying so).
+  bool load(const std::string& name) {
+    const std::string file = kPlugins + "/libdlhost_" + name + ".so";
+    if (!std::filesystem::exists(file)) return false;
+    host_api();
+    EXPECT_TRUE(registry_.load_file(file)) << file;
+    return true;
+  }
+  PluginRegistry registry_;
+};
+
+TEST_F(BuiltPlugin, ACpuBackendHasNoGpu) {
+  if (!load("cpu_onednn")) GTEST_SKIP() << "cpu_onednn is not built here";
+  std::optional<BackendDevices> d = machine_facts(registry_, 2).backend("cpu_onednn");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->gpu);
+  EXPECT_FALSE(d->device_memory);
+  EXPECT_EQ(d->gpus, 0);
+  EXPECT_EQ(d->why_none, "none of its 1 devices is a GPU");
+}
+
+// gpu_cudnn without a driver: a GPU backend with 0 GPUs, and its query's reason.
+TEST_F(BuiltPlugin, AGpuBackendWithoutADriverHasZeroGpusAndSaysWhy) {
+  if (!load("gpu_cudnn")) GTEST_SKIP() << "gpu_cudnn is not built here (no CUDA toolkit)";
+  const LoadedPlugin* p = registry_.find(DLHOST_PLUGIN_BACKEND, "gpu_cudnn");
+  ASSERT_NE(p, nullptr);
+  if (p->usable) GTEST_SKIP() << "a GPU is usable here: the no-driver path cannot be shown";
+  const BackendDevices d = backend_devices(*p);
+  EXPECT_TRUE(d.gpu);
+  EXPECT_TRUE(d.device_memory);
+  EXPECT_EQ(d.gpus, 0);
+  EXPECT_EQ(d.why_none, p->unusable_reason);
+  EXPECT_FALSE(d.why_none.empty());
+}
+
+// Debian's Open MPI is built without CUDA: the mpi plugin says so before MPI starts, so a
+// `comm_memory: device` case is skipped before its ranks start.
+TEST_F(BuiltPlugin, AnMpiWithoutCudaTakesHostMemoryBeforeInit) {
+  if (!load("comm_mpi")) GTEST_SKIP() << "comm_mpi is not built here (no MPI)";
+  std::optional<CommMemory> m = machine_facts(registry_, 2).comm("mpi");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->library.rfind("Open MPI v", 0), 0u) << m->library;
+  if (m->device_memory) GTEST_SKIP() << "this Open MPI is built with CUDA: " << m->library;
+  EXPECT_FALSE(m->device_memory);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "suite/skip.h"
+
 namespace dlhost {
 namespace {
 
@@ -486,6 +488,144 @@ TEST_F(suite_loader, RealDataErrorsNameTheLine) {
             "3:5: 'evaluate: true' needs real data (data: real or a directory)");
   EXPECT_EQ(error("name: r\ncases:\n  - {network: lenet, backend: cpu_onednn, data: ''}\n"),
             "3:49: 'data' must be a non-empty string, got \"\"");
+}
+
+// The rules decided before any rank starts, from what the plugins report (suite/skip.h): a GPU
+// case is held to the GPUs its backend sees, not to the cores (its ranks mostly wait on their
+// GPU); a CPU case keeps the core rule; `comm_memory: device` needs a comm that takes device
+// memory. The facts are what run/machine_facts.cpp reads from gpu_cudnn without a driver, from
+// Debian's Open MPI (not CUDA-aware) and from NCCL.
+class suite_machine_skips : public suite_loader {
+ protected:
+  static constexpr const char* kNoDriver =
+      "no CUDA driver on this machine (libcuda.so.1 not found): no device";
+  static constexpr const char* kOpenMpi = "Open MPI v4.1.4";
+
+  SuiteCatalog catalog() const {
+    return {{"fcnr", "resnet56"}, {"cpu_onednn", "gpu_cudnn"}, {"mpi", "nccl"}, "", {}, {}};
+  }
+  // Loads `yaml` on a machine of 2 cores whose gpu_cudnn sees `gpus` GPUs (0: no driver), then
+  // applies the rules with `cli_args` as the command line's launcher arguments.
+  Suite skipped(const std::string& yaml, int gpus, const std::vector<std::string>& cli_args = {}) {
+    Suite s = load(yaml, {}, 2, catalog());
+    MachineFacts facts;
+    facts.cores = 2;
+    facts.backend = [gpus](const std::string& name) -> std::optional<BackendDevices> {
+      if (name == "cpu_onednn") return BackendDevices{false, false, 0, "its 1 device is no GPU"};
+      return BackendDevices{true, true, gpus, gpus == 0 ? kNoDriver : ""};
+    };
+    facts.comm = [](const std::string& name) -> std::optional<CommMemory> {
+      if (name == "mpi") return CommMemory{false, kOpenMpi};
+      return CommMemory{true, "NCCL 2.28.9"};
+    };
+    apply_rank_skips(s, facts, cli_args);
+    return s;
+  }
+  static std::vector<std::string> reasons(const Suite& s) {
+    std::vector<std::string> out;
+    for (const CaseSpec& c : s.cases) out.push_back(c.skip_reason);
+    return out;
+  }
+};
+
+constexpr const char* kPaperNccl =
+    "cases:\n"
+    "  - {network: fcnr, backend: gpu_cudnn, comm: nccl, launcher: local, batch: 4096,\n"
+    "     ranks: [1, 2, 4]}\n";
+
+TEST_F(suite_machine_skips, GpuCasesNeedOneGpuPerRankAndSayWhyThereIsNone) {
+  EXPECT_EQ(reasons(skipped(kPaperNccl, 0)),
+            (Ids{std::string("needs 1 GPU (1 rank on one node); this machine has 0 GPUs visible "
+                             "to gpu_cudnn: ") +
+                     kNoDriver,
+                 std::string("needs 2 GPUs (2 ranks on one node); this machine has 0 GPUs "
+                             "visible to gpu_cudnn: ") +
+                     kNoDriver,
+                 std::string("needs 4 GPUs (4 ranks on one node); this machine has 0 GPUs "
+                             "visible to gpu_cudnn: ") +
+                     kNoDriver}));
+  EXPECT_EQ(reasons(skipped(kPaperNccl, 2)),
+            (Ids{"", "",
+                 "needs 4 GPUs (4 ranks on one node); this machine has 2 GPUs visible to "
+                 "gpu_cudnn"}));
+}
+
+TEST_F(suite_machine_skips, GpuCasesAreNotHeldToTheCores) {
+  // 4 ranks on 2 cores: a GPU case runs where the GPUs are there (mpirun oversubscribes).
+  EXPECT_EQ(reasons(skipped(kPaperNccl, 4)), (Ids{"", "", ""}));
+  const std::string mpirun =
+      "cases:\n  - {network: fcnr, backend: gpu_cudnn, comm: nccl, threads: 1, ranks: 4}\n";
+  EXPECT_EQ(reasons(skipped(mpirun, 4)), (Ids{""}));
+  // A CPU case keeps the core rule.
+  EXPECT_EQ(reasons(skipped("cases:\n  - {network: fcnr, backend: cpu_onednn, comm: mpi, "
+                            "threads: 1, ranks: 4}\n",
+                            4)),
+            (Ids{"needs 4 cores (4 ranks x 1 threads); this machine has 2 (run it under Slurm "
+                 "or with a hostfile)"}));
+}
+
+TEST_F(suite_machine_skips, ANamedDeviceIsSharedByTheRanks) {
+  const std::string yaml =
+      "cases:\n  - {network: fcnr, backend: gpu_cudnn, comm: nccl, launcher: local, ranks: 2,\n"
+      "     device: [0, 1]}\n";
+  EXPECT_EQ(reasons(skipped(yaml, 1)),
+            (Ids{"", "needs 2 GPUs (device: 1); this machine has 1 GPU visible to gpu_cudnn"}));
+}
+
+TEST_F(suite_machine_skips, RanksOnOtherHostsCountTheirOwnGpus) {
+  // A hostfile, Slurm or srun may put the ranks on other machines: each node's ranks check
+  // their node when they start. `launcher: local` and emulated interconnects keep every rank on
+  // this machine.
+  const std::string hostfile =
+      "cases:\n  - {network: fcnr, backend: gpu_cudnn, comm: nccl, ranks: 4,\n"
+      "     launcher_args: [--hostfile, hosts]}\n";
+  EXPECT_EQ(reasons(skipped(hostfile, 0)), (Ids{""}));
+  const std::string plain =
+      "cases:\n  - {network: fcnr, backend: gpu_cudnn, comm: nccl, ranks: 4}\n";
+  EXPECT_EQ(reasons(skipped(plain, 0, {"--hostfile", "hosts"})), (Ids{""}));
+  // `launcher: local` starts every rank here, whatever the command line gives mpirun.
+  EXPECT_EQ(skipped(kPaperNccl, 2, {"--hostfile", "hosts"}).cases[2].skip_reason,
+            "needs 4 GPUs (4 ranks on one node); this machine has 2 GPUs visible to gpu_cudnn");
+  const std::string emulated =
+      "cases:\n  - {network: fcnr, backend: gpu_cudnn, comm: mpi, ranks: 2, "
+      "interconnect: 10gbe}\n";
+  EXPECT_EQ(reasons(skipped(emulated, 1)),
+            (Ids{"needs 2 GPUs (2 ranks on one node); this machine has 1 GPU visible to "
+                 "gpu_cudnn"}));
+}
+
+TEST_F(suite_machine_skips, DeviceMemoryOnAnMpiThatIsNotCudaAwareIsSkipped) {
+  const std::string refusal =
+      "comm_memory: device, but comm 'mpi' (Open MPI v4.1.4) does not take device memory here "
+      "(not CUDA-aware); comm_memory: host stages the gradients through host memory instead";
+  EXPECT_EQ(device_memory_refusal("mpi", kOpenMpi), refusal);
+  const std::string yaml =
+      "cases:\n"
+      "  - {network: resnet56, backend: gpu_cudnn, comm: mpi, batch: 128, ranks: [1, 2],\n"
+      "     comm_memory: [device, auto, host]}\n"
+      "  - {network: resnet56, backend: gpu_cudnn, comm: nccl, launcher: local, batch: 128,\n"
+      "     ranks: 2, comm_memory: device}\n"
+      "  - {network: resnet56, backend: cpu_onednn, comm: mpi, batch: 128, ranks: 2,\n"
+      "     threads: 1, comm_memory: device}\n";
+  // auto and host stage through host memory; NCCL takes device memory; a CPU backend's
+  // gradients are in host memory already.
+  EXPECT_EQ(reasons(skipped(yaml, 2)), (Ids{refusal, "", "", refusal, "", "", "", ""}));
+  // Without GPUs both reasons are given.
+  EXPECT_EQ(skipped(yaml, 0).cases[0].skip_reason,
+            std::string("needs 1 GPU (1 rank on one node); this machine has 0 GPUs visible to "
+                        "gpu_cudnn: ") +
+                kNoDriver + "; " + refusal);
+}
+
+TEST_F(suite_machine_skips, NothingKnownOfThePluginsKeepsTheCoreRule) {
+  Suite s = load("cases:\n  - {network: fcnr, backend: gpu_cudnn, comm: nccl, ranks: 4}\n", {}, 2,
+                 catalog());
+  MachineFacts facts;
+  facts.cores = 2;
+  apply_rank_skips(s, facts, {});
+  EXPECT_EQ(s.cases[0].skip_reason,
+            "needs 4 cores (4 ranks x 1 threads); this machine has 2 (run it under Slurm or with "
+            "a hostfile)");
 }
 
 TEST_F(suite_loader, IdsShowKeysSetByAnInclude) {

@@ -24,6 +24,7 @@
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "isolate/case_process.h"
+#include "run/machine_facts.h"
 #include "run/progress_channel.h"
 #include "run/record.h"
 #include "run/results.h"
@@ -61,8 +62,8 @@ SuiteCatalog make_catalog(const PluginRegistry& registry, const std::vector<Netw
   return c;
 }
 
-// The suite with every skip rule of this machine applied; std::nullopt after printing why it
-// cannot be loaded.
+// The suite with every skip rule of this machine applied, before any case's process starts;
+// std::nullopt after printing why it cannot be loaded.
 std::optional<Suite> load(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,
                           const RunOptions& o) {
   try {
@@ -70,7 +71,7 @@ std::optional<Suite> load(const PluginRegistry& registry, const std::vector<Netw
     limits.max_cases = o.max_cases;
     Suite suite =
         load_suite(o.suite, make_catalog(registry, networks), host_cores(), o.overrides, limits);
-    apply_rank_skips(suite, host_cores(), o.launcher_args);
+    apply_rank_skips(suite, machine_facts(registry, host_cores()), o.launcher_args);
     return suite;
   } catch (const SuiteError& e) {
     std::fprintf(stderr, "dlhost: %s\n", e.what());

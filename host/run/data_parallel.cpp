@@ -6,6 +6,7 @@
 
 #include "core/handles.h"
 #include "core/host_api.h"
+#include "suite/skip.h"
 
 namespace dlhost {
 
@@ -33,11 +34,10 @@ GradientPath choose_path(const dlhost_buffer& grad, const CommSession& comm,
                     "' keeps gradients in device memory but has no device memory extension "
                     "(the host cannot copy them)");
   const std::string library = comm.library().empty() ? "" : " (" + comm.library() + ")";
+  // dlhost skips such a case before its ranks start (suite/skip.h); a comm whose answer changed
+  // at init (a CUDA-aware MPI build with CUDA off at run time) is refused here, in the same words.
   if (asked == GradientMemory::kDevice && !comm.caps().device_memory)
-    throw Error(DLHOST_CODE_UNIMPLEMENTED,
-                "comm_memory: device, but comm '" + comm.name() + "'" + library +
-                    " does not take device memory here (not CUDA-aware); comm_memory: host "
-                    "stages the gradients through host memory instead");
+    throw Error(DLHOST_CODE_UNIMPLEMENTED, device_memory_refusal(comm.name(), comm.library()));
   if (asked == GradientMemory::kHost && !comm.caps().host_memory)
     throw Error(DLHOST_CODE_UNIMPLEMENTED, "comm_memory: host, but comm '" + comm.name() + "'" +
                                                library + " takes device memory only");

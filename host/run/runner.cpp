@@ -29,8 +29,10 @@
 #include "core/synthetic.h"
 #include "run/data_feed.h"
 #include "run/data_parallel.h"
+#include "run/machine_facts.h"
 #include "run/step_loop.h"
 #include "suite/schema.h"
+#include "suite/skip.h"
 
 namespace dlhost {
 
@@ -175,14 +177,16 @@ Plan resolve(const json& p, const RunContext& ctx) {
     plan.device = devices > 0 ? ctx.rank.local_rank % devices : 0;
     plan.device_by = "local_rank";
     // Ranks sharing a GPU would measure a split device, not the scaling the case names (and
-    // NCCL refuses two ranks on one GPU): a multi-rank case on a device backend needs one
-    // device per rank of the node. Every rank of the node sees the same counts, so all skip.
-    const BackendCaps caps = backend_caps(*plan.backend);
-    const bool device_backend = (caps.memory_spaces >> DLHOST_MEMORY_DEVICE) & 1u;
-    if (device_backend && devices > 0 && ctx.rank.local_size > devices)
-      throw Skip{"needs one device per rank: " + std::to_string(ctx.rank.local_size) +
-                 " ranks on this node, backend '" + backend_name + "' has " +
-                 std::to_string(devices) + " device" + (devices == 1 ? "" : "s") + " here"};
+    // NCCL refuses two ranks on one GPU): one GPU per rank of the node. dlhost checked this
+    // machine before starting the ranks; ranks on other hosts check their own node here. Every
+    // rank of the node sees the same counts, so all skip.
+    const BackendDevices gpus = backend_devices(*plan.backend);
+    if (gpus.gpu)
+      if (std::string why = gpu_shortfall(
+              ctx.rank.local_size, std::to_string(ctx.rank.local_size) + " ranks on this node",
+              "this node", backend_name, gpus);
+          !why.empty())
+        throw Skip{why};
   }
   if (plan.device < 0 || plan.device >= devices)
     throw Skip{"backend '" + backend_name + "' has no device " + std::to_string(plan.device) +

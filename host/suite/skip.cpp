@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "data/catalog.h"
 #include "data/error.h"
@@ -15,12 +17,39 @@ namespace dlhost {
 
 using ordered_json = nlohmann::ordered_json;
 
-bool spans_other_hosts(const ordered_json& params,
-                       const std::vector<std::string>& cli_launcher_args) {
+namespace {
+
+// The launcher may place the ranks on machines other than this one: the case or the command line
+// gives launcher arguments (a hostfile), dlhost runs inside a Slurm job, or the launcher is srun.
+// `launcher: local` starts every rank on this machine itself (it takes no launcher arguments).
+bool may_leave_this_machine(const ordered_json& params,
+                            const std::vector<std::string>& cli_launcher_args) {
+  const std::string launcher = case_value<std::string>(params, "launcher");
+  if (launcher == "local") return false;
   auto args = params.find("launcher_args");
   return (args != params.end() && args->is_array() && !args->empty()) ||
-         !cli_launcher_args.empty() || std::getenv("SLURM_JOB_ID") != nullptr ||
-         case_value<std::string>(params, "launcher") == "srun" ||
+         !cli_launcher_args.empty() || std::getenv("SLURM_JOB_ID") != nullptr || launcher == "srun";
+}
+
+std::string count_of(int64_t n, const char* thing) {
+  return std::to_string(n) + " " + thing + (n == 1 ? "" : "s");
+}
+
+// The ranks of the case that run on this machine; nullopt when they may go to other hosts whose
+// GPUs this machine cannot count. Emulated interconnects put every test host on this machine.
+std::optional<int64_t> ranks_here(const ordered_json& params,
+                                  const std::vector<std::string>& cli_launcher_args) {
+  const int64_t ranks = case_value<int64_t>(params, "ranks");
+  if (ranks <= 1) return ranks;  // one rank runs here, without a launcher
+  if (may_leave_this_machine(params, cli_launcher_args)) return std::nullopt;
+  return ranks;
+}
+
+}  // namespace
+
+bool spans_other_hosts(const ordered_json& params,
+                       const std::vector<std::string>& cli_launcher_args) {
+  return may_leave_this_machine(params, cli_launcher_args) ||
          case_value_if<std::string>(params, "interconnect").value_or("loopback") != "loopback";
 }
 
@@ -69,11 +98,71 @@ std::string data_skip_reason(const ordered_json& params) {
   return "";
 }
 
-void apply_rank_skips(Suite& suite, int host_cores,
+std::string gpu_shortfall(int64_t need, const std::string& because, const std::string& where,
+                          const std::string& backend, const BackendDevices& devices) {
+  if (need <= devices.gpus) return "";
+  std::string why = "needs " + count_of(need, "GPU") + " (" + because + "); " + where + " has " +
+                    count_of(devices.gpus, "GPU") + " visible to " + backend;
+  if (devices.gpus == 0 && !devices.why_none.empty()) why += ": " + devices.why_none;
+  return why;
+}
+
+std::string gpu_skip_reason(const ordered_json& params, const BackendDevices& devices,
+                            const std::vector<std::string>& cli_launcher_args) {
+  if (!devices.gpu) return "";
+  const std::string backend = case_value_if<std::string>(params, "backend").value_or("");
+  // A suite that names the device puts every rank of the node on it (shared on purpose).
+  if (auto d = case_value_if<int64_t>(params, "device"))
+    return gpu_shortfall(*d + 1, "device: " + std::to_string(*d), "this machine", backend, devices);
+  const std::optional<int64_t> ranks = ranks_here(params, cli_launcher_args);
+  if (!ranks) return "";
+  return gpu_shortfall(*ranks, count_of(*ranks, "rank") + " on one node", "this machine", backend,
+                       devices);
+}
+
+std::string device_memory_refusal(const std::string& comm, const std::string& library) {
+  return "comm_memory: device, but comm '" + comm + "'" +
+         (library.empty() ? "" : " (" + library + ")") +
+         " does not take device memory here (not CUDA-aware); comm_memory: host stages the "
+         "gradients through host memory instead";
+}
+
+std::string comm_memory_skip_reason(const ordered_json& params, const BackendDevices& devices,
+                                    const CommMemory& comm) {
+  const std::string name = case_value<std::string>(params, "comm");
+  if (name == "none" || !devices.device_memory || comm.device_memory ||
+      case_value<std::string>(params, "comm_memory") != "device")
+    return "";
+  return device_memory_refusal(name, comm.library);
+}
+
+std::string machine_skip_reason(const ordered_json& params, const MachineFacts& facts,
+                                const std::vector<std::string>& cli_launcher_args) {
+  std::optional<BackendDevices> devices;
+  if (facts.backend)
+    if (auto name = case_value_if<std::string>(params, "backend")) devices = facts.backend(*name);
+  std::vector<std::string> reasons;
+  auto add = [&](std::string why) {
+    if (!why.empty()) reasons.push_back(std::move(why));
+  };
+  // A GPU case's ranks each drive a GPU and mostly wait on it: GPUs are its limit, not cores.
+  if (devices && devices->gpu)
+    add(gpu_skip_reason(params, *devices, cli_launcher_args));
+  else
+    add(rank_skip_reason(params, facts.cores, cli_launcher_args));
+  const std::string comm = case_value<std::string>(params, "comm");
+  if (devices && facts.comm && comm != "none")
+    if (auto memory = facts.comm(comm)) add(comm_memory_skip_reason(params, *devices, *memory));
+  std::string joined;
+  for (const auto& why : reasons) joined += (joined.empty() ? "" : "; ") + why;
+  return joined;
+}
+
+void apply_rank_skips(Suite& suite, const MachineFacts& facts,
                       const std::vector<std::string>& cli_launcher_args) {
   for (CaseSpec& c : suite.cases)
     if (c.skip_reason.empty())
-      c.skip_reason = rank_skip_reason(c.params, host_cores, cli_launcher_args);
+      c.skip_reason = machine_skip_reason(c.params, facts, cli_launcher_args);
 }
 
 }  // namespace dlhost

@@ -93,7 +93,8 @@ void ensure_mpi(const char* plugin) {
                  ": call collectives from the thread that created the first comm");
   else
     sdk::log(DLHOST_LOG_DEBUG, plugin,
-             std::string("MPI initialized at ") + thread_level_name(provided));
+             std::string("MPI initialized at ") + thread_level_name(provided) + "; " +
+                 cuda_support_text());
 }
 
 const char* library_version() {
@@ -108,13 +109,38 @@ const char* library_version() {
   return version.c_str();
 }
 
-int32_t cuda_aware() {
-#if defined(MPIX_CUDA_AWARE_SUPPORT)
-  int initialized = 0;
+namespace {
+
+// Whether MPI runs in this process now (initialized and not finalized): only then does
+// MPIX_Query_cuda_support() answer for this process. Unused where the build has no CUDA.
+[[maybe_unused]] bool mpi_running() {
+  int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
-  return initialized && MPIX_Query_cuda_support() ? 1 : 0;
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+}  // namespace
+
+int32_t cuda_aware() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return !mpi_running() || MPIX_Query_cuda_support() ? 1 : 0;
 #else
   return 0;
+#endif
+}
+
+std::string cuda_support_text() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  if (!mpi_running()) return "built with CUDA support (MPIX_CUDA_AWARE_SUPPORT is 1 in mpi-ext.h)";
+  return MPIX_Query_cuda_support() ? "CUDA support on (MPIX_Query_cuda_support() is 1)"
+                                   : "built with CUDA support, but it is off in this process "
+                                     "(MPIX_Query_cuda_support() is 0)";
+#elif defined(MPIX_CUDA_AWARE_SUPPORT)
+  return "built without CUDA support (MPIX_CUDA_AWARE_SUPPORT is 0 in mpi-ext.h)";
+#else
+  return "no CUDA support known: the mpi-ext.h it was built against has no "
+         "MPIX_CUDA_AWARE_SUPPORT (not Open MPI, or its cuda extension left out)";
 #endif
 }
 
@@ -173,7 +199,7 @@ Typed MpiComm::check_buffer(const char* call, uint64_t count, int32_t dtype,
   if (memory_space == DLHOST_MEMORY_DEVICE) {
     if (!cuda_aware())
       sdk::invalid(c + ": device memory given, but " + library_version() +
-                   " is not CUDA-aware here (host memory only)");
+                   " is not CUDA-aware here (host memory only): " + cuda_support_text());
   } else if (memory_space != DLHOST_MEMORY_HOST) {
     sdk::invalid(c + ": unknown memory space " + std::to_string(memory_space));
   }

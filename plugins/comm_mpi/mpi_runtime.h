@@ -34,9 +34,15 @@ void ensure_mpi(const char* plugin);
 // MPI is initialized. Lives as long as the library.
 const char* library_version();
 
-// 1 when the MPI library accepts CUDA device buffers (Open MPI's MPIX_Query_cuda_support),
-// else 0. Only meaningful once MPI is initialized; 0 before.
+// 1 when the MPI library accepts CUDA device buffers, else 0. Before MPI is initialized the answer
+// is the build's (Open MPI's MPIX_CUDA_AWARE_SUPPORT in mpi-ext.h): the host asks it to skip a
+// `comm_memory: device` case before any rank starts, and must not start MPI to ask. Once MPI
+// runs, MPIX_Query_cuda_support() says whether that support is on in this process.
 int32_t cuda_aware();
+
+// Why cuda_aware() says what it says, for messages: "built without CUDA support
+// (MPIX_CUDA_AWARE_SUPPORT is 0 in mpi-ext.h)" and the like.
+std::string cuda_support_text();
 
 // Throws sdk::Error(INTERNAL, "<what>: <MPI_Error_string>") when rc is not MPI_SUCCESS.
 void check_mpi(int rc, const char* what);

@@ -64,7 +64,8 @@ grep -q "comm plugin 'nccl' is not usable here: no device: " bench.txt ||
   fail "comm-bench did not give the reason: $(cat bench.txt)"
 
 # The paper's multi-GPU section: loads here, and FCN-R on 1, 2 and 4 ranks is SKIPPED with a
-# reason (no gpu_cudnn, no GPU, or too few cores), the 2-rank case after its ranks started.
+# reason, before any rank starts: gpu_cudnn is not built, or it sees no GPU (one per rank; the
+# cores are not the limit of a GPU case).
 "$DLHOST" run "$SRC/suites/paper_repro.yaml" --dry-run > dry.txt 2>&1 || fail "paper_repro: $(cat dry.txt)"
 ids=$(grep -o '^fcnr\.gpu_cudnn\.[^ ]*comm=nccl[^ ]*' dry.txt | sort -u)
 [ "$(echo "$ids" | grep -c 'ranks=[124]')" -eq 3 ] || fail "paper_repro lacks FCN-R over nccl on 1/2/4 ranks: $ids"
@@ -77,7 +78,14 @@ python3 - paper.jsonl << 'PY' || fail "paper_repro's multi-GPU cases were not al
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 assert len({r["case_id"] for r in recs}) == 3, [r["case_id"] for r in recs]
+import re
 for r in recs:
     assert r["status"] == "SKIPPED" and r["reason"], (r["case_id"], r["status"], r["reason"])
+    n = r["params"]["ranks"]
+    gpus = re.match(r"needs (\d+) GPUs? \((\d+) ranks? on one node\); this machine has 0 GPUs "
+                    r"visible to gpu_cudnn: .", r["reason"])
+    assert gpus or "backend 'gpu_cudnn' is not" in r["reason"], (r["case_id"], r["reason"])
+    assert not gpus or gpus.groups() == (str(n), str(n)), (r["case_id"], r["reason"])
+    print(f"{r['case_id']}: SKIPPED: {r['reason']}")
 PY
 echo "comm_nccl_e2e: all checks passed"
