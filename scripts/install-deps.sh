@@ -36,20 +36,27 @@ fi
 # leaves that plugin out with it, and its cases are SKIPPED with it; everything else works.
 # DLHOST_NO_PYPI=1 skips this part (the plugins are then left out, saying so).
 PYPI_DIR="${DLHOST_PYPI_DIR:-deps/pypi}"
-WHEELS="tensorflow-cpu==2.21.0 mxnet==1.9.1 torch==2.15.0 nvidia-cuda-runtime==13.2.75 nvidia-cuda-cupti==13.2.75"
+# One pip call per entry; wheels joined by '+' share a top-level folder (nvidia/) and go in one
+# call, since `pip --target --upgrade` replaces a top-level folder a second call also writes.
+WHEELS="tensorflow-cpu==2.21.0 mxnet==1.9.1 torch==2.15.0 nvidia-cuda-runtime==13.2.75+nvidia-cuda-cupti==13.2.75"
 if [ "${DLHOST_NO_PYPI:-0}" = 1 ]; then
   echo "install-deps: DLHOST_NO_PYPI=1, framework wheels not installed"
   exit 0
 fi
 mkdir -p "$PYPI_DIR"
-for w in $WHEELS; do
-  name=${w%%==*}
-  version=${w#*==}
-  dist=$(echo "$name" | tr - _)-$version.dist-info
-  [ -d "$PYPI_DIR/$dist" ] && continue
+for group in $WHEELS; do
+  w=$(echo "$group" | tr + ' ')
+  name=${group%%==*}
+  installed=1
+  for one in $w; do
+    dist=$(echo "${one%%==*}" | tr - _)-${one#*==}.dist-info
+    [ -d "$PYPI_DIR/$dist" ] || installed=0
+  done
+  [ $installed = 1 ] && continue
   echo "install-deps: pip install --target $PYPI_DIR --no-deps $w"
+  # shellcheck disable=SC2086  # $w is a list of requirement words
   if python3 -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
-      --upgrade --target "$PYPI_DIR" "$w" > "$PYPI_DIR/$name.log" 2>&1; then
+      --upgrade --target "$PYPI_DIR" $w > "$PYPI_DIR/$name.log" 2>&1; then
     rm -f "$PYPI_DIR/$name.failed" "$PYPI_DIR/$name.log"
   else
     # Why, in pip's words: a network or certificate failure where there is one (pip then ends
