@@ -102,15 +102,15 @@ TEST(PluginLoadingSingle, LeftOutNotesGiveTheBuildsReason) {
   const fs::path dir = fs::temp_directory_path() / "dlhost_left_out_test";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir / "cpu_tensorflow.left-out") << "no wheel\x1b[2J here\nsecond line\n";
+  std::ofstream(dir / "cpu_notbuilt.left-out") << "no wheel\x1b[2J here\nsecond line\n";
   std::ofstream(dir / "networks_paper.left-out") << "stale note\n";
   std::ofstream(dir / "Bad Name.left-out") << "ignored\n";
   dlhost::PluginRegistry registry;
   registry.discover({kGood, dir.string()});
-  EXPECT_EQ(registry.left_out_reason("cpu_tensorflow"), "no wheel[2J here");
+  EXPECT_EQ(registry.left_out_reason("cpu_notbuilt"), "no wheel[2J here");
   EXPECT_EQ(registry.left_out_reason("networks_paper"), "");  // it loaded
   ASSERT_EQ(registry.left_out().size(), 1u);
-  EXPECT_EQ(registry.left_out()[0].name, "cpu_tensorflow");
+  EXPECT_EQ(registry.left_out()[0].name, "cpu_notbuilt");
   fs::remove_all(dir);
 }
 

@@ -5,9 +5,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -180,6 +183,50 @@ std::string dlerror_text(const std::string& boost_message) {
 
 }  // namespace
 
+namespace {
+
+// Redirects stdout and stderr into a temporary file while a library loads, then logs what was
+// written at debug level (`-v` shows it). Loading happens on one thread before any case runs.
+class LoadOutputCapture {
+ public:
+  explicit LoadOutputCapture(std::string path) : path_(std::move(path)) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    file_ = std::tmpfile();
+    if (file_ == nullptr) return;
+    saved_out_ = ::dup(1);
+    saved_err_ = ::dup(2);
+    if (saved_out_ < 0 || saved_err_ < 0) return;
+    ::dup2(::fileno(file_), 1);
+    ::dup2(::fileno(file_), 2);
+  }
+  ~LoadOutputCapture() {
+    if (file_ == nullptr) return;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (saved_out_ >= 0) ::dup2(saved_out_, 1), ::close(saved_out_);
+    if (saved_err_ >= 0) ::dup2(saved_err_, 2), ::close(saved_err_);
+    std::rewind(file_);
+    char line[512];
+    int lines = 0;
+    while (std::fgets(line, sizeof(line), file_) != nullptr && ++lines <= 50) {
+      std::string text(line);
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+      spdlog::debug("plugin {} printed while loading: {}", path_, text);
+    }
+    std::fclose(file_);
+  }
+  LoadOutputCapture(const LoadOutputCapture&) = delete;
+  LoadOutputCapture& operator=(const LoadOutputCapture&) = delete;
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  int saved_out_ = -1, saved_err_ = -1;
+};
+
+}  // namespace
+
 bool PluginRegistry::load_file(const std::string& path) {
   auto refuse = [&](const std::string& reason) {
     spdlog::warn("plugin {} refused: {}", path, reason);
@@ -189,6 +236,10 @@ bool PluginRegistry::load_file(const std::string& path) {
 
   boost::dll::shared_library lib;
   try {
+    // What the library's static initializers print (TensorFlow announces its oneDNN use on
+    // stderr at load, whatever TF_CPP_MIN_LOG_LEVEL says) would land in the middle of every
+    // command's output and of its machine-read files: it goes to the debug log instead.
+    LoadOutputCapture capture(path);
     // The throwing constructor: its message carries dlerror()'s text.
     lib = boost::dll::shared_library(
         path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);

@@ -6,6 +6,7 @@
 // Thread-safety: the kit's.
 #include <tensorflow/c/c_api.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -49,6 +50,10 @@ class TensorFlowBackend final : public sdk::Backend<Context> {
   }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
+    // TensorFlow's INFO lines at the first session (CPU feature guard, MLIR passes) would mix
+    // into the case's stderr, which the host keeps as the case's diagnostics: warnings and
+    // errors only, unless the user set the level.
+    ::setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
     const int64_t threads = options.get_int("threads", 0);
     const int64_t inter = options.get_int("inter_op_threads", 0);
     if (threads < 0 || threads > 4096)
