@@ -6,11 +6,11 @@
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
+
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
-#include <cstdlib>
-
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
