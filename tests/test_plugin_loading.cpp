@@ -109,8 +109,14 @@ TEST(PluginLoadingSingle, LeftOutNotesGiveTheBuildsReason) {
   registry.discover({kGood, dir.string()});
   EXPECT_EQ(registry.left_out_reason("cpu_notbuilt"), "no wheel[2J here");
   EXPECT_EQ(registry.left_out_reason("networks_paper"), "");  // it loaded
-  ASSERT_EQ(registry.left_out().size(), 1u);
-  EXPECT_EQ(registry.left_out()[0].name, "cpu_notbuilt");
+  // The build's own folder may hold real notes (a backend whose wheel was absent): count ours.
+  int ours = 0, stale = 0;
+  for (const auto& l : registry.left_out()) {
+    ours += l.name == "cpu_notbuilt";
+    stale += l.name == "networks_paper" || l.name == "Bad Name";
+  }
+  EXPECT_EQ(ours, 1);
+  EXPECT_EQ(stale, 0);
   fs::remove_all(dir);
 }
 
