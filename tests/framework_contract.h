@@ -1,13 +1,13 @@
 // framework_contract.h — the ABI contract every framework backend (a library with its own tensors,
 // autograd and optimizer underneath: cpu_tensorflow, cpu_mxnet, cpu_libtorch and cpu_libtorch2)
 // must keep, as checks a backend's GoogleTest calls with the plugin's name: the device line names
-// the libraries; the threads option reaches the model; gradient buffers stay put and update uses
-// what the host left in them, and the host's broadcast into a value buffer is what the next step
-// trains; backward overwrites (frameworks accumulate) and notifies once per parameter in reverse
-// layer order; the ABI's SGD (momentum, weight decay, clipping by the global norm) exactly; ids and
-// sizes checked at set_input; a precision other than fp32 UNIMPLEMENTED. Also the Trainer those
-// checks and a backend's own tests drive a model with. `dlhost conform` checks the numbers; these
-// check what it cannot see.
+// the libraries; the threads option reaches the model, and one out of range is refused naming it;
+// gradient buffers stay put and update uses what the host left in them, and the host's broadcast
+// into a value buffer is what the next step trains; backward overwrites (frameworks accumulate) and
+// notifies once per parameter in reverse layer order; the ABI's SGD (momentum, weight decay,
+// clipping by the global norm) exactly; ids and sizes checked at set_input; a precision other than
+// fp32 UNIMPLEMENTED. Also the Trainer those checks and a backend's own tests drive a model with.
+// `dlhost conform` checks the numbers; these check what it cannot see.
 // Thread-safety: none; a test executable runs them from its main thread.
 #pragma once
 
@@ -160,6 +160,19 @@ inline void threads_option_sets_the_models_threads(const std::string& backend,
     EXPECT_GT(info.param_bytes, 0u);
     EXPECT_NE(std::string(info.implementation).find(implementation), std::string::npos)
         << info.implementation;
+  }
+}
+
+// A threads option out of range is refused when the context opens, naming the plugin, the key,
+// the value and the range (sdk::Options::get_int_in).
+inline void threads_out_of_range_is_refused_naming_the_key(const std::string& backend) {
+  try {
+    create_context(plugin(backend), 0, threads_options(5000));
+    ADD_FAILURE() << backend << " opened a context for 5000 threads";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(backend + ": option threads=5000 out of range [0, 4096]"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -34,6 +34,10 @@ TEST(DLHOST_TEST_TORCH_BACKEND, ThreadsOptionSetsTheModelsThreads) {
   framework_contract::threads_option_sets_the_models_threads(kBackend);
 }
 
+TEST(DLHOST_TEST_TORCH_BACKEND, ThreadsOutOfRangeIsRefusedNamingTheKey) {
+  framework_contract::threads_out_of_range_is_refused_naming_the_key(kBackend);
+}
+
 TEST(DLHOST_TEST_TORCH_BACKEND, UpdateUsesTheGradientBuffersInPlace) {
   framework_contract::update_uses_the_gradient_buffers_in_place(kBackend, 0, true);
 }

@@ -93,6 +93,10 @@ TEST(cpu_mxnet, ThreadsOptionIsTheModelsAndFixedPerProcess) {
   }
 }
 
+TEST(cpu_mxnet, ThreadsOutOfRangeIsRefusedNamingTheKey) {
+  framework_contract::threads_out_of_range_is_refused_naming_the_key(kBackend);
+}
+
 TEST(cpu_mxnet, UpdateUsesTheGradientBuffersInPlace) {
   framework_contract::update_uses_the_gradient_buffers_in_place(kBackend, 0, true);
 }

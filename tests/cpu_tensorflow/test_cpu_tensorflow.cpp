@@ -49,6 +49,10 @@ TEST(cpu_tensorflow, ThreadsAndModeAreInTheModelInfo) {
   framework_contract::threads_option_sets_the_models_threads(kBackend, "graph mode");
 }
 
+TEST(cpu_tensorflow, ThreadsOutOfRangeIsRefusedNamingTheKey) {
+  framework_contract::threads_out_of_range_is_refused_naming_the_key(kBackend);
+}
+
 TEST(cpu_tensorflow, RefusesAnUnknownMode) {
   dlhost_options options;
   options.values["mode"] = "eager";
