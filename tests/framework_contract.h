@@ -1,11 +1,13 @@
-// framework_contract.h — the ABI contract every framework backend (a library with its own
-// autograd and optimizer underneath: cpu_mxnet, and cpu_libtorch's checks say the same) must keep,
-// as checks a backend's GoogleTest calls with the plugin's name: parameter and gradient buffers
-// stay put and update uses what the host left in them; backward overwrites (frameworks
-// accumulate) and notifies once per parameter in reverse layer order; the ABI's SGD (momentum,
-// weight decay, clipping by the global norm) exactly; ids and sizes checked at set_input; a
-// precision other than fp32 UNIMPLEMENTED. Also the Trainer those checks and a backend's own
-// tests drive a model with. `dlhost conform` checks the numbers; these check what it cannot see.
+// framework_contract.h — the ABI contract every framework backend (a library with its own tensors,
+// autograd and optimizer underneath: cpu_tensorflow, cpu_mxnet, cpu_libtorch and cpu_libtorch2)
+// must keep, as checks a backend's GoogleTest calls with the plugin's name: the device line names
+// the libraries; the threads option reaches the model, and one out of range is refused naming it;
+// gradient buffers stay put and update uses what the host left in them, and the host's broadcast
+// into a value buffer is what the next step trains; backward overwrites (frameworks accumulate) and
+// notifies once per parameter in reverse layer order; the ABI's SGD (momentum, weight decay,
+// clipping by the global norm) exactly; ids and sizes checked at set_input; a precision other than
+// fp32 UNIMPLEMENTED. Also the Trainer those checks and a backend's own tests drive a model with.
+// `dlhost conform` checks the numbers; these check what it cannot see.
 // Thread-safety: none; a test executable runs them from its main thread.
 #pragma once
 
@@ -13,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -45,8 +48,14 @@ inline std::unique_ptr<Graph> mlp() {
   return b.finish();
 }
 
-// A compiled model of `graph` on `backend` with seeded weights and inputs; `extra` options are
-// the backend's own.
+// Options of `threads` threads (a string, as the host sets it) and the backend's own `extra`.
+inline dlhost_options threads_options(int threads, dlhost_options extra = {}) {
+  extra.values["threads"] = std::to_string(threads);
+  return extra;
+}
+
+// A compiled model of `graph` on `backend` with seeded weights and inputs; `options` are the
+// backend's own plus the host-set ones (threads 1 unless given, seed 42).
 struct Trainer {
   std::string backend;
   std::unique_ptr<Graph> graph;
@@ -54,13 +63,10 @@ struct Trainer {
   ModelHandle model;
 
   Trainer(const std::string& name, std::unique_ptr<Graph> g,
-          const dlhost_optimizer_desc& opt = sgd(0.1f), int threads = 1,
-          const std::vector<std::pair<std::string, std::string>>& extra = {})
+          const dlhost_optimizer_desc& opt = sgd(0.1f), dlhost_options options = {})
       : backend(name), graph(std::move(g)) {
-    dlhost_options options;
-    options.values["threads"] = std::to_string(threads);
+    if (!options.values.count("threads")) options.values["threads"] = "1";
     options.values["seed"] = "42";
-    for (const auto& [k, v] : extra) options.values[k] = v;
     context = create_context(plugin(name), 0, options);
     model = compile_model(plugin(name), context.get(), graph->view(), opt, options);
     std::mt19937 rng(7);
@@ -68,7 +74,8 @@ struct Trainer {
     for (int32_t k = 0; k < graph->view()->num_inputs; ++k) feed(graph->view()->inputs[k], rng);
   }
   const dlhost_backend_api& table() const { return api(backend); }
-  // Uniform floats, or ids (i * 7 + tensor) % 3: labels of 3 classes, tokens of 3 words.
+  // Uniform floats, or ids (i * 7 + tensor) % 3: labels of 3 classes, tokens of 3 words, the
+  // tensors of one graph fed different ids.
   void feed(int32_t id, std::mt19937& rng) {
     const dlhost_tensor_desc& d = graph->tensor(id);
     size_t n = 1;
@@ -114,12 +121,13 @@ struct Trainer {
     check_status(table().param_buffers(model.get(), p, &value, &gradient), "param_buffers");
     return grad ? gradient : value;
   }
-  int32_t threads() {
+  dlhost_model_info info() {
     dlhost_model_info info{};
     info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
     check_status(table().model_info(model.get(), &info), "model_info");
-    return info.threads;
+    return info;
   }
+  int32_t threads() { return info().threads; }
 };
 
 // The status's code (OK for NULL), its message into `message`; the status is destroyed.
@@ -131,14 +139,61 @@ inline int32_t code_of(dlhost_status* s, std::string* message) {
   return code;
 }
 
-// The host all-reduces gradients in place between backward and update, then update must step
-// with what it finds there; neither buffer may move across a step.
-inline void update_uses_the_gradient_buffers_in_place(const std::string& backend) {
+// The device line names each of `parts` (the framework, its oneDNN, its BLAS, ...) and an ISA.
+inline void describes_the_device_and_its_libraries(const std::string& backend,
+                                                   const std::vector<std::string>& parts) {
+  const dlhost_device_info* info = nullptr;
+  check_status(api(backend).device_info(0, &info), "device_info");
+  const std::string library = info->library;
+  for (const std::string& part : parts) EXPECT_NE(library.find(part), std::string::npos) << library;
+  EXPECT_GT(std::string(info->isa).size(), 0u);
+}
+
+// A model of 1 and of 2 threads says so in model_info, with its parameters' bytes, and (when not
+// empty) an implementation naming `implementation`.
+inline void threads_option_sets_the_models_threads(const std::string& backend,
+                                                   const std::string& implementation = "") {
+  for (int threads : {1, 2}) {
+    Trainer t(backend, mlp(), sgd(0.1f), threads_options(threads));
+    const dlhost_model_info info = t.info();
+    EXPECT_EQ(info.threads, threads);
+    EXPECT_GT(info.param_bytes, 0u);
+    EXPECT_NE(std::string(info.implementation).find(implementation), std::string::npos)
+        << info.implementation;
+  }
+}
+
+// A threads option out of range is refused when the context opens, naming the plugin, the key,
+// the value and the range (sdk::Options::get_int_in).
+inline void threads_out_of_range_is_refused_naming_the_key(const std::string& backend) {
+  try {
+    create_context(plugin(backend), 0, threads_options(5000));
+    ADD_FAILURE() << backend << " opened a context for 5000 threads";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(backend + ": option threads=5000 out of range [0, 4096]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The host broadcasts rank 0's weights into the value buffers before the first step and
+// all-reduces gradients in place between backward and update; update must step with what it finds
+// there, and neither buffer may move. Parameter `p` of mlp() must keep the canonical layout in the
+// backend's buffers (a bias does everywhere). `value_buffer_is_live`: the value buffer is the
+// variable itself, current after update; otherwise it only stages what the next run takes in.
+inline void update_uses_the_gradient_buffers_in_place(const std::string& backend, int32_t p,
+                                                      bool value_buffer_is_live) {
   Trainer t(backend, mlp(), sgd(1.0f));
-  const int32_t p = 0;
   const dlhost_buffer value = t.buffer(p, false), grad = t.buffer(p, true);
+  std::vector<float> w = t.get(p, DLHOST_PARAM_VALUE);
+  ASSERT_EQ(value.bytes, w.size() * 4);
+  auto* v_mem = static_cast<float*>(value.data);
+  EXPECT_EQ(std::vector<float>(v_mem, v_mem + w.size()), w);  // the variable's value
+  for (float& x : w) x *= 0.5f;
+  std::copy(w.begin(), w.end(), v_mem);  // what a broadcast from rank 0 does
   t.forward_backward();
-  std::vector<float> w = t.get(p, DLHOST_PARAM_VALUE), g = t.get(p, DLHOST_PARAM_GRAD);
+  EXPECT_EQ(t.get(p, DLHOST_PARAM_VALUE), w);
+  const std::vector<float> g = t.get(p, DLHOST_PARAM_GRAD);
   auto* g_mem = static_cast<float*>(grad.data);
   ASSERT_EQ(grad.bytes, g.size() * 4);
   for (size_t i = 0; i < g.size(); ++i) {
@@ -150,7 +205,9 @@ inline void update_uses_the_gradient_buffers_in_place(const std::string& backend
   for (size_t i = 0; i < w.size(); ++i) EXPECT_FLOAT_EQ(after[i], w[i] - 0.5f * g[i]) << i;
   EXPECT_EQ(t.buffer(p, false).data, value.data);
   EXPECT_EQ(t.buffer(p, true).data, grad.data);
-  EXPECT_EQ(static_cast<float*>(value.data)[0], after[0]);
+  if (value_buffer_is_live) {
+    EXPECT_EQ(static_cast<float*>(value.data)[0], after[0]);
+  }
 }
 
 inline void backward_overwrites_and_notifies_in_reverse_layer_order(const std::string& backend) {
@@ -170,12 +227,14 @@ inline void backward_overwrites_and_notifies_in_reverse_layer_order(const std::s
   EXPECT_EQ(seen, (std::vector<int32_t>{2, 3, 0, 1}));
 }
 
-// v = momentum * v + (clip_scale * g + decay * w); w -= lr * v, over two steps.
-inline void sgd_is_the_abis_with_momentum_decay_and_clipping(const std::string& backend) {
+// The ABI's SGD on `make_graph()`'s graph over two steps with gradients the test writes:
+// v = momentum * v + (clip_scale * g + decay * w); w -= lr * v, with and without clipping.
+inline void sgd_is_the_abis_with_momentum_decay_and_clipping(
+    const std::string& backend, const std::function<std::unique_ptr<Graph>()>& make_graph = mlp) {
   for (float clip : {0.0f, 0.5f}) {
     SCOPED_TRACE(clip);
     const dlhost_optimizer_desc opt = sgd(0.1f, 0.9f, 0.01f, clip);
-    Trainer t(backend, mlp(), opt);
+    Trainer t(backend, make_graph(), opt);
     const int32_t n = t.graph->num_params();
     std::mt19937 rng(3);
     std::vector<std::vector<float>> w(n), v(n);

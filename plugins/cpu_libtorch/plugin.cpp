@@ -76,10 +76,7 @@ class TorchBackend final : public sdk::Backend<Context> {
   int32_t query() const override { return -100; }  // a comparison, never the host's own choice
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
-    const int64_t threads = options.get_int("threads", 0);
-    if (threads < 0 || threads > 4096)
-      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": option threads=" + std::to_string(threads) +
-                   " out of range");
+    const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);
     auto context = std::make_unique<Context>();
     context->threads_requested = static_cast<int>(threads);
     context->seed = options.get_int("seed", context->seed);

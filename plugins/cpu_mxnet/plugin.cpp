@@ -39,9 +39,7 @@ class MxnetBackend final : public sdk::Backend<Context> {
   }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
-    const int64_t threads = options.get_int("threads", 0);
-    if (threads < 0 || threads > 4096)
-      sdk::invalid("cpu_mxnet: option threads=" + std::to_string(threads) + " out of range");
+    const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);
     EngineRequest request;
     request.threads = static_cast<int>(threads);
     request.engine = options.get("engine").value_or(request.engine);

@@ -79,9 +79,7 @@ class OnednnBackend final : public sdk::Backend<Context> {
   bool reads_tensors() const override { return true; }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
-    const int64_t threads = options.get_int("threads", 0);
-    if (threads < 0 || threads > 4096)
-      sdk::invalid("cpu_onednn: option threads=" + std::to_string(threads) + " out of range");
+    const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);
     auto context = std::make_unique<Context>();
     context->threads_requested = static_cast<int>(threads);
     context->seed = options.get_int("seed", context->seed);

@@ -54,13 +54,8 @@ class TensorFlowBackend final : public sdk::Backend<Context> {
     // into the case's stderr, which the host keeps as the case's diagnostics: warnings and
     // errors only, unless the user set the level.
     ::setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
-    const int64_t threads = options.get_int("threads", 0);
-    const int64_t inter = options.get_int("inter_op_threads", 0);
-    if (threads < 0 || threads > 4096)
-      sdk::invalid("cpu_tensorflow: option threads=" + std::to_string(threads) + " out of range");
-    if (inter < 0 || inter > 4096)
-      sdk::invalid("cpu_tensorflow: option inter_op_threads=" + std::to_string(inter) +
-                   " out of range");
+    const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);
+    const int64_t inter = options.get_int_in("inter_op_threads", 0, 0, sdk::kMaxThreads);
     const std::string mode = options.get("mode").value_or("graph");
     if (mode != "graph" && mode != "xla")
       sdk::invalid("cpu_tensorflow: option mode=" + mode + " (graph or xla)");

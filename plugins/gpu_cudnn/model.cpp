@@ -38,10 +38,9 @@ Settings read_settings(const sdk::Options& options, Settings s) {
       sdk::invalid("gpu_cudnn: option algo=" + *a + ": expected heuristic|exhaustive");
     s.exhaustive = *a == "exhaustive";
   }
-  if (auto mb = options.get_int("workspace_limit_mb")) {
-    if (*mb < 0 || *mb > (int64_t{1} << 30))
-      sdk::invalid("gpu_cudnn: option workspace_limit_mb=" + std::to_string(*mb) + " out of range");
-    s.workspace_limit = static_cast<uint64_t>(*mb) << 20;
+  if (options.get("workspace_limit_mb")) {
+    const int64_t mb = options.get_int_in("workspace_limit_mb", 0, 0, int64_t{1} << 30);
+    s.workspace_limit = static_cast<uint64_t>(mb) << 20;
   }
   return s;
 }

@@ -1,5 +1,5 @@
 // test_cpu_mxnet.cpp — what `dlhost conform` cannot see of the cpu_mxnet backend (conform
-// compares its numbers with cpu_reference; cpu_mxnet_e2e.sh runs that): the ABI contract a
+// compares its numbers with cpu_reference; tests/framework_e2e.sh runs that): the ABI contract a
 // framework underneath could break. Parameter and gradient buffers must not move (the host
 // all-reduces them in place, and an LSTM's are slices of MXNet's packed vector) and update must
 // use what the host left in them; backward must overwrite (grad_req write); grad-ready notices
@@ -31,11 +31,13 @@ const dlhost_backend_api& api() { return framework_contract::api(kBackend); }
 struct Trainer : framework_contract::Trainer {
   Trainer(std::unique_ptr<Graph> g, const dlhost_optimizer_desc& opt = sgd(0.1f),
           const std::string& mode = "hybridized", const std::string& on = kBackend, int threads = 1)
-      : framework_contract::Trainer(on, std::move(g), opt, threads, options(on, mode)) {}
-  static std::vector<std::pair<std::string, std::string>> options(const std::string& on,
-                                                                  const std::string& mode) {
-    if (on != kBackend) return {};
-    return {{"mode", mode}};
+      : framework_contract::Trainer(
+            on, std::move(g), opt,
+            framework_contract::threads_options(threads, options(on, mode))) {}
+  static dlhost_options options(const std::string& on, const std::string& mode) {
+    dlhost_options o;
+    if (on == kBackend) o.values["mode"] = mode;
+    return o;
   }
 };
 
@@ -70,12 +72,8 @@ void expect_near_all(const std::vector<float>& a, const std::vector<float>& b, f
 }
 
 TEST(cpu_mxnet, DescribesTheDeviceAndItsLibraries) {
-  const dlhost_device_info* info = nullptr;
-  check_status(api().device_info(0, &info), "device_info");
-  const std::string library = info->library;
-  for (const char* part : {"MXNet 1.9.1", "oneDNN ", "OpenBLAS ", "OpenMP"})
-    EXPECT_NE(library.find(part), std::string::npos) << library;
-  EXPECT_GT(std::string(info->isa).size(), 0u);
+  framework_contract::describes_the_device_and_its_libraries(
+      kBackend, {"MXNet 1.9.1", "oneDNN ", "OpenBLAS ", "OpenMP"});
 }
 
 // MXNet fixes its OpenMP threads when it loads: the first context decides, one asking for
@@ -95,8 +93,12 @@ TEST(cpu_mxnet, ThreadsOptionIsTheModelsAndFixedPerProcess) {
   }
 }
 
+TEST(cpu_mxnet, ThreadsOutOfRangeIsRefusedNamingTheKey) {
+  framework_contract::threads_out_of_range_is_refused_naming_the_key(kBackend);
+}
+
 TEST(cpu_mxnet, UpdateUsesTheGradientBuffersInPlace) {
-  framework_contract::update_uses_the_gradient_buffers_in_place(kBackend);
+  framework_contract::update_uses_the_gradient_buffers_in_place(kBackend, 0, true);
 }
 TEST(cpu_mxnet, BackwardOverwritesAndNotifiesInReverseLayerOrder) {
   framework_contract::backward_overwrites_and_notifies_in_reverse_layer_order(kBackend);

@@ -8,6 +8,7 @@
 // described from one parse.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -36,7 +37,14 @@ const char* status_message(const dlhost_status* s) {
 void status_destroy(dlhost_status* s) { delete reinterpret_cast<Status*>(s); }
 void log(int32_t, const char*, const char*) {}
 int32_t log_enabled(int32_t) { return 0; }
-const char* option_get(const dlhost_options*, const char*) { return nullptr; }
+// A test's options are a map behind the opaque pointer (the host's own type is not needed).
+using OptionMap = std::map<std::string, std::string>;
+const char* option_get(const dlhost_options* options, const char* key) {
+  if (options == nullptr) return nullptr;
+  const auto& values = *reinterpret_cast<const OptionMap*>(options);
+  auto it = values.find(key);
+  return it == values.end() ? nullptr : it->second.c_str();
+}
 
 const dlhost_host_api* host() {
   static const dlhost_host_api h = [] {
@@ -333,6 +341,32 @@ TEST(Builder, PerStepFcRefusesAHostThatPredatesIt) {
   sdk::Builder new_host(&api, nullptr);
   EXPECT_EQ(new_host.fc_per_step("fc_t", 0, 4), 1);
   EXPECT_EQ(fc_calls, 2);
+}
+
+// An integer option in its range is its value, an absent one the fallback; out of range or not an
+// integer is INVALID_ARGUMENT naming the plugin, the key and (out of range) value and range.
+TEST(PluginKit, IntOptionInRangeOrAnErrorNamingTheKey) {
+  ASSERT_NE(backend_plugin(), nullptr);  // the host attached
+  const OptionMap values{{"threads", "2"}, {"inter_op_threads", "5000"}, {"seed", "two"}};
+  const sdk::Options options(reinterpret_cast<const dlhost_options*>(&values));
+  EXPECT_EQ(options.get_int_in("threads", 0, 0, sdk::kMaxThreads), 2);
+  EXPECT_EQ(options.get_int_in("absent", 7, 0, 8), 7);
+  const auto error_of = [&](const char* key, int64_t lo, int64_t hi) -> std::string {
+    try {
+      options.get_int_in(key, 0, lo, hi);
+    } catch (const sdk::Error& e) {
+      EXPECT_EQ(e.code(), DLHOST_CODE_INVALID_ARGUMENT);
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of("inter_op_threads", 0, sdk::kMaxThreads),
+            std::string(sdk::detail::plugin_name()) +
+                ": option inter_op_threads=5000 out of range [0, 4096]");
+  EXPECT_EQ(error_of("threads", 3, 8),
+            std::string(sdk::detail::plugin_name()) + ": option threads=2 out of range [3, 8]");
+  EXPECT_NE(error_of("seed", 0, 8).find("option 'seed' must be an integer, got 'two'"),
+            std::string::npos);
 }
 
 TEST(Graph, OpNamesFollowTheEnum) {

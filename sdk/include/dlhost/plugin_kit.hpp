@@ -48,6 +48,10 @@ class Options {
   int64_t get_int(const char* key, int64_t fallback) const {
     return get_int(key).value_or(fallback);
   }
+  // The integer value of `key` in [lo, hi], or `fallback` when absent; INVALID_ARGUMENT naming
+  // the plugin, the key, the value and the range otherwise ("cpu_mxnet: option threads=5000 out
+  // of range [0, 4096]"). E.g. the host-set threads: get_int_in("threads", 0, 0, kMaxThreads).
+  int64_t get_int_in(const char* key, int64_t fallback, int64_t lo, int64_t hi) const;
   const dlhost_options* raw() const { return options_; }
 
  private:
@@ -64,6 +68,9 @@ struct OptionSpec {
   const char* help;               // one line
   const char* choices = nullptr;  // DLHOST_OPTION_ENUM: "a|b|c"
 };
+
+// The most threads a "threads" option may ask for: more is a typo, not a machine.
+inline constexpr int64_t kMaxThreads = 4096;
 
 // The declaration of a plugin that reads no option of its own (only host-set keys).
 inline std::optional<std::vector<OptionSpec>> no_options() { return std::vector<OptionSpec>{}; }
@@ -169,6 +176,15 @@ const dlhost_plugin* enter(const dlhost_host_api* host, const PluginInfo& info,
 }
 
 }  // namespace detail
+
+inline int64_t Options::get_int_in(const char* key, int64_t fallback, int64_t lo,
+                                   int64_t hi) const {
+  const int64_t value = get_int(key, fallback);
+  if (value < lo || value > hi)
+    invalid(std::string(detail::plugin_name()) + ": option " + key + "=" + std::to_string(value) +
+            " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return value;
+}
 
 // The chain a backend's link_extensions() hangs its own typed extensions on.
 using ExtensionChain = detail::ExtensionChain;
