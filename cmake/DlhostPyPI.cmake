@@ -47,6 +47,20 @@ function(dlhost_pypi_package out_found out_reason package version file)
   set(${out_reason} "${_why}" PARENT_SCOPE)
 endfunction()
 
+# dlhost_onednn3_wheel(<OUT_FOUND> <OUT_REASON> <OUT_PREFIX>): oneDNN 3.2 from its two PyPI wheels
+# (library; headers and CMake package), which install-deps puts in DLHOST_PYPI_DIR/onednn-3.2 with
+# `pip install --prefix`. OUT_PREFIX: that folder, when found.
+function(dlhost_onednn3_wheel out_found out_reason out_prefix)
+  dlhost_pypi_package(_found _why onednn-cpu-gomp 2023.2.0 lib/libdnnl.so.3 PREFIX onednn-3.2)
+  if(_found)
+    dlhost_pypi_package(_found _why onednn-devel-cpu-gomp 2023.2.0 include/oneapi/dnnl/dnnl.hpp
+                        PREFIX onednn-3.2)
+  endif()
+  set(${out_found} ${_found} PARENT_SCOPE)
+  set(${out_reason} "${_why}" PARENT_SCOPE)
+  set(${out_prefix} "${DLHOST_PYPI_DIR}/onednn-3.2" PARENT_SCOPE)
+endfunction()
+
 # dlhost_plugin_left_out(<plugin> <reason>): one configure line, and <plugin>.left-out beside the
 # built plugins for the host's SKIPPED reason.
 function(dlhost_plugin_left_out plugin reason)

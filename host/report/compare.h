@@ -42,8 +42,17 @@ Comparison compare_records(const std::vector<Record>& base, const std::vector<Re
 void print_comparison(const Comparison& c, const std::string& base_name,
                       const std::string& new_name, std::ostream& out);
 
+// For comparing two backends (two builds of one library, say): keeps the records of `backend`
+// and drops its name from each case id ("fcn5.cpu_onednn3.b64.t1" -> "fcn5.b64.t1"), so that the
+// same network, batch and threads pair up across backends. Throws InputError when no record of
+// `backend` is there.
+std::vector<Record> cases_of_backend(const std::vector<Record>& records, const std::string& backend,
+                                     const std::string& file);
+
 struct CompareOptions {
   std::string base, candidate;
+  std::string backend_pair;               // --backends BASE,NEW as given
+  std::string base_backend, new_backend;  // pair across these two backends (cases_of_backend)
   double alpha = 0.05, threshold = 0.05;
   bool fail_on_regression = false;
 };
