@@ -185,7 +185,8 @@ void print_comparison(const Comparison& c, const std::string& base_name,
   list("environment differences", c.environment_differences);
 }
 
-int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
+int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err,
+                const std::pair<std::string, std::string>& backends) {
   Inputs base, candidate;
   try {
     read_results_file(o.base, base);
@@ -197,16 +198,16 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
   for (const auto& w : base.warnings) err << "dlhost compare: warning: " << w << "\n";
   for (const auto& w : candidate.warnings) err << "dlhost compare: warning: " << w << "\n";
   std::string base_name = o.base, new_name = o.candidate;
-  if (!o.base_backend.empty()) {
+  if (!backends.first.empty()) {
     try {
-      base.records = cases_of_backend(base.records, o.base_backend, o.base);
-      candidate.records = cases_of_backend(candidate.records, o.new_backend, o.candidate);
+      base.records = cases_of_backend(base.records, backends.first, o.base);
+      candidate.records = cases_of_backend(candidate.records, backends.second, o.candidate);
     } catch (const InputError& e) {
       err << "dlhost compare: " << e.what() << "\n";
       return 2;
     }
-    base_name += " (backend " + o.base_backend + ")";
-    new_name += " (backend " + o.new_backend + ")";
+    base_name += " (backend " + backends.first + ")";
+    new_name += " (backend " + backends.second + ")";
   }
   Comparison c = compare_records(base.records, candidate.records, o.alpha, o.threshold);
   print_comparison(c, base_name, new_name, out);

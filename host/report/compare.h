@@ -6,6 +6,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/records.h"
@@ -51,12 +52,13 @@ std::vector<Record> cases_of_backend(const std::vector<Record>& records, const s
 
 struct CompareOptions {
   std::string base, candidate;
-  std::string backend_pair;               // --backends BASE,NEW as given
-  std::string base_backend, new_backend;  // pair across these two backends (cases_of_backend)
   double alpha = 0.05, threshold = 0.05;
   bool fail_on_regression = false;
 };
 // 0; 1 when fail_on_regression and a regression was found; 2 for bad input (said on `err`).
-int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err);
+// `backends` (--backends BASE,NEW): when set, BASE's records of backends.first are compared with
+// NEW's of backends.second (cases_of_backend).
+int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err,
+                const std::pair<std::string, std::string>& backends = {});
 
 }  // namespace dlhost::report
