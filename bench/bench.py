@@ -35,10 +35,15 @@ DROPPED_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 # dlhost's framework backends, each with the peer that runs the same library from Python.
 FAIRNESS_PAIRS = [("cpu_tensorflow", "tf:best"), ("cpu_libtorch2", "torch:best"),
                   ("cpu_libtorch", "torch113:best")]
-BACKENDS = ["cpu_onednn", "cpu_tensorflow", "cpu_libtorch2", "cpu_libtorch", "cpu_mxnet"]
+BACKENDS = ["cpu_onednn", "cpu_onednn3", "cpu_tensorflow", "cpu_libtorch2", "cpu_libtorch",
+            "cpu_mxnet"]
+# dlhost's own backend, a column per oneDNN build (cpu_onednn: Debian's 2.6, the column `dlhost`;
+# cpu_onednn3: the PyPI 3.2 wheel): /fast, GF/s, %gemm, /bare and MB are taken with the fastest
+# build of the row, named in the column `build`.
+ONEDNN_BUILDS = {"dlhost": "cpu_onednn", "cpu_onednn3": "cpu_onednn3"}
 SHORT = {"dlhost": "dlhost", "torch:best": "pt2", "torch:default": "pt2/d",
          "torch113:best": "pt113", "torch113:default": "pt113/d", "tf:best": "tf",
-         "tf:default": "tf/d", "cpu_tensorflow": "c_tf", "cpu_libtorch2": "c_pt2",
+         "tf:default": "tf/d", "cpu_onednn3": "dnnl3", "cpu_tensorflow": "c_tf", "cpu_libtorch2": "c_pt2",
          "cpu_libtorch": "c_pt113", "cpu_mxnet": "c_mx"}
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
 
@@ -370,7 +375,13 @@ class Bench:
                 errs = [r["error"] for r in by_tool.get(c, []) if "error" in r]
                 if errs:
                     row[c + "_error"] = errs[0]
-            d = row.get("dlhost_ms")
+            builds = {c: row[c + "_ms"] for c in cols if c in ONEDNN_BUILDS and row[c + "_ms"]}
+            best = min(builds, key=builds.get) if builds else None
+            d = builds.get(best)
+            if best:
+                row["best_build"] = ONEDNN_BUILDS[best]
+                row["best_build_ms"] = d
+                row["best_build_peak_mb"] = row[best + "_peak_mb"]
             peers = {c: row[c + "_ms"] for c in cols if ":" in c and row[c + "_ms"]}
             # The fastest peer among the best setups: a default setup may use more cores than
             # the row's thread count (Debian's PyTorch leaves OpenBLAS at every core when only
@@ -382,7 +393,7 @@ class Bench:
                 row["fastest_peer_ms"] = peers[fastest]
                 row["fastest_peer_peak_mb"] = row[fastest + "_peak_mb"]
             if d:
-                ok = [r for r in by_tool["dlhost"] if "error" not in r]
+                ok = [r for r in by_tool[best] if "error" not in r]
                 flops = ok[0]["flops_per_step"]
                 row["dlhost_gflops"] = round(flops / d / 1e6, 1)
                 lim = limits["threads"].get(t, {}).get("sgemm_best_gflops")
@@ -447,12 +458,14 @@ class Bench:
         hdr = (f"{'network':12s} {'b':>5s} {'t':>2s} " + " ".join(f"{short[c]:>8s}" for c in cols)
                + f" {'/fast':>6s} {'fastest':>8s} " + " ".join(
                    f"{'/' + short[c]:>7s}" for c in cols if c.endswith(":best"))
-               + f" {'GF/s':>6s} {'%gemm':>6s} {'/bare':>6s} {'MB':>6s} {'peerMB':>6s}")
+               + f" {'GF/s':>6s} {'%gemm':>6s} {'/bare':>6s} {'MB':>6s} {'peerMB':>6s}"
+               + f" {'build':>11s}")
         log("")
         log(f"ISA: {limits['onednn_isa']} (oneDNN dispatch); load average during the cases: "
             f"min {min(self.loads, default=0):.2f}, median "
             f"{statistics.median(self.loads) if self.loads else 0:.2f}, "
-            f"max {max(self.loads, default=0):.2f}; ms = median step time; /fast = dlhost / "
+            f"max {max(self.loads, default=0):.2f}; ms = median step time; dlhost = cpu_onednn "
+            "(oneDNN 2.6), dnnl3 = cpu_onednn3 (oneDNN 3.2); /fast = the faster of them (build) / "
             "fastest peer best setup (defaults may use more cores than t); /pt2 etc. = dlhost / that peer's best setup; peer /d = default "
             "setup; %gemm = the step's FLOPs at the best sgemm rate / dlhost time; /bare = dlhost "
             "/ the step's own GEMMs timed bare (FC nets); MB = peak RSS")
@@ -467,8 +480,9 @@ class Bench:
             line += " ".join(fmt(r.get("ratio_" + c), 7, 2) for c in cols if c.endswith(":best"))
             line += " " + fmt(r.get("dlhost_gflops"), 6) + " " + fmt(r.get("pct_of_gemm_limit"), 6)
             line += " " + fmt(r.get("dlhost_over_bare_gemm"), 6, 2)
-            line += " " + fmt(r.get("dlhost_peak_mb"), 6, 0) + " " + fmt(
+            line += " " + fmt(r.get("best_build_peak_mb"), 6, 0) + " " + fmt(
                 r.get("fastest_peer_peak_mb"), 6, 0)
+            line += f" {r.get('best_build', '-'):>11s}"
             log(line)
         for t, g in sorted(geo.items()):
             log(f"geometric mean dlhost / fastest peer, {t} thread(s): {g}")
@@ -496,10 +510,11 @@ def main():
     ap.add_argument("--output", default=None, help="folder for bench.json and the .jsonl")
     ap.add_argument("--networks", default=",".join(NETWORKS))
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--backends", default="cpu_onednn",
+    ap.add_argument("--backends", default=None,
                     help="dlhost backends measured beside the peers, comma-separated, of "
                     + ",".join(BACKENDS) + "; the framework backends also get the fairness "
-                    "table (each against its framework's Python peer)")
+                    "table (each against its framework's Python peer); default: every oneDNN "
+                    "build of cpu_onednn in the build folder (cpu_onednn, cpu_onednn3)")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=1, help="passes over all cases")
@@ -522,6 +537,9 @@ def main():
     if bad:
         sys.exit(f"bench: unknown network(s) {bad}; known: {NETWORKS}")
     a.threads = [int(t) for t in a.threads.split(",")]
+    if a.backends is None:
+        a.backends = ",".join(b for b in ONEDNN_BUILDS.values() if b == "cpu_onednn" or os.path.exists(
+            os.path.join(a.build, "plugins", f"libdlhost_{b}.so")))
     a.backends = [b for b in a.backends.split(",") if b]
     bad = [b for b in a.backends if b not in BACKENDS]
     if bad or not a.backends:

@@ -44,19 +44,16 @@ if [ "${DLHOST_NO_PYPI:-0}" = 1 ]; then
   exit 0
 fi
 mkdir -p "$PYPI_DIR"
-for group in $WHEELS; do
+# pip_group <folder> <where option> <group>: installs one '+'-joined group with `pip install
+# <where option> <folder>`; on failure writes <group's first package>.failed with pip's reason.
+pip_group() {
+  folder=$1 where=$2 group=$3
   w=$(echo "$group" | tr + ' ')
   name=${group%%==*}
-  installed=1
-  for one in $w; do
-    dist=$(echo "${one%%==*}" | tr - _)-${one#*==}.dist-info
-    [ -d "$PYPI_DIR/$dist" ] || installed=0
-  done
-  [ $installed = 1 ] && continue
-  echo "install-deps: pip install --target $PYPI_DIR --no-deps $w"
+  echo "install-deps: pip install $where $folder --no-deps $w"
   # shellcheck disable=SC2086  # $w is a list of requirement words
   if python3 -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
-      --upgrade --target "$PYPI_DIR" $w > "$PYPI_DIR/$name.log" 2>&1; then
+      --upgrade "$where" "$folder" $w > "$PYPI_DIR/$name.log" 2>&1; then
     rm -f "$PYPI_DIR/$name.failed" "$PYPI_DIR/$name.log"
   else
     # Why, in pip's words: a network or certificate failure where there is one (pip then ends
@@ -67,4 +64,27 @@ for group in $WHEELS; do
     echo "pip could not install $w: $why" | cut -c 1-300 > "$PYPI_DIR/$name.failed"
     echo "install-deps: WARNING: $(cat "$PYPI_DIR/$name.failed"); its backend is left out"
   fi
+}
+# installed <folder with the dist-infos> <group>: true when every wheel of the group is there.
+installed() {
+  for one in $(echo "$2" | tr + ' '); do
+    dist=$(echo "${one%%==*}" | tr - _)-${one#*==}.dist-info
+    [ -d "$1/$dist" ] || return 1
+  done
+}
+for group in $WHEELS; do
+  installed "$PYPI_DIR" "$group" || pip_group "$PYPI_DIR" --target "$group"
+done
+
+# --- oneDNN 3.x for the cpu_onednn3 backend (plugins/cpu_onednn) -------------------------------
+# oneDNN's wheels carry the library, headers and CMake package as wheel *data* (lib/, include/),
+# which `pip --target` drops; so each goes with `pip install --prefix` into a folder of its own,
+# deps/pypi/onednn-<version>/{lib,include}: two oneDNN 3 builds would share libdnnl.so.3's name.
+# oneDNN 3.2, GNU OpenMP (the runtime Debian's oneDNN 2.6 uses), no other dependency: ~39 MB
+# download, 164 MB installed.
+ONEDNN_PREFIXES="onednn-3.2:onednn-cpu-gomp==2023.2.0+onednn-devel-cpu-gomp==2023.2.0"
+for entry in $ONEDNN_PREFIXES; do
+  folder="$PYPI_DIR/${entry%%:*}" group=${entry#*:}
+  site=$(echo "$folder"/lib/python3*/site-packages)
+  installed "$site" "$group" || pip_group "$folder" --prefix "$group"
 done

@@ -26,11 +26,18 @@
 #include "core/host_api.h"
 #include "graph_attrs.h"
 
+// The build under test: cpu_onednn (Debian's oneDNN 2.6), or cpu_onednn3 (the oneDNN 3 wheel) for
+// tests/onednn_versions' test_cpu_onednn3, the same tests compiled a second time.
+#ifndef DLHOST_TEST_ONEDNN_PLUGIN
+#define DLHOST_TEST_ONEDNN_PLUGIN "cpu_onednn"
+#endif
+
 namespace dlhost {
 namespace {
 
 const dlhost_backend_api* backend() {
-  return test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, "cpu_onednn").table->backend;
+  return test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, DLHOST_TEST_ONEDNN_PLUGIN)
+      .table->backend;
 }
 
 struct Outcome {
@@ -416,7 +423,8 @@ struct ReadTensorCase {
 
   explicit ReadTensorCase(bool relu, unsigned seed) {
     const dlhost_extension* chain =
-        test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, "cpu_onednn").table->extensions;
+        test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, DLHOST_TEST_ONEDNN_PLUGIN)
+            .table->extensions;
     ext = reinterpret_cast<const dlhost_tensor_read_ext*>(
         dlhost_find_extension(chain, DLHOST_EXT_TENSOR_READ));
     std::mt19937 rng(seed);

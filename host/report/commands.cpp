@@ -92,7 +92,25 @@ Commands::Entry add_compare(CLI::App& app) {
       ->check(CLI::Range(0.0, 10.0));
   sub->add_flag("--fail-on-regression", o->fail_on_regression,
                 "Exit 1 when a case is significantly slower beyond the threshold (for CI)");
-  return {sub, [o] { return run_compare(*o, std::cout, std::cerr); }};
+  auto pair = std::make_shared<std::string>();
+  sub->add_option("--backends", *pair,
+                  "BASE,NEW: compare backend BASE's cases in the base file with backend NEW's in "
+                  "the new one (the same file may be given twice), paired by network, batch and "
+                  "threads")
+      ->check([](const std::string& v) {
+        const auto comma = v.find(',');
+        return comma == std::string::npos || comma == 0 || comma + 1 == v.size()
+                   ? "expected BASE,NEW (two backend names), got '" + v + "'"
+                   : std::string();
+      });
+  return {sub, [o, pair] {
+            std::pair<std::string, std::string> backends;
+            if (!pair->empty()) {
+              const auto comma = pair->find(',');
+              backends = {pair->substr(0, comma), pair->substr(comma + 1)};
+            }
+            return run_compare(*o, std::cout, std::cerr, backends);
+          }};
 }
 
 }  // namespace

@@ -73,6 +73,29 @@ CaseComparison compare_case(const Record& base, const Record& candidate, double 
 
 }  // namespace
 
+std::vector<Record> cases_of_backend(const std::vector<Record>& records, const std::string& name,
+                                     const std::string& file) {
+  std::vector<Record> out;
+  for (const auto& r : records) {
+    if (backend(r) != name) continue;
+    Record paired = r;
+    std::string id, segment;
+    const std::string whole = case_id(r) + ".";
+    for (char ch : whole) {
+      if (ch != '.') {
+        segment += ch;
+        continue;
+      }
+      if (segment != name) id += (id.empty() ? "" : ".") + segment;
+      segment.clear();
+    }
+    paired.data["case_id"] = id;
+    out.push_back(std::move(paired));
+  }
+  if (out.empty()) throw InputError(file + ": no record of backend " + name);
+  return out;
+}
+
 Comparison compare_records(const std::vector<Record>& base, const std::vector<Record>& candidate,
                            double alpha, double threshold) {
   Comparison out;
@@ -162,7 +185,8 @@ void print_comparison(const Comparison& c, const std::string& base_name,
   list("environment differences", c.environment_differences);
 }
 
-int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
+int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err,
+                const std::pair<std::string, std::string>& backends) {
   Inputs base, candidate;
   try {
     read_results_file(o.base, base);
@@ -173,8 +197,20 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
   }
   for (const auto& w : base.warnings) err << "dlhost compare: warning: " << w << "\n";
   for (const auto& w : candidate.warnings) err << "dlhost compare: warning: " << w << "\n";
+  std::string base_name = o.base, new_name = o.candidate;
+  if (!backends.first.empty()) {
+    try {
+      base.records = cases_of_backend(base.records, backends.first, o.base);
+      candidate.records = cases_of_backend(candidate.records, backends.second, o.candidate);
+    } catch (const InputError& e) {
+      err << "dlhost compare: " << e.what() << "\n";
+      return 2;
+    }
+    base_name += " (backend " + backends.first + ")";
+    new_name += " (backend " + backends.second + ")";
+  }
   Comparison c = compare_records(base.records, candidate.records, o.alpha, o.threshold);
-  print_comparison(c, o.base, o.candidate, out);
+  print_comparison(c, base_name, new_name, out);
   return o.fail_on_regression && c.regressions > 0 ? 1 : 0;
 }
 

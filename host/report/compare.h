@@ -6,6 +6,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/records.h"
@@ -42,12 +43,22 @@ Comparison compare_records(const std::vector<Record>& base, const std::vector<Re
 void print_comparison(const Comparison& c, const std::string& base_name,
                       const std::string& new_name, std::ostream& out);
 
+// For comparing two backends (two builds of one library, say): keeps the records of `backend`
+// and drops its name from each case id ("fcn5.cpu_onednn3.b64.t1" -> "fcn5.b64.t1"), so that the
+// same network, batch and threads pair up across backends. Throws InputError when no record of
+// `backend` is there.
+std::vector<Record> cases_of_backend(const std::vector<Record>& records, const std::string& backend,
+                                     const std::string& file);
+
 struct CompareOptions {
   std::string base, candidate;
   double alpha = 0.05, threshold = 0.05;
   bool fail_on_regression = false;
 };
 // 0; 1 when fail_on_regression and a regression was found; 2 for bad input (said on `err`).
-int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err);
+// `backends` (--backends BASE,NEW): when set, BASE's records of backends.first are compared with
+// NEW's of backends.second (cases_of_backend).
+int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err,
+                const std::pair<std::string, std::string>& backends = {});
 
 }  // namespace dlhost::report

@@ -219,34 +219,33 @@ class FcLayer : public WeightedLayer {
     if (!m.tensor(inputs_[0]).needs_grad) return;
     // Asking for the forward's weight layout first spares a per-step reorder of the weights
     // (150 MB for a large FC); oneDNN picks another layout only when that one has no fast kernel.
-    dnnl::inner_product_backward_data::primitive_desc dpd(
-        dnnl::inner_product_backward_data::desc(pd_.src_desc(), pd_.weights_desc(), pd_.dst_desc()),
-        m.attr(), m.engine(), pd_, /*allow_empty=*/true);
+    auto dpd = compat::make_bwd_pd<dnnl::inner_product_backward_data>(
+        m.engine(), m.attr(), pd_, /*allow_empty=*/true, pd_.src_desc(), pd_.weights_desc(),
+        pd_.dst_desc());
     if (!fast(dpd))
-      dpd = dnnl::inner_product_backward_data::primitive_desc(
-          dnnl::inner_product_backward_data::desc(pd_.src_desc(), any_md(wdims_), pd_.dst_desc()),
-          m.attr(), m.engine(), pd_);
+      dpd = compat::make_bwd_pd<dnnl::inner_product_backward_data>(
+          m.engine(), m.attr(), pd_, false, pd_.src_desc(), any_md(wdims_), pd_.dst_desc());
     add_backward_data<decltype(dpd), dnnl::inner_product_backward_data>(m, steps, dpd, "ip");
   }
 
  private:
   dnnl::inner_product_forward::primitive_desc forward_pd(Model& m, const Md& src, const Md& weights,
                                                          const Md& dst, bool allow_empty = false) {
-    auto desc =
-        bias_ >= 0
-            ? dnnl::inner_product_forward::desc(prop_kind::forward_training, src, weights,
-                                                any_md({a_.out_features}), dst)
-            : dnnl::inner_product_forward::desc(prop_kind::forward_training, src, weights, dst);
-    return dnnl::inner_product_forward::primitive_desc(desc, m.attr(), m.engine(), allow_empty);
+    using P = dnnl::inner_product_forward;
+    return bias_ >= 0
+               ? compat::make_pd<P>(m.engine(), m.attr(), allow_empty, prop_kind::forward_training,
+                                    src, weights, any_md({a_.out_features}), dst)
+               : compat::make_pd<P>(m.engine(), m.attr(), allow_empty, prop_kind::forward_training,
+                                    src, weights, dst);
   }
   dnnl::inner_product_backward_weights::primitive_desc weights_pd(Model& m, const Md& weights,
                                                                   bool allow_empty) {
-    auto desc = bias_ >= 0 ? dnnl::inner_product_backward_weights::desc(
-                                 pd_.src_desc(), weights, any_md({a_.out_features}), pd_.dst_desc())
-                           : dnnl::inner_product_backward_weights::desc(pd_.src_desc(), weights,
-                                                                        pd_.dst_desc());
-    return dnnl::inner_product_backward_weights::primitive_desc(desc, m.attr(), m.engine(), pd_,
-                                                                allow_empty);
+    using P = dnnl::inner_product_backward_weights;
+    return bias_ >= 0
+               ? compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, allow_empty, pd_.src_desc(),
+                                        weights, any_md({a_.out_features}), pd_.dst_desc())
+               : compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, allow_empty, pd_.src_desc(),
+                                        weights, pd_.dst_desc());
   }
   // oneDNN picks the forward's and the weight gradient's layouts independently (AlexNet's fc6:
   // BcdA8b4096a and aBcd8b), and a gradient in another layout than its weights costs a reorder
@@ -293,10 +292,10 @@ class FcLayer : public WeightedLayer {
     // out] (tag ba) without moving a byte.
     const Md weights_md = Md({features_, out}, dt::f32, tag::ba);
     const Md bias_md = plain_md({1, out}, dt::f32);
-    dnnl::matmul::primitive_desc pd(bias_ >= 0
-                                        ? dnnl::matmul::desc(src_md, weights_md, bias_md, dst_md)
-                                        : dnnl::matmul::desc(src_md, weights_md, dst_md),
-                                    m.attr(), m.engine());
+    const auto pd = bias_ >= 0 ? compat::make_pd<dnnl::matmul>(m.engine(), m.attr(), false, src_md,
+                                                               weights_md, bias_md, dst_md)
+                               : compat::make_pd<dnnl::matmul>(m.engine(), m.attr(), false, src_md,
+                                                               weights_md, dst_md);
     // [out, features] row-major, whatever the rank of the canonical dims.
     m.alloc_param(weight_, plain_md(wdims_, dt::f32), plain_md(wdims_, dt::f32));
     if (bias_ >= 0) m.alloc_param(bias_, plain_md({out}, dt::f32), plain_md({out}, dt::f32));
@@ -432,24 +431,23 @@ class ConvLayer : public WeightedLayer {
     auto dst_md = [&](int level) { return level < 2 ? pd_.dst_desc() : any_md(ydims_); };
     auto wei_md = [&](int level) { return level < 1 ? pd_.weights_desc() : any_md(wdims_); };
     auto weights_pd = [&](int level) {
-      auto desc = bias_ >= 0 ? dnnl::convolution_backward_weights::desc(
-                                   alg, src_md(level), wei_md(level), any_md({a_.out_channels}),
-                                   dst_md(level), strides_, dilates_, pad_, pad_)
-                             : dnnl::convolution_backward_weights::desc(
-                                   alg, src_md(level), wei_md(level), dst_md(level), strides_,
-                                   dilates_, pad_, pad_);
-      return dnnl::convolution_backward_weights::primitive_desc(desc, m.attr(), m.engine(), pd_,
-                                                                level < 2);
+      using P = dnnl::convolution_backward_weights;
+      return bias_ >= 0
+                 ? compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, level < 2, alg, src_md(level),
+                                          wei_md(level), any_md({a_.out_channels}), dst_md(level),
+                                          strides_, dilates_, pad_, pad_)
+                 : compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, level < 2, alg, src_md(level),
+                                          wei_md(level), dst_md(level), strides_, dilates_, pad_,
+                                          pad_);
     };
     auto wpd = weights_pd(0);
     for (int level = 1; level <= 2 && !fast(wpd); ++level) wpd = weights_pd(level);
     add_backward_weights<decltype(wpd), dnnl::convolution_backward_weights>(m, steps, wpd, "conv");
     if (!m.tensor(inputs_[0]).needs_grad) return;
     auto data_pd = [&](int level) {
-      dnnl::convolution_backward_data::desc desc(alg, src_md(level), wei_md(level), dst_md(level),
-                                                 strides_, dilates_, pad_, pad_);
-      return dnnl::convolution_backward_data::primitive_desc(desc, m.attr(), m.engine(), pd_,
-                                                             level < 2);
+      return compat::make_bwd_pd<dnnl::convolution_backward_data>(
+          m.engine(), m.attr(), pd_, level < 2, alg, src_md(level), wei_md(level), dst_md(level),
+          strides_, dilates_, pad_, pad_);
     };
     auto dpd = data_pd(0);
     for (int level = 1; level <= 2 && !fast(dpd); ++level) dpd = data_pd(level);
@@ -485,20 +483,23 @@ class ConvLayer : public WeightedLayer {
   dnnl::convolution_forward::primitive_desc forward_pd(Model& m, const Md& src, const Md& dst,
                                                        bool relu) {
     const algorithm alg = alg_;
-    auto desc = bias_ >= 0 ? dnnl::convolution_forward::desc(
-                                 prop_kind::forward_training, alg, src, any_md(wdims_),
-                                 any_md({a_.out_channels}), dst, strides_, dilates_, pad_, pad_)
-                           : dnnl::convolution_forward::desc(prop_kind::forward_training, alg, src,
-                                                             any_md(wdims_), dst, strides_,
-                                                             dilates_, pad_, pad_);
-    if (!relu) return dnnl::convolution_forward::primitive_desc(desc, m.attr(), m.engine());
-    // A fresh attribute: primitive_attr copies share one handle, and m.attr() is everyone's.
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(ops);
-    return dnnl::convolution_forward::primitive_desc(desc, attr, m.engine(), true);
+    // A fresh attribute for the ReLU: primitive_attr copies share one handle, and m.attr() is
+    // everyone's.
+    dnnl::primitive_attr attr = m.attr();
+    if (relu) {
+      attr = dnnl::primitive_attr();
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::post_ops ops;
+      compat::append_eltwise(ops, algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    using P = dnnl::convolution_forward;
+    return bias_ >= 0
+               ? compat::make_pd<P>(m.engine(), attr, relu, prop_kind::forward_training, alg, src,
+                                    any_md(wdims_), any_md({a_.out_channels}), dst, strides_,
+                                    dilates_, pad_, pad_)
+               : compat::make_pd<P>(m.engine(), attr, relu, prop_kind::forward_training, alg, src,
+                                    any_md(wdims_), dst, strides_, dilates_, pad_, pad_);
   }
 
   dlhost_conv2d_attrs a_;
@@ -555,9 +556,8 @@ class PoolLayer : public NodeLayer {
     alg_ = a_.kind == DLHOST_POOL_MAX ? algorithm::pooling_max
            : include_pad              ? algorithm::pooling_avg_include_padding
                                       : algorithm::pooling_avg_exclude_padding;
-    dnnl::pooling_forward::desc desc(prop_kind::forward_training, alg_, pooling_src_md(x),
-                                     any_md(y.dims), strides_, kernel_, pad_l_, pad_r_);
-    pd_ = dnnl::pooling_forward::primitive_desc(desc, m.attr(), m.engine());
+    pd_ = compat::pooling_forward_pd(m.engine(), m.attr(), alg_, pooling_src_md(x), any_md(y.dims),
+                                     strides_, kernel_, pad_l_, pad_r_);
     const std::string what = name_ + ": pooling forward";
     memory src = m.as_layout(x.value, pd_.src_desc(), steps, what);
     m.alloc_tensor(y, pd_.dst_desc());
@@ -595,10 +595,8 @@ class PoolLayer : public NodeLayer {
                                             : ": max pooling backward");
     dnnl::pooling_backward::primitive_desc pd;
     if (!own)
-      pd = dnnl::pooling_backward::primitive_desc(
-          dnnl::pooling_backward::desc(alg_, pd_.src_desc(), pd_.dst_desc(), strides_, kernel_,
-                                       pad_l_, pad_r_),
-          m.attr(), m.engine(), pd_);
+      pd = compat::pooling_backward_pd(m.engine(), m.attr(), alg_, pd_.src_desc(), pd_.dst_desc(),
+                                       strides_, kernel_, pad_l_, pad_r_, pd_);
     memory diff_dst = m.as_layout(m.diff_of(y), own ? y.md : pd.diff_dst_desc(), steps, what);
     if (fix_) {
       memory scaled = m.scratch(pd.diff_dst_desc());
@@ -616,11 +614,10 @@ class PoolLayer : public NodeLayer {
       relu_in = fused_relu_input(m, x, y);
     if (relu_in != nullptr) {
       const algorithm relu = algorithm::eltwise_relu_use_dst_for_bwd;
-      dnnl::eltwise_forward::primitive_desc hint(
-          dnnl::eltwise_forward::desc(prop_kind::forward_training, relu, y.md, 0.0f, 0.0f),
-          m.attr(), m.engine());
-      dnnl::eltwise_backward::primitive_desc mask(
-          dnnl::eltwise_backward::desc(relu, y.md, y.md, 0.0f, 0.0f), m.attr(), m.engine(), hint);
+      const auto hint =
+          compat::eltwise_forward_pd(m.engine(), m.attr(), relu, y.md, y.md, 0.0f, 0.0f);
+      const auto mask = compat::eltwise_backward_pd(m.engine(), m.attr(), relu, y.md, y.md, y.md,
+                                                    0.0f, 0.0f, hint);
       m.add_primitive(
           steps, what + ": ReLU mask", dnnl::eltwise_backward(mask), mask,
           {{DNNL_ARG_DST, y.value}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_dst}});
@@ -730,9 +727,9 @@ class PoolLayer : public NodeLayer {
     add_scale(m, y.value, y.value, steps);
   }
   void add_scale(Model& m, const memory& src, const memory& dst, Steps& steps) const {
-    dnnl::binary::primitive_desc pd(dnnl::binary::desc(algorithm::binary_mul, src.get_desc(),
-                                                       scale_.get_desc(), dst.get_desc()),
-                                    m.attr(), m.engine());
+    const auto pd =
+        compat::make_pd<dnnl::binary>(m.engine(), m.attr(), false, algorithm::binary_mul,
+                                      src.get_desc(), scale_.get_desc(), dst.get_desc());
     m.add_primitive(steps, name_ + ": ceil-mode divisor", dnnl::binary(pd), pd,
                     {{DNNL_ARG_SRC_0, src}, {DNNL_ARG_SRC_1, scale_}, {DNNL_ARG_DST, dst}});
   }
@@ -773,8 +770,7 @@ class ActivationLayer : public NodeLayer {
     Tensor& x = activation(m, inputs_[0]);
     Tensor& y = m.tensor(output_);
     if (y.dims != x.dims) bad("output " + dims_str(y.dims) + " differs from input");
-    dnnl::eltwise_forward::desc desc(prop_kind::forward_training, alg_, x.md, 0.0f, 0.0f);
-    pd_ = dnnl::eltwise_forward::primitive_desc(desc, m.attr(), m.engine());
+    pd_ = compat::eltwise_forward_pd(m.engine(), m.attr(), alg_, x.md, x.md, 0.0f, 0.0f);
     const bool relu = alg_ == algorithm::eltwise_relu_use_dst_for_bwd;
     if (relu) y.relu_of = inputs_[0];
     // The producer (a convolution) already applied this ReLU as a post-op; x is read by no one
@@ -800,8 +796,8 @@ class ActivationLayer : public NodeLayer {
     Tensor& y = m.tensor(output_);
     if (y.relu_diff_done) return;  // a max pool behind wrote x's gradient (PoolLayer)
     const std::string what = name_ + ": eltwise backward";
-    dnnl::eltwise_backward::desc desc(alg_, y.md, y.md, 0.0f, 0.0f);
-    dnnl::eltwise_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
+    const auto pd =
+        compat::eltwise_backward_pd(m.engine(), m.attr(), alg_, y.md, y.md, y.md, 0.0f, 0.0f, pd_);
     memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
     // In place on the gradient where x has none yet: a separate buffer is one more tensor-sized
@@ -876,16 +872,14 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
     const double ln_n = std::log(static_cast<double>(n));
     // One primitive per block shape (all blocks, then a last partial one), each run with
     // memories that point at its block of rows.
-    dnnl::logsoftmax_forward::primitive_desc pd;
-    dnnl::logsoftmax_forward prim;
+    compat::logsoftmax_forward::primitive_desc pd;
+    compat::logsoftmax_forward prim;
     for (int64_t r0 = 0; r0 < n; r0 += block) {
       const int64_t rows = std::min(block, n - r0);
       const Md md = plain_md({rows, c}, dt::f32);
       if (r0 == 0 || rows != block) {
-        pd = dnnl::logsoftmax_forward::primitive_desc(
-            dnnl::logsoftmax_forward::desc(prop_kind::forward_training, md, 1), m.attr(),
-            m.engine());
-        prim = dnnl::logsoftmax_forward(pd);
+        pd = compat::logsoftmax_forward_pd(m.engine(), m.attr(), md, md, 1, false);
+        prim = compat::logsoftmax_forward(pd);
       }
       m.add_primitive(steps, what, prim, pd,
                       {{DNNL_ARG_SRC, memory(md, m.engine(), const_cast<float*>(xs + r0 * c))},
@@ -922,12 +916,12 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
     const int64_t n = positions_, c = classes_;
     const Md rows = plain_md({n, c}, dt::f32);
     dnnl::post_ops exp_op;
-    exp_op.append_eltwise(1.0f, algorithm::eltwise_exp, 0.0f, 0.0f);
+    compat::append_eltwise(exp_op, algorithm::eltwise_exp, 0.0f, 0.0f);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     attr.set_post_ops(exp_op);
-    dnnl::binary::primitive_desc pd(
-        dnnl::binary::desc(algorithm::binary_add, rows, shift_.get_desc(), rows), attr, m.engine());
+    const auto pd = compat::make_pd<dnnl::binary>(m.engine(), attr, false, algorithm::binary_add,
+                                                  rows, shift_.get_desc(), rows);
     m.add_primitive(steps, what + ": softmax / n", dnnl::binary(pd), pd,
                     {{DNNL_ARG_SRC_0, view(src_, rows)},
                      {DNNL_ARG_SRC_1, shift_},

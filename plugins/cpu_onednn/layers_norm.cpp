@@ -40,9 +40,7 @@ class BatchNormLayer : public NodeLayer {
     if (y.dims != x.dims) bad("output " + dims_str(y.dims) + " differs from input");
     const int64_t channels = x.dims[1];
     const Md vec = plain_md({channels}, dt::f32);
-    dnnl::batch_normalization_forward::desc desc(prop_kind::forward_training, x.md, a_.epsilon,
-                                                 flags());
-    pd_ = dnnl::batch_normalization_forward::primitive_desc(desc, m.attr(), m.engine());
+    pd_ = compat::batch_norm_forward_pd(m.engine(), m.attr(), x.md, x.md, a_.epsilon, flags());
     m.alloc_param(params_[0], vec, vec);
     m.alloc_param(params_[1], vec, vec);
     m.alloc_tensor(y, pd_.dst_desc());
@@ -82,26 +80,27 @@ class BatchNormLayer : public NodeLayer {
     Tensor& x = m.tensor(inputs_[0]);
     Tensor& y = m.tensor(output_);
     const std::string what = name_ + ": batch normalization backward";
-    dnnl::batch_normalization_backward::desc desc(prop_kind::backward, pd_.dst_desc(),
-                                                  pd_.src_desc(), a_.epsilon, flags());
-    dnnl::batch_normalization_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
+    const auto pd =
+        compat::batch_norm_backward_pd(m.engine(), m.attr(), pd_.dst_desc(), pd_.dst_desc(),
+                                       pd_.src_desc(), a_.epsilon, flags(), pd_);
     memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
     // oneDNN computes the data gradient in any case; nobody reads it when nothing upstream
     // learns.
     memory diff_src = x.needs_grad ? m.diff_sink(x, pd.diff_src_desc(), post, what)
                                    : m.scratch(pd.diff_src_desc());
-    m.add_primitive(steps, what, dnnl::batch_normalization_backward(pd), pd,
-                    {{DNNL_ARG_SRC, x.value},
-                     {DNNL_ARG_MEAN, mean_},
-                     {DNNL_ARG_VARIANCE, variance_},
-                     {DNNL_ARG_DIFF_DST, diff_dst},
-                     {DNNL_ARG_SCALE, m.param(params_[0]).value},
-                     // oneDNN 2.6 checks for the shift here too, though backward never reads it.
-                     {DNNL_ARG_SHIFT, m.param(params_[1]).value},
-                     {DNNL_ARG_DIFF_SRC, diff_src},
-                     {DNNL_ARG_DIFF_SCALE, m.param(params_[0]).grad},
-                     {DNNL_ARG_DIFF_SHIFT, m.param(params_[1]).grad}});
+    Args args = {{DNNL_ARG_SRC, x.value},
+                 {DNNL_ARG_MEAN, mean_},
+                 {DNNL_ARG_VARIANCE, variance_},
+                 {DNNL_ARG_DIFF_DST, diff_dst},
+                 {DNNL_ARG_SCALE, m.param(params_[0]).value},
+                 {DNNL_ARG_DIFF_SRC, diff_src},
+                 {DNNL_ARG_DIFF_SCALE, m.param(params_[0]).grad},
+                 {DNNL_ARG_DIFF_SHIFT, m.param(params_[1]).grad}};
+    // oneDNN 2.6 checks for the shift here too, though backward never reads it; 3.x refuses it.
+    if (compat::bnorm_backward_takes_shift)
+      args.push_back({DNNL_ARG_SHIFT, m.param(params_[1]).value});
+    m.add_primitive(steps, what, dnnl::batch_normalization_backward(pd), pd, args);
     steps.insert(steps.end(), post.begin(), post.end());
     m.add_ready(steps, params_[0]);
     m.add_ready(steps, params_[1]);
@@ -170,8 +169,8 @@ class DropoutLayer : public NodeLayer {
   void add_multiply(Model& m, Steps& steps, const std::string& what, const memory& src,
                     const memory& dst) const {
     const Md md = src.get_desc();
-    dnnl::binary::primitive_desc pd(dnnl::binary::desc(algorithm::binary_mul, md, md, md), m.attr(),
-                                    m.engine());
+    const auto pd = compat::make_pd<dnnl::binary>(m.engine(), m.attr(), false,
+                                                  algorithm::binary_mul, md, md, md);
     m.add_primitive(steps, what, dnnl::binary(pd), pd,
                     {{DNNL_ARG_SRC_0, src}, {DNNL_ARG_SRC_1, mask_}, {DNNL_ARG_DST, dst}});
   }
@@ -208,8 +207,8 @@ class AddLayer : public NodeLayer {
     } else {
       m.alloc_tensor(y, a.md);
     }
-    dnnl::binary::primitive_desc pd(dnnl::binary::desc(algorithm::binary_add, a.md, a.md, a.md),
-                                    m.attr(), m.engine());
+    const auto pd = compat::make_pd<dnnl::binary>(m.engine(), m.attr(), false,
+                                                  algorithm::binary_add, a.md, a.md, a.md);
     m.add_primitive(steps, what, dnnl::binary(pd), pd,
                     {{DNNL_ARG_SRC_0, first}, {DNNL_ARG_SRC_1, second}, {DNNL_ARG_DST, y.value}});
   }
@@ -233,8 +232,8 @@ class AddLayer : public NodeLayer {
       if (!t.needs_grad || id == heir) continue;
       const std::string what = name_ + ": add backward to " + t.name;
       if (t.diff_written && t.md == y.md) {
-        dnnl::binary::primitive_desc pd(dnnl::binary::desc(algorithm::binary_add, y.md, y.md, y.md),
-                                        m.attr(), m.engine());
+        const auto pd = compat::make_pd<dnnl::binary>(m.engine(), m.attr(), false,
+                                                      algorithm::binary_add, y.md, y.md, y.md);
         m.add_primitive(steps, what, dnnl::binary(pd), pd,
                         {{DNNL_ARG_SRC_0, t.diff}, {DNNL_ARG_SRC_1, dy}, {DNNL_ARG_DST, t.diff}});
         continue;
@@ -266,9 +265,8 @@ class LrnLayer : public NodeLayer {
     Tensor& y = m.tensor(output_);
     if (x.dims.size() != 4) bad("input " + dims_str(x.dims) + " is not NCHW");
     if (y.dims != x.dims) bad("output " + dims_str(y.dims) + " differs from input");
-    dnnl::lrn_forward::desc desc(prop_kind::forward_training, algorithm::lrn_across_channels, x.md,
+    pd_ = compat::lrn_forward_pd(m.engine(), m.attr(), algorithm::lrn_across_channels, x.md, x.md,
                                  a_.size, a_.alpha, a_.beta, a_.k);
-    pd_ = dnnl::lrn_forward::primitive_desc(desc, m.attr(), m.engine());
     m.alloc_tensor(y, pd_.dst_desc());
     if (pd_.workspace_desc().get_size() > 0) workspace_ = m.alloc(pd_.workspace_desc());
     Args args = {{DNNL_ARG_SRC, x.value}, {DNNL_ARG_DST, y.value}};
@@ -282,9 +280,9 @@ class LrnLayer : public NodeLayer {
     if (!x.needs_grad) return;
     Tensor& y = m.tensor(output_);
     const std::string what = name_ + ": lrn backward";
-    dnnl::lrn_backward::desc desc(algorithm::lrn_across_channels, pd_.src_desc(), pd_.dst_desc(),
-                                  a_.size, a_.alpha, a_.beta, a_.k);
-    dnnl::lrn_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
+    const auto pd = compat::lrn_backward_pd(m.engine(), m.attr(), algorithm::lrn_across_channels,
+                                            pd_.dst_desc(), pd_.dst_desc(), pd_.src_desc(), a_.size,
+                                            a_.alpha, a_.beta, a_.k, pd_);
     memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
     memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);
@@ -317,10 +315,9 @@ class GlobalAvgPoolLayer : public NodeLayer {
       bad("output " + dims_str(y.dims) + " for input " + dims_str(x.dims));
     kernel_ = {x.dims[2], x.dims[3]};
     pooled_md_ = plain_md({x.dims[0], x.dims[1], 1, 1}, dt::f32);
-    dnnl::pooling_forward::desc desc(
-        prop_kind::forward_training, algorithm::pooling_avg_exclude_padding, x.md,
-        any_md({x.dims[0], x.dims[1], 1, 1}), {1, 1}, kernel_, {0, 0}, {0, 0});
-    pd_ = dnnl::pooling_forward::primitive_desc(desc, m.attr(), m.engine());
+    pd_ = compat::pooling_forward_pd(m.engine(), m.attr(), algorithm::pooling_avg_exclude_padding,
+                                     x.md, any_md({x.dims[0], x.dims[1], 1, 1}), {1, 1}, kernel_,
+                                     {0, 0}, {0, 0});
     m.alloc_tensor(y, plain_md(y.dims, dt::f32));
     const std::string what = name_ + ": global average pooling";
     Steps post;
@@ -335,9 +332,9 @@ class GlobalAvgPoolLayer : public NodeLayer {
     if (!x.needs_grad) return;
     Tensor& y = m.tensor(output_);
     const std::string what = name_ + ": global average pooling backward";
-    dnnl::pooling_backward::desc desc(algorithm::pooling_avg_exclude_padding, pd_.src_desc(),
-                                      pd_.dst_desc(), {1, 1}, kernel_, {0, 0}, {0, 0});
-    dnnl::pooling_backward::primitive_desc pd(desc, m.attr(), m.engine(), pd_);
+    const auto pd = compat::pooling_backward_pd(
+        m.engine(), m.attr(), algorithm::pooling_avg_exclude_padding, pd_.src_desc(),
+        pd_.dst_desc(), {1, 1}, kernel_, {0, 0}, {0, 0}, pd_);
     memory diff_dst = m.as_layout(view(m.diff_of(y), pooled_md_), pd.diff_dst_desc(), steps, what);
     Steps post;
     memory diff_src = m.diff_sink(x, pd.diff_src_desc(), post, what);

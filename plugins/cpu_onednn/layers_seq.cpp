@@ -133,10 +133,10 @@ class LstmLayer : public NodeLayer {
       const Md wi = Md({1, 1, h, 4, h}, dt::f32, tag::ldigo);
       const Md b = Md({1, 1, 4, h}, dt::f32, tag::ldgo);
       // Zero descriptors for the states: they start at zero and the final ones are not needed.
-      dnnl::lstm_forward::desc desc(
-          prop_kind::forward_training, dnnl::rnn_direction::unidirectional_left2right,
-          layer.src.get_desc(), Md(), Md(), w, wi, b, layer.dst.get_desc(), Md(), Md());
-      layer.pd = dnnl::lstm_forward::primitive_desc(desc, m.attr(), m.engine());
+      layer.pd = compat::make_pd<dnnl::lstm_forward>(
+          m.engine(), m.attr(), false, prop_kind::forward_training,
+          dnnl::rnn_direction::unidirectional_left2right, layer.src.get_desc(), Md(), Md(), w, wi,
+          b, layer.dst.get_desc(), Md(), Md());
       m.alloc_param(layer.weight, w, Md({1, 1, in, 4, h}, dt::f32, tag::ldgoi));
       m.alloc_param(layer.weight_iter, wi, Md({1, 1, h, 4, h}, dt::f32, tag::ldgoi));
       m.alloc_param(layer.bias, b, b);
@@ -167,11 +167,11 @@ class LstmLayer : public NodeLayer {
       const Md b = m.param(layer.bias).value.get_desc();
       // Backward reads the weights in a layout of its own (ldgoi, padded), reordered each step;
       // it writes their gradients in ldigo, the parameters' layout.
-      dnnl::lstm_backward::desc desc(prop_kind::backward,
-                                     dnnl::rnn_direction::unidirectional_left2right, src_md, Md(),
-                                     Md(), any_md(w.dims()), any_md(wi.dims()), b, dst_md, Md(),
-                                     Md(), src_md, Md(), Md(), w, wi, b, dst_md, Md(), Md());
-      dnnl::lstm_backward::primitive_desc pd(desc, m.attr(), m.engine(), layer.pd);
+      const auto pd = compat::make_bwd_pd<dnnl::lstm_backward>(
+          m.engine(), m.attr(), layer.pd, false, prop_kind::backward,
+          dnnl::rnn_direction::unidirectional_left2right, src_md, Md(), Md(),
+          any_md(compat::dims_of(w)), any_md(compat::dims_of(wi)), b, dst_md, Md(), Md(), src_md,
+          Md(), Md(), w, wi, b, dst_md, Md(), Md());
       memory weights =
           m.as_layout(m.param(layer.weight).value, pd.weights_layer_desc(), steps, what);
       memory weights_iter =

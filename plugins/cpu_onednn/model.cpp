@@ -358,8 +358,8 @@ dnnl::memory Model::diff_sink(Tensor& t, const Md& produced, Steps& post, const 
                   {{DNNL_ARG_FROM, produced_mem}, {DNNL_ARG_TO, in_layout}});
   }
   if (accumulate) {
-    dnnl::binary::primitive_desc pd(
-        dnnl::binary::desc(dnnl::algorithm::binary_add, t.md, t.md, t.md), attr_, context_.engine);
+    const auto pd = compat::make_pd<dnnl::binary>(context_.engine, attr_, false,
+                                                  dnnl::algorithm::binary_add, t.md, t.md, t.md);
     add_primitive(post, what + ": gradient sum", dnnl::binary(pd), pd,
                   {{DNNL_ARG_SRC_0, t.diff}, {DNNL_ARG_SRC_1, in_layout}, {DNNL_ARG_DST, t.diff}});
   }

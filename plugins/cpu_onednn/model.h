@@ -27,6 +27,7 @@
 
 #include "dlhost/backend_kit.hpp"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "onednn_compat.h"
 
 namespace dlhost::cpu_onednn {
 

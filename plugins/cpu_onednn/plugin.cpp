@@ -16,33 +16,6 @@
 namespace dlhost::cpu_onednn {
 namespace {
 
-const char* isa_name(dnnl::cpu_isa isa) {
-  switch (isa) {
-    case dnnl::cpu_isa::sse41:
-      return "sse41";
-    case dnnl::cpu_isa::avx:
-      return "avx";
-    case dnnl::cpu_isa::avx2:
-      return "avx2";
-    case dnnl::cpu_isa::avx2_vnni:
-      return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_mic:
-      return "avx512_mic";
-    case dnnl::cpu_isa::avx512_mic_4ops:
-      return "avx512_mic_4ops";
-    case dnnl::cpu_isa::avx512_core:
-      return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni:
-      return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16:
-      return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx:
-      return "avx512_core_amx";
-    default:
-      return "any";
-  }
-}
-
 const char* runtime_name(unsigned runtime) {
   switch (runtime) {
     case DNNL_RUNTIME_OMP:
@@ -61,7 +34,7 @@ const char* runtime_name(unsigned runtime) {
 class OnednnBackend final : public sdk::Backend<Context> {
  public:
   sdk::Device device(int32_t) const override {
-    return sdk::cpu_device(isa_name(dnnl::get_effective_cpu_isa()));
+    return sdk::cpu_device(compat::isa_name(dnnl::get_effective_cpu_isa()));
   }
   std::string library() const override {
     const dnnl_version_t* v = dnnl_version();
@@ -107,6 +80,7 @@ class OnednnBackend final : public sdk::Backend<Context> {
 
 extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_host_api* host) {
   return dlhost::sdk::backend_plugin<dlhost::cpu_onednn::OnednnBackend>(
-      host, {"cpu_onednn", "0.1.0",
-             "CPU training backend on oneDNN primitives (blocked layouts, OpenMP threads)"});
+      host, {DLHOST_ONEDNN_PLUGIN_NAME, "0.1.0",
+             "CPU training backend on " DLHOST_ONEDNN_WHICH
+             " primitives (blocked layouts, OpenMP threads)"});
 }

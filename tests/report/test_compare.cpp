@@ -102,3 +102,32 @@ TEST(Commands, CompareThroughTheCommandLine) {
   EXPECT_EQ(*rc, 1);
   EXPECT_NE(printed.find("significant when p < 0.01"), std::string::npos);
 }
+
+// --backends: two backends of one file pair up by network, batch and threads; a backend whose
+// name is a prefix of another's (cpu_onednn, cpu_onednn3) takes only its own records.
+TEST(Compare, PairsTwoBackendsOfOneFile) {
+  auto record = [](const std::string& backend, const std::string& net, double ms) {
+    Record r;
+    r.data = {{"case_id", net + "." + backend + ".b64.t1"},
+              {"status", "OK"},
+              {"backend", {{"name", backend}}},
+              {"timing", {{"samples", {{"step", std::vector<double>(9, ms)}}}}}};
+    r.data["timing"]["samples"]["step"][0] = ms * 1.01;  // not all tied
+    return r;
+  };
+  const std::vector<Record> file = {record("cpu_onednn", "lenet", 10.0),
+                                    record("cpu_onednn3", "lenet", 8.0),
+                                    record("cpu_onednn", "fcn5", 100.0)};
+  const auto base = cases_of_backend(file, "cpu_onednn", "f.jsonl");
+  const auto candidate = cases_of_backend(file, "cpu_onednn3", "f.jsonl");
+  ASSERT_EQ(base.size(), 2u);
+  ASSERT_EQ(candidate.size(), 1u);
+  EXPECT_EQ(case_id(candidate[0]), "lenet.b64.t1");
+  Comparison c = compare_records(base, candidate, 0.05, 0.05);
+  ASSERT_EQ(c.cases.size(), 1u);
+  EXPECT_EQ(c.cases[0].case_id, "lenet.b64.t1");
+  EXPECT_NEAR(c.cases[0].ratio, 0.8, 1e-12);
+  EXPECT_EQ(c.cases[0].verdict, "faster");
+  EXPECT_EQ(c.only_in_base, std::vector<std::string>{"fcn5.b64.t1"});
+  EXPECT_THROW(cases_of_backend(file, "cpu_nothere", "f.jsonl"), InputError);
+}
