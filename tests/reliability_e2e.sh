@@ -29,7 +29,9 @@ YAML
 
 # --- 1. a plugin that crashes or exits while it loads is refused; everything else works ---
 for fault in junk_pointer:SIGSEGV null_functions:"function 'device_count' is NULL" \
-             exit_entry:"exit code 0" exit_ctor:"exit code 0" abort_entry:SIGABRT; do
+             exit_entry:"exit code 0" exit_ctor:"exit code 0" abort_entry:SIGABRT \
+             throw_entry:"an exception escaped the plugin's entry (acme: licence file not found)" \
+             said_abort:"SIGABRT, Aborted); its stderr: acme: cannot find libacme_rt.so.3"; do
   dir="${fault%%:*}"; why="${fault#*:}"
   run "plugins-$dir" --plugin-path "$HOSTILE/$dir" plugins
   expect_rc 0; expect_out "refused $HOSTILE/$dir/"; expect_out "$why"; expect_out "cpu_reference"

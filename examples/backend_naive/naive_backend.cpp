@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "dlhost/backend_kit.hpp"
+#include "dlhost/cpu_kit.hpp"
+#include "dlhost/graph_access.hpp"
 
 namespace naive {
 
@@ -42,7 +44,7 @@ struct Node {
   int32_t out = -1;
   int32_t activation = 0;  // ACTIVATION: the kind
   int64_t rows = 0;        // FC: leading dims kept; losses: positions
-  dlhost_conv2d_attrs conv{};
+  sdk::Geometry2d conv;    // CONV2D: sizes, stride, padding, dilation, groups
 };
 
 class NaiveModel final : public sdk::Model {
@@ -86,19 +88,12 @@ class NaiveModel final : public sdk::Model {
   }
 
   void update() override {
-    double scale = 1.0;
-    if (opt_.clip_norm > 0.0f) {
-      double sum = 0;
-      for (const Param& p : params_)
-        for (float g : p.grad) sum += double(g) * g;
-      if (std::sqrt(sum) > opt_.clip_norm) scale = opt_.clip_norm / std::sqrt(sum);
-    }
+    double sum = 0;  // clipping, then weight decay and momentum (dlhost_backend.h's order)
+    for (const Param& p : params_) sum += sdk::sum_of_squares(p.grad.data(), p.grad.size());
+    const double scale = sdk::clip_scale(sum, opt_.clip_norm);
     for (Param& p : params_)
-      for (size_t i = 0; i < p.value.size(); ++i) {
-        float step = float(scale) * p.grad[i] + opt_.weight_decay * p.value[i];
-        if (!p.velocity.empty()) step = p.velocity[i] = opt_.momentum * p.velocity[i] + step;
-        p.value[i] -= opt_.learning_rate * step;
-      }
+      sdk::sgd_step(opt_, scale, p.grad.data(), p.value.data(),
+                    p.velocity.empty() ? nullptr : p.velocity.data(), p.value.size());
   }
 
   float loss() const override { return tensors_[static_cast<size_t>(loss_)].value[0]; }
@@ -154,18 +149,19 @@ class NaiveModel final : public sdk::Model {
       case DLHOST_OP_INPUT:
         return;  // fed by set_input
       case DLHOST_OP_FC: {
-        const auto* a = static_cast<const dlhost_fc_attrs*>(d.attrs);
-        const int32_t keep = DLHOST_HAS_FIELD(a, dlhost_fc_attrs, batch_dims) ? a->batch_dims : 1;
-        const dlhost_tensor_desc& x = *g.tensors[n.in[0]];
+        sdk::expect_inputs(g, d, 1);
+        const auto& a = sdk::node_attrs<dlhost_fc_attrs>(d);
+        const int32_t keep = DLHOST_HAS_FIELD(&a, dlhost_fc_attrs, batch_dims) ? a.batch_dims : 1;
+        const dlhost_tensor_desc& x = sdk::input_tensor(g, d, 0);
         n.rows = 1;
         for (int32_t k = 0; k < keep; ++k) n.rows *= x.dims[k];
         break;
       }
       case DLHOST_OP_CONV2D:
-        n.conv = *static_cast<const dlhost_conv2d_attrs*>(d.attrs);
+        n.conv = sdk::conv2d_geometry(g, d);
         break;
       case DLHOST_OP_ACTIVATION:
-        n.activation = static_cast<const dlhost_activation_attrs*>(d.attrs)->kind;
+        n.activation = sdk::node_attrs<dlhost_activation_attrs>(d).kind;
         break;
       case DLHOST_OP_SOFTMAX_CROSS_ENTROPY:
         n.rows = static_cast<int64_t>(tensors_[static_cast<size_t>(n.in[1])].ids.size());
@@ -300,10 +296,9 @@ class NaiveModel final : public sdk::Model {
   // Direct convolution, one output element at a time. Forward: y = b + sum x * w over the
   // window. Backward (`grad`): the same loops send dy back to dx, dw and db (sums in double).
   void conv2d(const Node& n, bool grad) {
-    const dlhost_conv2d_attrs& a = n.conv;
+    const sdk::Geometry2d& a = n.conv;
     Tensor &x = in(n, 0), &y = out(n);
-    const int64_t N = x.dims[0], C = x.dims[1], H = x.dims[2], W = x.dims[3];
-    const int64_t OC = y.dims[1], OH = y.dims[2], OW = y.dims[3];
+    const int64_t N = a.n, C = a.c, H = a.h, W = a.w, OC = a.oc, OH = a.oh, OW = a.ow;
     const int64_t cg = C / a.groups, og = OC / a.groups;  // channels per group
     Param& w = params_[size_t(n.params[0])];
     std::vector<double> dw(grad ? w.value.size() : 0), db(grad ? size_t(OC) : 0);
@@ -315,13 +310,13 @@ class NaiveModel final : public sdk::Model {
             const double dy = grad ? y.grad[yi] : 0.0;
             double sum = n.params.size() > 1 ? params_[size_t(n.params[1])].value[oc] : 0.0;
             for (int64_t ic = 0; ic < cg; ++ic)
-              for (int64_t kh = 0; kh < a.kernel_h; ++kh)
-                for (int64_t kw = 0; kw < a.kernel_w; ++kw) {
-                  const int64_t ih = oh * a.stride_h - a.pad_h + kh * a.dilation_h;
-                  const int64_t iw = ow * a.stride_w - a.pad_w + kw * a.dilation_w;
+              for (int64_t kh = 0; kh < a.kh; ++kh)
+                for (int64_t kw = 0; kw < a.kw; ++kw) {
+                  const int64_t ih = oh * a.sh - a.ph + kh * a.dh;
+                  const int64_t iw = ow * a.sw - a.pw + kw * a.dw;
                   if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                   const size_t xi = size_t(((b * C + oc / og * cg + ic) * H + ih) * W + iw);
-                  const size_t wi = size_t(((oc * cg + ic) * a.kernel_h + kh) * a.kernel_w + kw);
+                  const size_t wi = size_t(((oc * cg + ic) * a.kh + kh) * a.kw + kw);
                   if (!grad) {
                     sum += double(x.value[xi]) * w.value[wi];
                   } else {

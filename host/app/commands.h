@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/command.h"
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "suite/suite.h"
@@ -13,7 +14,12 @@
 namespace dlhost {
 
 // `verbose`: also each plugin's declared options and a backend's capabilities.
-int cmd_plugins(const PluginRegistry& registry, bool as_json, bool verbose);
+// `dlhost new-backend NAME`: writes a buildable backend plugin with every op UNIMPLEMENTED.
+Command add_new_backend_command(CLI::App& app);
+
+// `folders`: every folder searched, in order (--plugin-path ones first), for the `searched:` line.
+int cmd_plugins(const PluginRegistry& registry, bool as_json, bool verbose,
+                const std::vector<std::string>& folders);
 int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool describe);
 
 struct RunOptions {

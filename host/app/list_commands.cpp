@@ -66,9 +66,12 @@ json caps_json(const LoadedPlugin& p) {
 void print_details(const json& j) {
   if (j.contains("capabilities")) {
     const json& c = j["capabilities"];
+    std::string ops;
+    for (const auto& op : c["ops"]) ops += (ops.empty() ? "" : ", ") + op.get<std::string>();
     std::printf("    precision: %s%s; %zu ops%s\n", c["precisions"].get<std::string>().c_str(),
                 c["published"].get<bool>() ? "" : " (assumed: no capabilities published)",
                 c["ops"].size(), c["asynchronous"].get<bool>() ? "; asynchronous" : "");
+    std::printf("    ops: %s\n", ops.empty() ? "none" : ops.c_str());
   }
   if (!j.contains("options")) return;
   if (j["options"].is_null()) {
@@ -97,6 +100,7 @@ json plugin_json(const LoadedPlugin& p, bool verbose) {
          {"path", p.path},
          {"usable", p.usable}};
   if (!p.usable) j["unusable_reason"] = p.unusable_reason;
+  if (!p.build.empty()) j["build"] = p.build;
   if (p.kind == DLHOST_PLUGIN_BACKEND && p.usable) {
     json devices = json::array();
     const auto* api = p.table->backend;
@@ -130,7 +134,8 @@ json plugin_json(const LoadedPlugin& p, bool verbose) {
   return j;
 }
 
-void print_plugins(const json& out, const json& refused, const json& left_out) {
+void print_plugins(const json& out, const json& refused, const json& left_out,
+                   const std::vector<std::string>& folders) {
   std::printf("%-16s %-8s %-8s %-4s %s\n", "NAME", "KIND", "VERSION", "ABI", "PATH");
   for (const auto& j : out) {
     std::printf("%-16s %-8s %-8s %-4s %s\n", j["name"].get<std::string>().c_str(),
@@ -138,6 +143,10 @@ void print_plugins(const json& out, const json& refused, const json& left_out) {
                 j["abi"].get<std::string>().c_str(), j["path"].get<std::string>().c_str());
     if (!j["usable"].get<bool>())
       std::printf("    not usable here: %s\n", j["unusable_reason"].get<std::string>().c_str());
+    if (j.contains("build") &&
+        j["build"].get<std::string>().find("optimized=0") != std::string::npos)
+      std::printf("    built without optimisation (%s): rebuild with -DCMAKE_BUILD_TYPE=Release\n",
+                  j["build"].get<std::string>().c_str());
     if (j.contains("devices"))
       for (const auto& d : j["devices"])
         std::printf("    device %s: %s, %d cores, ISA %s, %s memory, %s\n",
@@ -161,14 +170,14 @@ void print_plugins(const json& out, const json& refused, const json& left_out) {
     std::printf("not built %s\n    %s\n", l["name"].get<std::string>().c_str(),
                 l["reason"].get<std::string>().c_str());
   std::printf("searched: ");
-  auto folders = PluginRegistry::default_search_path();
   for (size_t i = 0; i < folders.size(); ++i) std::printf("%s%s", i ? ":" : "", folders[i].c_str());
   std::printf("\n");
 }
 
 }  // namespace
 
-int cmd_plugins(const PluginRegistry& registry, bool as_json, bool verbose) {
+int cmd_plugins(const PluginRegistry& registry, bool as_json, bool verbose,
+                const std::vector<std::string>& folders) {
   registry.probe_all();  // listing is what query() is for
   json out = json::array();
   for (const auto& p : registry.plugins()) out.push_back(plugin_json(p, verbose));
@@ -182,7 +191,7 @@ int cmd_plugins(const PluginRegistry& registry, bool as_json, bool verbose) {
     std::cout << json{{"plugins", out}, {"refused", refused}, {"left_out", left_out}}.dump(2)
               << "\n";
   } else {
-    print_plugins(out, refused, left_out);
+    print_plugins(out, refused, left_out, folders);
   }
   return 0;
 }

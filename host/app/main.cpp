@@ -128,6 +128,10 @@ int run_main(int argc, char** argv) {
       "dlhost — benchmarks deep-learning training across compute libraries, hardware and "
       "communication layers, through plugins"};
   app.require_subcommand(1);
+  // Options the subcommand does not know fall through to these global ones, so that
+  // `dlhost run suite.yaml --plugin-path build-acme -v` works as well as before the subcommand
+  // (a subcommand's own -v, as in `plugins -v`, still wins). Inherited by every subcommand.
+  app.fallthrough();
   bool verbose = false;
   std::string log_level = "warn";
   std::vector<std::string> plugin_dirs;
@@ -136,7 +140,7 @@ int run_main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.add_option("--plugin-path", plugin_dirs,
                  "Extra plugin folder, searched before the build folder, DLHOST_PLUGIN_PATH and "
-                 "the install folder");
+                 "the install folder (repeatable; before or after the subcommand)");
 
   bool as_json = false, describe = false;
   auto* plugins = app.add_subcommand(
@@ -153,7 +157,8 @@ int run_main(int argc, char** argv) {
   bool quick = false;
   add_run(app, run_opts, quick);
   auto* validate = add_validate(app, validate_opts);
-  std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app)};
+  std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app),
+                                add_new_backend_command(app)};
   auto report_commands = dlhost::report::add_commands(app);  // report, export, compare
   auto project_command = dlhost::project::add_command(app);
 
@@ -201,7 +206,7 @@ int run_main(int argc, char** argv) {
 
   for (const auto& c : commands)
     if (*c.sub) return c.run(registry, networks);
-  if (*plugins) return cmd_plugins(registry, as_json, plugins_verbose);
+  if (*plugins) return cmd_plugins(registry, as_json, plugins_verbose, folders);
   if (*nets) return cmd_networks(networks, as_json, describe);
   if (*validate) return cmd_validate(registry, networks, validate_opts);
   return cmd_run(registry, networks, run_opts);

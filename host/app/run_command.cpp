@@ -314,12 +314,33 @@ RunContext run_context(const PluginRegistry& registry, const std::vector<Network
   return ctx;
 }
 
+// What the backends publish decides too, for `validate` and `run --dry-run` alike: a case whose
+// network needs an op (or precision, or ABI minor) its backend lacks is skipped by `run` at
+// compile, so it is counted as skipped here. One graph per backend, network, precision and
+// network options.
+void apply_capability_skips(Suite& suite, const PluginRegistry& registry,
+                            const std::vector<NetworkRef>& networks) {
+  std::map<std::string, std::string> known;
+  for (CaseSpec& c : suite.cases) {
+    if (!c.skip_reason.empty()) continue;
+    const std::string key = c.params.value("backend", json()).dump() + "|" +
+                            c.params.value("network", json()).dump() + "|" +
+                            c.params.value("precision", json()).dump() + "|" +
+                            c.params.value("options", json()).dump();
+    auto it = known.find(key);
+    if (it == known.end())
+      it = known.emplace(key, capability_skip_reason(registry, networks, c.params)).first;
+    c.skip_reason = it->second;
+  }
+}
+
 }  // namespace
 
 int cmd_validate(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,
                  const RunOptions& o) {
   std::optional<Suite> suite = load(registry, networks, o);
   if (!suite) return 2;
+  apply_capability_skips(*suite, registry, networks);
   std::printf(
       "%s: valid, %zu cases (%zu skipped here)\n", o.suite.c_str(), suite->cases.size(),
       static_cast<size_t>(std::count_if(suite->cases.begin(), suite->cases.end(),
@@ -333,6 +354,7 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
   std::vector<const CaseSpec*> selected;
   if (!suite || !select_cases(*suite, o, selected)) return 2;
   if (o.dry_run) {
+    apply_capability_skips(*suite, registry, networks);
     print_dry_run(selected);
     return 0;
   }

@@ -12,23 +12,29 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "conform/conform_check.h"
 #include "conform/conform_problems.h"
 #include "core/command.h"
+#include "core/compatibility.h"
 #include "core/environment.h"
 #include "core/graph.h"
 #include "core/handles.h"
 #include "core/host_api.h"
 #include "core/synthetic.h"
+#include "dlhost/dlhost.hpp"
 
 namespace dlhost {
 
@@ -58,6 +64,8 @@ struct Settings {
   // The backend's precision mode (the reference always runs fp32); tolerances scale with its
   // epsilon (conform::precision_eps).
   std::string precision = "fp32";
+  // --strict: exit 1 unless every op problem of an op the backend declares PASSED.
+  bool strict = false;
   double eps() const { return conform::precision_eps(precision); }
 };
 
@@ -847,6 +855,96 @@ json conform_json(const std::vector<Row>& rows, std::map<Status, int>& counts, c
                 {"seconds", seconds}}}};
 }
 
+// Says on stderr, every kHeartbeat while one problem runs, which problem it is and for how long:
+// an AlexNet-sized convolution on a plain-loop backend takes minutes, and a silent run looks hung.
+class Heartbeat {
+ public:
+  static constexpr std::chrono::seconds kHeartbeat{10};
+  Heartbeat(Clock::time_point start, size_t total) : start_(start), total_(total) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+  void begin(size_t index, const std::string& id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_ = index;
+    id_ = id;
+    began_ = Clock::now();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, kHeartbeat, [this] { return done_; })) {
+      auto now = Clock::now();
+      double on = std::chrono::duration<double>(now - began_).count();
+      if (id_.empty() || on < static_cast<double>(kHeartbeat.count())) continue;
+      std::fprintf(stderr, "dlhost conform: [%zu/%zu] %s running for %.0f s (%.0f s in all)\n",
+                   index_ + 1, total_, id_.c_str(), on,
+                   std::chrono::duration<double>(now - start_).count());
+      std::fflush(stderr);
+    }
+  }
+  Clock::time_point start_;
+  size_t total_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  size_t index_ = 0;
+  std::string id_;
+  Clock::time_point began_ = Clock::now();
+  std::thread thread_;
+};
+
+// --strict: the op problems of ops the backend declares (its published capabilities; without
+// them, every op of its ABI minor) that did not PASS, as "op=...: STATUS" lines.
+std::vector<std::string> strict_misses(const std::vector<Row>& rows, const Backend& backend) {
+  std::set<std::string> declared;
+  for (int32_t op : backend_caps(*backend.plugin).ops) declared.insert(sdk::op_name(op));
+  std::vector<std::string> out;
+  for (const auto& r : rows) {
+    if (r.kind != "op" || r.status == Status::kPassed) continue;
+    std::string op = r.id.substr(3, r.id.find(',') - 3);  // "op=NAME,..."
+    if (declared.count(op)) out.push_back(std::string(conform::status_name(r.status)) + " " + r.id);
+  }
+  return out;
+}
+
+// The exit code of a finished run, after saying on stderr why it is not 0: any FAILED; nothing
+// PASSED at all (an empty backend must not look conformant to `conform && ship`); with --strict,
+// a problem of a declared op that did not PASS. MISTRUSTED alone says the check was weak, not
+// that the backend is wrong: reported, not failed.
+int conform_exit_code(const std::vector<Row>& rows, std::map<Status, int>& counts,
+                      const Settings& s, const Backend& backend) {
+  if (counts[Status::kFailed] > 0) return 1;
+  if (!rows.empty() && counts[Status::kPassed] == 0) {
+    std::fprintf(stderr,
+                 "dlhost conform: no problem PASSED (of %zu): %s implemented nothing that was "
+                 "checked; exit status 1\n",
+                 rows.size(), backend.plugin->name.c_str());
+    return 1;
+  }
+  if (!s.strict) return 0;
+  std::vector<std::string> misses = strict_misses(rows, backend);
+  if (misses.empty()) return 0;
+  std::fprintf(stderr,
+               "dlhost conform: --strict: %zu problem%s of ops %s declares%s did not PASS:\n",
+               misses.size(), misses.size() == 1 ? "" : "s", backend.plugin->name.c_str(),
+               backend_caps(*backend.plugin).published
+                   ? ""
+                   : " (it publishes no capabilities: every op of its ABI is taken as declared)");
+  for (const auto& m : misses) std::fprintf(stderr, "  %s\n", m.c_str());
+  return 1;
+}
+
 int run_conform(const Settings& s, const PluginRegistry& registry,
                 const std::vector<NetworkRef>& networks) {
   auto start = Clock::now();
@@ -882,17 +980,20 @@ int run_conform(const Settings& s, const PluginRegistry& registry,
 
   std::vector<Row> rows;
   std::map<Status, int> counts;
-  for (auto& p : plan) {
-    rows.push_back(run_planned(p, backend, reference, s));
-    print_row(rows.back());
-    ++counts[rows.back().status];
+  {
+    Heartbeat heartbeat(start, plan.size());
+    for (auto& p : plan) {
+      heartbeat.begin(rows.size(), p.descriptor.str());
+      rows.push_back(run_planned(p, backend, reference, s));
+      print_row(rows.back());
+      ++counts[rows.back().status];
+    }
   }
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   print_summary(rows, counts, s, backend, reference, seconds);
   if (!s.json_path.empty())
     json_file << conform_json(rows, counts, s, backend, reference, seconds).dump(2) << "\n";
-  // MISTRUSTED says the check was weak, not that the backend is wrong: reported, not failed.
-  return counts[Status::kFailed] > 0 ? 1 : 0;
+  return conform_exit_code(rows, counts, s, backend);
 }
 
 }  // namespace
@@ -932,12 +1033,17 @@ Command add_conform_command(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
   sub->add_option("--json", s->json_path, "Write every check as JSON to this file");
+  sub->add_flag("--strict", s->strict,
+                "Exit 1 unless every op problem of an op the backend declares (its capabilities) "
+                "PASSED: for a vendor's CI");
   sub->add_option("--case", s->cases,
                   "Run only this problem, as printed: 'op=conv2d,n=3,...' or "
                   "'net=lenet,batch=2,steps=3' (repeatable; keys left out take defaults)");
   sub->footer(
       "Each problem prints a descriptor that --case takes back. Exit status: 0 when nothing "
-      "FAILED (MISTRUSTED is reported, not failed), 1 on any FAILED, 2 on a usage error. See "
+      "FAILED and something PASSED (MISTRUSTED is reported, not failed), 1 on any FAILED, when "
+      "no problem PASSED, or with --strict when a declared op's problem did not PASS; 2 on a "
+      "usage error. A problem running 10 s or more is named on stderr every 10 s. See "
       "docs/conform.md for what is checked and the tolerances.");
   c.run = [s](const PluginRegistry& registry, const std::vector<NetworkRef>& networks) {
     return run_conform(*s, registry, networks);

@@ -61,7 +61,16 @@ std::vector<std::string> PluginRegistry::default_search_path() {
     if (std::find(folders.begin(), folders.end(), canonical) == folders.end())
       folders.push_back(canonical);
   };
-  add(DLHOST_BUILD_PLUGIN_DIR);
+  // Where this executable lives decides: in the build tree, the build's plugin folder; installed,
+  // its own prefix's (an install must not depend on the build tree still existing).
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const std::string tree = fs::weakly_canonical(DLHOST_BUILD_TREE, ec).string() + "/";
+  const bool in_build_tree = ec || exe.empty() || exe.string().rfind(tree, 0) == 0;
+  if (in_build_tree)
+    add(DLHOST_BUILD_PLUGIN_DIR);
+  else
+    add((exe.parent_path() / DLHOST_BINDIR_TO_PLUGIN_DIR).lexically_normal().string());
   if (const char* env = std::getenv("DLHOST_PLUGIN_PATH")) {
     std::stringstream list(env);
     std::string item;
@@ -250,7 +259,18 @@ bool PluginRegistry::load_file(const std::string& path) {
     return refuse("no entry symbol '" DLHOST_PLUGIN_ENTRY_SYMBOL "': not a dlhost plugin");
 
   auto entry = lib.get<const dlhost_plugin*(const dlhost_host_api*)>(DLHOST_PLUGIN_ENTRY_SYMBOL);
-  const dlhost_plugin* p = entry(host_api(host_abi_minor_));
+  const dlhost_plugin* p = nullptr;
+  try {
+    p = entry(host_api(host_abi_minor_));
+  } catch (const std::exception& e) {
+    // The entry is C; an exception out of it breaks the ABI, but is the vendor's first bug.
+    return refuse(std::string("an exception escaped the plugin's entry (") + e.what() +
+                  "): catch everything in dlhost_plugin_entry (the kits do)");
+  } catch (...) {
+    return refuse(
+        "an exception escaped the plugin's entry: catch everything in dlhost_plugin_entry "
+        "(the kits do)");
+  }
   if (p == nullptr)
     return refuse("entry returned NULL: the plugin could not initialize (see its log)");
   // The first three fields never move in any major version, so they can be read before
@@ -262,6 +282,14 @@ bool PluginRegistry::load_file(const std::string& path) {
                   std::to_string(p->abi_minor) + "; this host speaks ABI " +
                   std::to_string(DLHOST_ABI_MAJOR) + "." + std::to_string(DLHOST_ABI_MINOR) +
                   " (the major version must match): rebuild the plugin against this SDK");
+  if (p->abi_minor > host_abi_minor_)
+    // Loads (a newer minor only appends), but its newer features are not used: say so, since a
+    // header edited by hand to an unknown minor would otherwise pass silently.
+    spdlog::warn(
+        "plugin {} was built against dlhost ABI {}.{}, newer than this host's {}.{}: it "
+        "is used as {}.{} (rebuild against this SDK, or update dlhost)",
+        path, p->abi_major, p->abi_minor, DLHOST_ABI_MAJOR, host_abi_minor_, DLHOST_ABI_MAJOR,
+        host_abi_minor_);
   if (p->struct_size < DLHOST_PLUGIN_STRUCT_SIZE_1_0)
     return refuse("plugin table smaller than ABI 1.0's (struct_size " +
                   std::to_string(p->struct_size) + " < " +
@@ -297,6 +325,12 @@ bool PluginRegistry::load_file(const std::string& path) {
       return refuse(std::string("broken extension chain: ") + e.what());
     }
     loaded.options = declared_options(loaded.extensions);
+  }
+  if (lib.has(DLHOST_PLUGIN_BUILD_SYMBOL)) {
+    // Plugin-written text: at most 200 printable bytes are kept.
+    const char* text = &lib.get<const char>(DLHOST_PLUGIN_BUILD_SYMBOL);
+    for (size_t i = 0; i < 200 && text[i] != '\0'; ++i)
+      if (text[i] >= ' ' && text[i] <= '~') loaded.build.push_back(text[i]);
   }
   spdlog::debug("loaded {} plugin '{}' {} (ABI {}.{}) from {}", kind_name(p->kind), loaded.name,
                 loaded.version, loaded.abi_major, loaded.abi_minor, path);

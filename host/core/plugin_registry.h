@@ -32,6 +32,11 @@ struct LoadedPlugin {
   uint32_t speaks_minor = 0;
   PluginExtensions extensions;      // only for speaks_minor >= 2
   std::vector<OptionDecl> options;  // declared (DLHOST_EXT_OPTION_SCHEMA); empty: not checked
+  // How the plugin was compiled (DLHOST_PLUGIN_BUILD_SYMBOL: "optimized=1 ndebug=1 ..."); ""
+  // when it does not say (a hand-written table).
+  std::string build;
+  // True only when the plugin says it was compiled without optimisation.
+  bool unoptimized() const { return build.find("optimized=0") != std::string::npos; }
   // Filled by the first find()/probe(): lazily, hence mutable behind the registry's const view.
   mutable bool queried = false;
   mutable bool usable = true;           // the plugin's query() said so

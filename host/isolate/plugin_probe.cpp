@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 namespace dlhost {
@@ -29,9 +31,10 @@ struct Child {
   int out = -1;  // the child's stdout
 };
 
-// Starts `dlhost plugin-probe FILE...` for files[first..]; its stderr is dropped (the parent
-// reports each refusal itself, once).
-Child start_probe(const std::vector<std::string>& files, size_t first) {
+// Starts `dlhost plugin-probe FILE...` for files[first..]; its stderr goes to `err_fd` (a
+// temporary file), whose end the parent quotes in a refusal: what a plugin said before it died
+// (an uncaught exception's what(), an assertion) is the cause a vendor needs.
+Child start_probe(const std::vector<std::string>& files, size_t first, int err_fd) {
   std::vector<std::string> args{"/proc/self/exe", "plugin-probe", "--"};
   args.insert(args.end(), files.begin() + static_cast<std::ptrdiff_t>(first), files.end());
   std::vector<char*> argv;
@@ -43,8 +46,8 @@ Child start_probe(const std::vector<std::string>& files, size_t first) {
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(fds[1], STDOUT_FILENO);
-    int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, STDERR_FILENO);
+    int err = err_fd >= 0 ? err_fd : open("/dev/null", O_WRONLY);
+    if (err >= 0) dup2(err, STDERR_FILENO);
     setenv("DLHOST_LOG_LEVEL", "off", 1);
     execv("/proc/self/exe", argv.data());
     _exit(127);
@@ -101,12 +104,36 @@ std::string how_it_ended(int status, bool hung) {
          ": exit() in a library constructor, its entry or query)";
 }
 
+// The last lines the child wrote to stderr (at most 600 bytes, printable ASCII, lines joined
+// with " | "); "" when it wrote nothing.
+std::string stderr_tail(std::FILE* err) {
+  if (err == nullptr) return "";
+  std::fflush(err);
+  long size = (std::fseek(err, 0, SEEK_END) == 0) ? std::ftell(err) : -1;
+  if (size <= 0) return "";
+  long from = std::max(0L, size - 600);
+  std::fseek(err, from, SEEK_SET);
+  std::string text(static_cast<size_t>(size - from), '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), err));
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') {
+      if (!out.empty() && out.back() != ' ') out += " | ";
+    } else if (c >= ' ' && c <= '~') {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == '|')) out.pop_back();
+  return out;
+}
+
 }  // namespace
 
 std::vector<RefusedPlugin> probe_plugins(const std::vector<std::string>& files) {
   std::vector<RefusedPlugin> refused;
   for (size_t first = 0; first < files.size();) {
-    Child child = start_probe(files, first);
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> err(std::tmpfile(), &std::fclose);
+    Child child = start_probe(files, first, err ? fileno(err.get()) : -1);
     if (child.pid < 0) {
       // No process to probe in: load in-process as before rather than refuse every plugin.
       std::fprintf(stderr, "dlhost: cannot start the plugin probe: %s\n", std::strerror(errno));
@@ -122,7 +149,9 @@ std::vector<RefusedPlugin> probe_plugins(const std::vector<std::string>& files) 
     if (finished == files.size()) break;
     // The child died in file `finished` (begun, never done) or before it began any.
     size_t culprit = begun > finished ? finished : first;
-    refused.push_back({files[culprit], how_it_ended(status, hung)});
+    std::string reason = how_it_ended(status, hung);
+    if (std::string said = stderr_tail(err.get()); !said.empty()) reason += "; its stderr: " + said;
+    refused.push_back({files[culprit], reason});
     first = culprit + 1;
   }
   return refused;

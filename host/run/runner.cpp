@@ -195,11 +195,18 @@ Plan resolve(const json& p, const RunContext& ctx) {
   return plan;
 }
 
+// How the plugin was compiled: {"text", "optimized"}; null when it does not say.
+json plugin_build_json(const LoadedPlugin& plugin) {
+  if (plugin.build.empty()) return nullptr;
+  return json{{"text", plugin.build}, {"optimized", !plugin.unoptimized()}};
+}
+
 json backend_json(const Plan& plan) {
   const dlhost_device_info* dev = plan.dev;
   return json{{"name", plan.backend->name},
               {"version", plan.backend->version},
               {"path", plan.backend->path},
+              {"build", plugin_build_json(*plan.backend)},
               {"device",
                {{"index", plan.device},
                 {"selected_by", plan.device_by},
@@ -688,6 +695,27 @@ nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& ctx) {
   rec["duration_s"] = ms_since(start) / 1000.0;
   rec["environment"] = ctx.environment;
   return rec;
+}
+
+std::string capability_skip_reason(const PluginRegistry& registry,
+                                   const std::vector<NetworkRef>& networks, const json& params) {
+  auto backend_name = case_value_if<std::string>(params, "backend");
+  auto network_name = case_value_if<std::string>(params, "network");
+  if (!backend_name || !network_name) return "";
+  const LoadedPlugin* backend = registry.find(DLHOST_PLUGIN_BACKEND, *backend_name);
+  const NetworkRef* net = find_network(networks, *network_name);
+  if (backend == nullptr || net == nullptr || !backend->usable) return "";
+  const std::string precision = case_value_if<std::string>(params, "precision").value_or("fp32");
+  if (auto why = precision_gap(*backend, precision)) return *why;
+  try {
+    dlhost_options net_opts = plugin_options(params, net->plugin->name);
+    std::unique_ptr<Graph> graph = build_network(*net->plugin, net->index, 1, &net_opts);
+    if (auto why = abi_gap(*backend, *graph->view())) return *why;
+    if (auto why = ops_gap(*backend, *graph->view())) return *why;
+  } catch (const std::exception&) {
+    return "";  // the case's own run reports a network that does not build
+  }
+  return "";
 }
 
 }  // namespace dlhost

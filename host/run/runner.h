@@ -44,6 +44,15 @@ inline constexpr const char* kStatusCrashed = "CRASHED";  // the case's process 
 
 nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& context);
 
+// Why the case's backend cannot run its network, read from what the plugins publish without
+// opening a device: an op or attribute newer than the backend's ABI minor, an op missing from its
+// capabilities, a precision it lacks ("" when none of these, or when the backend or network is
+// not found: the case's own run says why). Builds the network's graph at mini-batch 1. What
+// `dlhost validate` counts as skipped here; `run` records such a case SKIPPED at compile.
+std::string capability_skip_reason(const PluginRegistry& registry,
+                                   const std::vector<NetworkRef>& networks,
+                                   const nlohmann::ordered_json& params);
+
 // The schema version written into every record (docs/results-schema.json).
 inline constexpr int kResultsSchemaVersion = 1;
 

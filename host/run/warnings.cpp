@@ -166,6 +166,21 @@ std::vector<Warning> environment_warnings(const json& environment, const Warning
   return out;
 }
 
+// The backend plugin says it was compiled without optimisation (backend.build.optimized false,
+// from DLHOST_PLUGIN_BUILD_SYMBOL): a vendor's first build with no CMAKE_BUILD_TYPE is -O0 and
+// an order of magnitude slower, which nothing else in the record shows.
+std::vector<Warning> plugin_build_warning(const json& record) {
+  const json& build = member(member(record, "backend"), "build");
+  const json& optimized = member(build, "optimized");
+  if (!optimized.is_boolean() || optimized.get<bool>()) return {};
+  auto text = [](const json& j) { return j.is_string() ? j.get<std::string>() : std::string("?"); };
+  return {{kWarnPluginDebugBuild,
+           "backend plugin '" + text(member(member(record, "backend"), "name")) +
+               "' was compiled without optimisation (" + text(member(build, "text")) +
+               "): its times are not benchmark numbers (rebuild it with "
+               "-DCMAKE_BUILD_TYPE=Release)"}};
+}
+
 std::vector<Warning> case_warnings(const json& record, const CaseLoad& load,
                                    const WarningThresholds& t) {
   const json& timing = member(record, "timing");
@@ -173,6 +188,7 @@ std::vector<Warning> case_warnings(const json& record, const CaseLoad& load,
   std::vector<Warning> out = spread_warning(timing, t);
   append(out, threads_warning(record));
   append(out, load_warning(load, t));
+  append(out, plugin_build_warning(record));
   return out;
 }
 

@@ -30,6 +30,7 @@ struct WarningThresholds {
 inline constexpr const char* kWarnSpread = "spread";
 inline constexpr const char* kWarnGovernor = "cpu_governor";
 inline constexpr const char* kWarnDebugBuild = "debug_build";
+inline constexpr const char* kWarnPluginDebugBuild = "plugin_debug_build";
 inline constexpr const char* kWarnThreads = "threads_exceed_cores";
 inline constexpr const char* kWarnOtherLoad = "other_load";
 

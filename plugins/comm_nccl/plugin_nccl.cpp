@@ -7,8 +7,8 @@
 // device and says "no device: <why>" when there is none, so `dlhost plugins` lists the plugin as
 // not usable with the reason and cases naming it are SKIPPED with that reason.
 //
-// The comm kit (comm_kit.hpp) has no hook for extensions, so the entry copies the table the kit
-// builds and sets `extensions` on the copy.
+// The comm kit publishes the option schema and links the group and abort extensions through
+// CommPlugin::link_extensions: one chain, one table, built by the kit.
 #include "nccl_comm.h"
 
 namespace dlhost::comm_nccl {
@@ -30,6 +30,13 @@ class NcclPlugin final : public sdk::CommPlugin {
       sdk::fail(DLHOST_CODE_UNAVAILABLE, "no device: " + why);
     return 20;
   }
+  std::optional<std::vector<sdk::OptionSpec>> options() const override {
+    return std::vector<sdk::OptionSpec>{
+        {"timeout_s", DLHOST_OPTION_FLOAT, "300",
+         "seconds init, a collective or a barrier may take before the comm is aborted (a dead "
+         "peer)"}};
+  }
+  void link_extensions(sdk::ExtensionChain& chain) const override;  // below the extensions
   std::unique_ptr<sdk::Comm> init(const dlhost_comm_init_args& args) override {
     return std::make_unique<NcclComm>(args);
   }
@@ -41,7 +48,8 @@ NcclComm& comm_of(dlhost_comm* c, const char* call) {
   return static_cast<NcclComm&>(*reinterpret_cast<sdk::Comm*>(c));
 }
 
-const dlhost_comm_abort_ext kAbort = [] {
+// Linked into the kit's chain (which sets `next`), so not const.
+dlhost_comm_abort_ext g_abort = [] {
   auto e = sdk::make_struct<dlhost_comm_abort_ext>(DLHOST_COMM_ABORT_EXT_STRUCT_SIZE);
   e.type = DLHOST_EXT_COMM_ABORT;
   e.abort = [](dlhost_comm* c) {
@@ -54,10 +62,9 @@ const dlhost_comm_abort_ext kAbort = [] {
   return e;
 }();
 
-const dlhost_comm_group_ext kGroup = [] {
+dlhost_comm_group_ext g_group = [] {
   auto e = sdk::make_struct<dlhost_comm_group_ext>(DLHOST_COMM_GROUP_EXT_STRUCT_SIZE);
   e.type = DLHOST_EXT_COMM_GROUP;
-  e.next = reinterpret_cast<const dlhost_extension*>(&kAbort);
   e.group_start = [](dlhost_comm* c) {
     return sdk::guard([&] { comm_of(c, "group_start").group_start(); });
   };
@@ -67,35 +74,16 @@ const dlhost_comm_group_ext kGroup = [] {
   return e;
 }();
 
-const dlhost_option_decl kTimeout = [] {
-  auto d = sdk::make_struct<dlhost_option_decl>(DLHOST_OPTION_DECL_STRUCT_SIZE);
-  d.name = "timeout_s";
-  d.type = DLHOST_OPTION_FLOAT;
-  d.default_value = "300";
-  d.help =
-      "seconds init, a collective or a barrier may take before the comm is aborted (a dead peer)";
-  return d;
-}();
-const dlhost_option_decl* const kOptions[] = {&kTimeout};
-
-const dlhost_option_schema_ext kSchema = [] {
-  auto e = sdk::make_struct<dlhost_option_schema_ext>(DLHOST_OPTION_SCHEMA_EXT_STRUCT_SIZE);
-  e.type = DLHOST_EXT_OPTION_SCHEMA;
-  e.next = reinterpret_cast<const dlhost_extension*>(&kGroup);
-  e.count = 1;
-  e.options = kOptions;
-  return e;
-}();
+void NcclPlugin::link_extensions(sdk::ExtensionChain& chain) const {
+  chain.link(&g_abort);
+  chain.link(&g_group);
+}
 
 }  // namespace
 }  // namespace dlhost::comm_nccl
 
 extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_host_api* host) {
   namespace nccl = dlhost::comm_nccl;
-  const dlhost_plugin* built = dlhost::sdk::comm_plugin<nccl::NcclPlugin>(
+  return dlhost::sdk::comm_plugin<nccl::NcclPlugin>(
       host, {nccl::kName, "0.1.0", "Collectives on NCCL, one rank per GPU (device memory)"});
-  if (built == nullptr) return nullptr;
-  static dlhost_plugin plugin = *built;
-  plugin.extensions = reinterpret_cast<const dlhost_extension*>(&nccl::kSchema);
-  return &plugin;
 }

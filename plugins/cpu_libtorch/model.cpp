@@ -31,6 +31,7 @@
 
 #include "backend.h"
 #include "dlhost/dlhost.hpp"
+#include "dlhost/graph_access.hpp"
 #include "ops.h"
 #include "optimizer.h"
 
@@ -240,7 +241,7 @@ class TorchModel final : public sdk::Model {
     if (n.op == DLHOST_OP_SOFTMAX_CROSS_ENTROPY)
       bound_ids(n.inputs[1], g.tensors[n.inputs[0]]->dims[g.tensors[n.inputs[0]]->rank - 1]);
     if (n.op == DLHOST_OP_EMBEDDING)
-      bound_ids(n.inputs[0], static_cast<const dlhost_embedding_attrs*>(n.attrs)->vocab);
+      bound_ids(n.inputs[0], sdk::node_attrs<dlhost_embedding_attrs>(n).vocab);
     const LowerEnv env{g, params_, seed_, &forward_calls_};
     steps_.push_back({n.output, {n.params, n.params + n.num_params}, lower_node(env, k)});
     const dlhost_tensor_desc& out = *g.tensors[n.output];

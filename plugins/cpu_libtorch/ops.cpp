@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "dlhost/dlhost.hpp"
+#include "dlhost/graph_access.hpp"
 
 namespace dlhost::cpu_libtorch {
 namespace {
@@ -30,9 +31,10 @@ struct NodeView {
   at::Tensor param(int k) const { return env.params[static_cast<size_t>(node.params[k])]; }
   // The bias when the node has one, else an undefined tensor (ATen's "no bias").
   at::Tensor bias() const { return node.num_params > 1 ? param(1) : at::Tensor(); }
+  // Checked for presence and struct_size (a truncated struct is refused naming the node).
   template <class Attrs>
   const Attrs& attrs() const {
-    return *static_cast<const Attrs*>(node.attrs);
+    return sdk::node_attrs<Attrs>(node);
   }
   [[noreturn]] void unsupported(const std::string& why) const {
     sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": " + sdk::op_name(node.op) + " '" + node.name +

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dlhost/dlhost.hpp"
+#include "dlhost/graph_access.hpp"
 #include "model.h"
 
 namespace dlhost::cpu_onednn {
@@ -55,11 +56,7 @@ inline std::string dims_str(const std::vector<int64_t>& dims) {
 // The node's attribute struct, checked to be present and at least `needed` bytes long.
 template <class Attrs>
 const Attrs& node_attrs(const dlhost_node& node, size_t needed) {
-  const Attrs* a = static_cast<const Attrs*>(node.attrs);
-  if (a == nullptr || a->struct_size < needed)
-    dlhost::sdk::invalid("cpu_onednn: node " + std::string(node.name != nullptr ? node.name : "?") +
-                         ": attributes missing or too small");
-  return *a;
+  return dlhost::sdk::node_attrs<Attrs>(node, needed);
 }
 
 // What every layer knows about its node; the graph itself is gone after compile.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dlhost/dlhost.hpp"
+#include "dlhost/graph_access.hpp"
 #include "ops.h"
 
 namespace cpu_reference {
@@ -29,10 +30,7 @@ void expect_inputs(const dlhost_node& node, int32_t count) {
 // The node's attribute struct, refused when it is missing or shorter than `min_size`.
 template <class Attrs>
 const Attrs& attrs_of(const dlhost_node& node, size_t min_size) {
-  const auto* attrs = static_cast<const Attrs*>(node.attrs);
-  if (attrs == nullptr || attrs->struct_size < min_size)
-    sdk::invalid("cpu_reference: " + node_label(node) + " has missing or truncated attributes");
-  return *attrs;
+  return sdk::node_attrs<Attrs>(node, min_size);
 }
 
 // Names of the ops of ABI 1.1, indexed by dlhost_op, for messages.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "dlhost/graph_access.hpp"
 #include "model.h"
 
 namespace dlhost::gpu_cudnn {
@@ -21,10 +22,7 @@ void expect_inputs(const dlhost_node& node, int32_t count);
 // The node's attribute struct, refused when missing or shorter than `min_size`.
 template <class Attrs>
 const Attrs& attrs_of(const dlhost_node& node, size_t min_size) {
-  const auto* attrs = static_cast<const Attrs*>(node.attrs);
-  if (attrs == nullptr || attrs->struct_size < min_size)
-    node_invalid(node, "missing or truncated attributes");
-  return *attrs;
+  return dlhost::sdk::node_attrs<Attrs>(node, min_size);
 }
 
 // One cuDNN descriptor, created on construction and destroyed with its owner.

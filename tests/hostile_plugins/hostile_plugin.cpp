@@ -6,8 +6,12 @@
 //   3 exit_entry     exit(0) in the entry
 //   4 exit_ctor      exit(0) in a library constructor (before the entry is ever called)
 //   5 abort_entry    abort() in the entry
+//   6 throw_entry    an exception escapes the entry (the message must name it, with its what())
+//   7 said_abort     says why on stderr, then abort(): the refusal must quote what it said
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "dlhost/dlhost.h"
 
@@ -23,6 +27,11 @@ extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_h
 #elif HOSTILE_FAULT == 3
   std::exit(0);
 #elif HOSTILE_FAULT == 5
+  std::abort();
+#elif HOSTILE_FAULT == 6
+  throw std::runtime_error("acme: licence file not found");
+#elif HOSTILE_FAULT == 7
+  std::fprintf(stderr, "acme: cannot find libacme_rt.so.3\n");
   std::abort();
 #else
   static dlhost_backend_api table{};  // every function NULL

@@ -126,6 +126,19 @@ TEST(Warnings, RecordCarriesBothKindsAndNoneWithoutTiming) {
   EXPECT_TRUE(warnings_json(rec, CaseLoad{5, 3, true}).empty());
 }
 
+TEST(Warnings, UnoptimizedBackendPlugin) {
+  json rec = record({10, 10, 10}, 1, 1, environment("Release", "performance"));
+  rec["backend"] = {{"name", "acme"}, {"build", nullptr}};
+  EXPECT_TRUE(case_warnings(rec, CaseLoad{}).empty());  // the plugin does not say: no warning
+  rec["backend"]["build"] = {{"text", "optimized=1 ndebug=1"}, {"optimized", true}};
+  EXPECT_TRUE(case_warnings(rec, CaseLoad{}).empty());
+  rec["backend"]["build"] = {{"text", "optimized=0 ndebug=0"}, {"optimized", false}};
+  auto ws = case_warnings(rec, CaseLoad{});
+  ASSERT_EQ(codes(ws), std::vector<std::string>{kWarnPluginDebugBuild});
+  EXPECT_NE(ws[0].message.find("'acme'"), std::string::npos);
+  EXPECT_NE(ws[0].message.find("CMAKE_BUILD_TYPE=Release"), std::string::npos);
+}
+
 TEST(Warnings, GovernorReadFromSysfs) {
   namespace fs = std::filesystem;
   fs::path root = fs::path(DLHOST_PROGRESS_TEST_OUT) / "sysfs_cpu";

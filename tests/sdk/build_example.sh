@@ -3,17 +3,24 @@
 # exactly as a third party would (find_package(dlhost 1 CONFIG), warnings as errors), and checks
 # that the plugin exports nothing but its entry symbol.
 # Needs: SRC (source tree), BUILD (dlhost's build tree), WORK (scratch folder).
-# Usage: build_example NAME   -> the plugin is built in $WORK/NAME/build
+# No build type is given, as in the documented commands: the package makes it Release, which
+# the plugin's dlhost_plugin_build export must then say.
+# Usage: build_example NAME [BUILD_TYPE]  -> the plugin is built in $WORK/NAME/build[-BUILD_TYPE]
+# (from a folder SRC_DIR instead of examples/NAME when SRC_DIR is set)
 build_example() {
   [ -d "$WORK/sdk" ] || cmake --install "$BUILD" --component sdk --prefix "$WORK/sdk" > /dev/null
-  cp -r "$SRC/examples/$1" "$WORK/$1"
-  cmake -S "$WORK/$1" -B "$WORK/$1/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  [ -d "$WORK/$1" ] || cp -r "${SRC_DIR:-$SRC/examples/$1}" "$WORK/$1"
+  _dir="$WORK/$1/build${2:+-$2}"
+  cmake -S "$WORK/$1" -B "$_dir" -G Ninja ${2:+-DCMAKE_BUILD_TYPE=$2} \
     -DCMAKE_PREFIX_PATH="$WORK/sdk" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" \
     > "$WORK/$1.configure.log" || { cat "$WORK/$1.configure.log"; exit 1; }
-  cmake --build "$WORK/$1/build" > "$WORK/$1.build.log" || { cat "$WORK/$1.build.log"; exit 1; }
-  for so in "$WORK/$1/build"/libdlhost_*.so; do
+  cmake --build "$_dir" > "$WORK/$1.build.log" || { cat "$WORK/$1.build.log"; exit 1; }
+  for so in "$_dir"/libdlhost_*.so; do
     nm -D --defined-only "$so" | grep -v " dlhost_plugin_entry$" | grep " T " \
       && { echo "FAILED: $so exports more than the entry symbol"; exit 1; }
+    _want="optimized=1"; [ "${2:-}" = Debug ] && _want="optimized=0"
+    strings "$so" | grep -q "^$_want " \
+      || { echo "FAILED: $so (build type '${2:-default}') does not say $_want"; exit 1; }
   done
   return 0
 }

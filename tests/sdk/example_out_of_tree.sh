@@ -8,6 +8,8 @@
 #   comm:    `dlhost comm-bench --comm example_store` on one rank with #wrong 0, then a 2-rank
 #            data-parallel case (launcher: local, the store carries every gradient) that ends OK
 #            with a loss that went down, on the example backend and network.
+# Both are built with no build type given (Release by the package's default); the backend also in
+# Debug, whose case must carry the plugin_debug_build warning.
 # Usage: example_out_of_tree.sh backend|comm DLHOST SOURCE_DIR BUILD_DIR WORK_DIR
 set -eu
 KIND="$1"; DLHOST="$2"; SRC="$3"; BUILD="$4"; WORK="$5"
@@ -20,6 +22,26 @@ NAIVE="$WORK/backend_naive/build/libdlhost_example_naive.so"
 PATHS="--plugin-path $WORK/backend_naive/build --plugin-path $WORK/network_mlp/build"
 
 if [ "$KIND" = backend ]; then
+  # `dlhost new-backend`: the template builds out of tree (Release by default, warnings as errors),
+  # loads, and conform reports every problem UNIMPLEMENTED (and exits 1: nothing PASSED).
+  "$DLHOST" new-backend acme_tpl --dir "$WORK/acme_tpl" > "$WORK/tpl.txt" || { cat "$WORK/tpl.txt"; fail "new-backend"; }
+  build_example acme_tpl
+  set +e
+  "$DLHOST" conform --backend "$WORK/acme_tpl/build/libdlhost_acme_tpl.so" --ops fc,conv2d \
+    --networks none > "$WORK/tpl_conform.txt" 2>&1; rc=$?
+  set -e
+  [ $rc -eq 1 ] && grep -q "^0 passed, 0 failed, [1-9][0-9]* unimplemented" "$WORK/tpl_conform.txt" \
+    || { cat "$WORK/tpl_conform.txt"; fail "the template's conform (exit $rc)"; }
+  echo "template: $(tail -n 2 "$WORK/tpl_conform.txt" | head -n 1)"
+  # A Debug build of the example (-O0): a case on it carries the plugin_debug_build warning, in
+  # its record and on the console.
+  build_example backend_naive Debug
+  printf 'name: dbg\ndefaults: {network: example_mlp, backend: example_naive, batch: 2, warmup: 1, iterations: 2}\ncases:\n  - {threads: 1}\n' > "$WORK/dbg.yaml"
+  "$DLHOST" --plugin-path "$WORK/backend_naive/build-Debug" --plugin-path "$WORK/network_mlp/build" \
+    run "$WORK/dbg.yaml" -o "$WORK/dbg.jsonl" > "$WORK/dbg.txt" 2>&1 || { cat "$WORK/dbg.txt"; fail "debug case"; }
+  grep -q "warning \[plugin_debug_build\]" "$WORK/dbg.txt" || { cat "$WORK/dbg.txt"; fail "no console warning for a Debug plugin"; }
+  grep -q '"code":"plugin_debug_build"' "$WORK/dbg.jsonl" || fail "no plugin_debug_build in the Debug plugin's record"
+  echo "debug plugin: warned"
   set +e
   "$DLHOST" $PATHS conform --backend "$NAIVE" --networks example_mlp --threads 1 \
     --json "$WORK/conform.json" > "$WORK/conform.txt" 2> "$WORK/conform.err"
@@ -46,6 +68,18 @@ for op in ("op=pool2d", "op=batch_norm", "op=lstm", "op=embedding"):
 print(f"example backend: {sum(s == 'PASSED' for s in status.values())} passed, "
       f"{sum(s == 'UNIMPLEMENTED' for s in status.values())} unimplemented")
 PY
+  # Exit codes a vendor's CI relies on: nothing PASSED is not success; --strict fails on an op the
+  # backend declares (example_naive publishes no capabilities: every op counts as declared) that
+  # did not PASS, and passes when all checked ops did.
+  run_conform() { set +e; "$DLHOST" $PATHS conform --backend "$NAIVE" --networks none --threads 1 "$@" \
+    > "$WORK/c.txt" 2> "$WORK/c.err"; rc=$?; set -e; }
+  run_conform --ops pool2d
+  [ $rc -eq 1 ] && grep -q "no problem PASSED" "$WORK/c.err" || { cat "$WORK/c.txt" "$WORK/c.err"; fail "nothing passed, exit $rc"; }
+  run_conform --ops fc,pool2d --strict
+  [ $rc -eq 1 ] && grep -q "^  UNIMPLEMENTED op=pool2d" "$WORK/c.err" || { cat "$WORK/c.txt" "$WORK/c.err"; fail "--strict with pool2d unimplemented, exit $rc"; }
+  run_conform --ops fc --strict
+  [ $rc -eq 0 ] || { cat "$WORK/c.txt" "$WORK/c.err"; fail "--strict on fc alone, exit $rc"; }
+  echo "conform exit codes: nothing passed 1, --strict 1 then 0"
   echo "example_out_of_tree (backend): passed"
   exit 0
 fi

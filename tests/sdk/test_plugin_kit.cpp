@@ -8,6 +8,7 @@
 // described from one parse.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -16,6 +17,8 @@
 
 #include "dlhost/backend_kit.hpp"
 #include "dlhost/comm_kit.hpp"
+#include "dlhost/cpu_kit.hpp"
+#include "dlhost/graph_access.hpp"
 
 namespace {
 
@@ -113,6 +116,7 @@ class FakeBackend final : public sdk::Backend<Context> {
   std::unique_ptr<sdk::Model> compile(Context&, const dlhost_graph& graph,
                                       const dlhost_optimizer_desc&, const sdk::Options&) override {
     if (graph.num_nodes > 0) sdk::unimplemented("fake: no ops at all");
+    if (graph.num_nodes < 0) return nullptr;  // a vendor's bug the kit must name
     return std::make_unique<ThrowingModel>();
   }
 };
@@ -217,6 +221,44 @@ TEST(BackendKit, ChecksHandlesAndGraphs) {
   EXPECT_EQ(m, nullptr);
 }
 
+TEST(BackendKit, NullModelFromCompileIsRefusedAtCompile) {
+  Compiled c;
+  auto graph = sdk::make_struct<dlhost_graph>(DLHOST_GRAPH_STRUCT_SIZE);
+  auto opt = sdk::make_struct<dlhost_optimizer_desc>(DLHOST_OPTIMIZER_DESC_STRUCT_SIZE);
+  graph.num_nodes = -1;  // FakeBackend returns no model
+  dlhost_model* m = nullptr;
+  std::string message;
+  EXPECT_EQ(code_of(c.b->compile(c.context, &graph, &opt, nullptr, &m), &message),
+            DLHOST_CODE_INTERNAL);
+  EXPECT_NE(message.find("fake_backend: compile returned no model"), std::string::npos) << message;
+  EXPECT_EQ(m, nullptr);
+}
+
+// A kit plugin handed a host of another major returns the table's fixed first fields, so that
+// the host refuses it naming both versions, instead of NULL ("could not initialize").
+class OtherMajorBackend final : public sdk::Backend<Context> {
+ public:
+  sdk::Device device(int32_t) const override { return sdk::cpu_device("generic"); }
+  std::string library() const override { return "none"; }
+  std::unique_ptr<Context> open(int32_t, const sdk::Options&) override { return nullptr; }
+  std::unique_ptr<sdk::Model> compile(Context&, const dlhost_graph&, const dlhost_optimizer_desc&,
+                                      const sdk::Options&) override {
+    return nullptr;
+  }
+};
+
+TEST(BackendKit, HostOfAnotherMajorGetsTheVersionsToRefuseWith) {
+  dlhost_host_api other = *host();
+  other.abi_major = DLHOST_ABI_MAJOR + 1;
+  const dlhost_plugin* p =
+      sdk::backend_plugin<OtherMajorBackend>(&other, {"other_major", "1.0", "a test double"});
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->abi_major, uint32_t{DLHOST_ABI_MAJOR});
+  EXPECT_EQ(p->abi_minor, uint32_t{DLHOST_ABI_MINOR});
+  EXPECT_STREQ(p->name, "other_major");
+  EXPECT_EQ(p->backend, nullptr);  // nothing the other host could misread
+}
+
 TEST(BackendKit, ModelInfoFillsOnlyWhatTheCallerHas) {
   Compiled c;
   dlhost_model_info info{};
@@ -263,10 +305,33 @@ class FakeComms final : public sdk::CommPlugin {
  public:
   sdk::CommCaps capabilities() const override { return {}; }
   std::string library() const override { return "fakecomm 0.1"; }
+  std::optional<std::vector<sdk::OptionSpec>> options() const override {
+    return std::vector<sdk::OptionSpec>{{"timeout_s", DLHOST_OPTION_FLOAT, "300", "seconds"}};
+  }
+  // The comm's own extension goes into the kit's chain, beside the option schema (comm_nccl's
+  // group and abort calls), instead of a copied plugin table.
+  void link_extensions(sdk::ExtensionChain& chain) const override {
+    static dlhost_comm_abort_ext abort_ext = [] {
+      auto e = sdk::make_struct<dlhost_comm_abort_ext>(DLHOST_COMM_ABORT_EXT_STRUCT_SIZE);
+      e.type = DLHOST_EXT_COMM_ABORT;
+      e.abort = [](dlhost_comm*) {};
+      return e;
+    }();
+    chain.link(&abort_ext);
+  }
   std::unique_ptr<sdk::Comm> init(const dlhost_comm_init_args&) override {
     return std::make_unique<FakeComm>();
   }
 };
+
+TEST(CommKit, PublishesTheOptionSchemaAndTheCommsOwnExtensions) {
+  const dlhost_plugin* p = sdk::comm_plugin<FakeComms>(host(), {"fake_comm", "0.2.0", "double"});
+  ASSERT_NE(p, nullptr);
+  std::vector<int32_t> types;
+  for (const dlhost_extension* e = p->extensions; e != nullptr; e = e->next)
+    types.push_back(e->type);
+  EXPECT_EQ(types, (std::vector<int32_t>{DLHOST_EXT_COMM_ABORT, DLHOST_EXT_OPTION_SCHEMA}));
+}
 
 TEST(CommKit, FillsTheTableAndMapsErrors) {
   const dlhost_plugin* p = sdk::comm_plugin<FakeComms>(host(), {"fake_comm", "0.2.0", "double"});
@@ -367,6 +432,98 @@ TEST(PluginKit, IntOptionInRangeOrAnErrorNamingTheKey) {
             std::string(sdk::detail::plugin_name()) + ": option threads=2 out of range [3, 8]");
   EXPECT_NE(error_of("seed", 0, 8).find("option 'seed' must be an integer, got 'two'"),
             std::string::npos);
+}
+
+// One NCHW tensor [2, 3, 7, 6] feeding one node, for the graph accessors.
+struct OneNodeGraph {
+  dlhost_tensor_desc x = sdk::make_struct<dlhost_tensor_desc>(DLHOST_TENSOR_DESC_STRUCT_SIZE);
+  const dlhost_tensor_desc* tensors[1] = {&x};
+  int32_t inputs[1] = {0};
+  dlhost_node node = sdk::make_struct<dlhost_node>(DLHOST_NODE_STRUCT_SIZE);
+  dlhost_graph graph = sdk::make_struct<dlhost_graph>(DLHOST_GRAPH_STRUCT_SIZE);
+  OneNodeGraph(int32_t op, const void* attrs) {
+    x.rank = 4;
+    x.dims[0] = 2, x.dims[1] = 3, x.dims[2] = 7, x.dims[3] = 6;
+    node.op = op;
+    node.name = "n1";
+    node.num_inputs = 1;
+    node.inputs = inputs;
+    node.attrs = attrs;
+    graph.num_tensors = 1;
+    graph.tensors = tensors;
+  }
+};
+
+std::string thrown_by(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const sdk::Error& e) {
+    return e.what();
+  }
+  return "<nothing thrown>";
+}
+
+TEST(GraphAccess, Conv2dGeometryWithStrideDilationAndGroups) {
+  auto a = sdk::make_struct<dlhost_conv2d_attrs>(DLHOST_CONV2D_ATTRS_STRUCT_SIZE);
+  a.out_channels = 6, a.kernel_h = 3, a.kernel_w = 2, a.stride_h = 2, a.stride_w = 1;
+  a.pad_h = 1, a.pad_w = 0, a.dilation_h = 2, a.dilation_w = 1, a.groups = 3;
+  OneNodeGraph g(DLHOST_OP_CONV2D, &a);
+  sdk::Geometry2d geo = sdk::conv2d_geometry(g.graph, g.node);
+  EXPECT_EQ(geo.n, 2);
+  EXPECT_EQ(geo.c, 3);
+  EXPECT_EQ(geo.oc, 6);
+  EXPECT_EQ(geo.oh, (7 + 2 - 2 * 2 - 1) / 2 + 1);  // 3, PyTorch's formula
+  EXPECT_EQ(geo.ow, 5);
+  EXPECT_EQ(geo.groups, 3);
+  a.groups = 4;  // 3 channels do not split into 4 groups
+  EXPECT_NE(thrown_by([&] { sdk::conv2d_geometry(g.graph, g.node); }).find("group"),
+            std::string::npos);
+}
+
+TEST(GraphAccess, Pool2dCeilModeDropsAWindowInThePadding) {
+  auto a = sdk::make_struct<dlhost_pool2d_attrs>(DLHOST_POOL2D_ATTRS_STRUCT_SIZE);
+  a.kind = DLHOST_POOL_MAX, a.kernel_h = a.kernel_w = 2, a.stride_h = a.stride_w = 2;
+  OneNodeGraph g(DLHOST_OP_POOL2D, &a);
+  EXPECT_EQ(sdk::pool2d_geometry(g.graph, g.node).oh, 3);  // floor(5 / 2) + 1
+  a.ceil_mode = 1;
+  EXPECT_EQ(sdk::pool2d_geometry(g.graph, g.node).oh, 4);  // ceil(5 / 2) + 1
+  EXPECT_EQ(sdk::pool2d_geometry(g.graph, g.node).ow, 3);  // 6: exact either way
+  a.pad_h = 1;  // ceil(7 / 2) + 1 = 5, but window 5 would start at 8 >= 7 + 1: dropped
+  EXPECT_EQ(sdk::pool2d_geometry(g.graph, g.node).oh, 4);
+}
+
+TEST(GraphAccess, RefusesTruncatedAttributesAndWrongInputs) {
+  auto a = sdk::make_struct<dlhost_conv2d_attrs>(DLHOST_CONV2D_ATTRS_STRUCT_SIZE);
+  a.struct_size = 16;
+  OneNodeGraph g(DLHOST_OP_CONV2D, &a);
+  std::string why = thrown_by([&] { sdk::node_attrs<dlhost_conv2d_attrs>(g.node); });
+  EXPECT_NE(why.find("node 'n1' (conv2d) has truncated attributes"), std::string::npos) << why;
+  g.node.attrs = nullptr;
+  why = thrown_by([&] { sdk::node_attrs<dlhost_conv2d_attrs>(g.node); });
+  EXPECT_NE(why.find("has no attributes"), std::string::npos) << why;
+  g.inputs[0] = 5;
+  why = thrown_by([&] { sdk::expect_inputs(g.graph, g.node, 1); });
+  EXPECT_NE(why.find("input 0 is tensor 5, out of range"), std::string::npos) << why;
+  why = thrown_by([&] { sdk::expect_inputs(g.graph, g.node, 2); });
+  EXPECT_NE(why.find("has 1 inputs, its op takes 2"), std::string::npos) << why;
+}
+
+TEST(CpuKit, ClipsTheRawGradientThenAddsWeightDecayThenMomentum) {
+  auto opt = sdk::make_struct<dlhost_optimizer_desc>(DLHOST_OPTIMIZER_DESC_STRUCT_SIZE);
+  opt.learning_rate = 0.5f, opt.momentum = 0.9f, opt.weight_decay = 0.1f, opt.clip_norm = 1.0f;
+  float grad[2] = {3.0f, 4.0f};  // norm 5: scaled by 1/5, weight decay not in the norm
+  float value[2] = {1.0f, -2.0f};
+  float velocity[2] = {1.0f, 0.0f};
+  const double scale = sdk::clip_scale(sdk::sum_of_squares(grad, 2), opt.clip_norm);
+  EXPECT_DOUBLE_EQ(scale, 0.2);
+  sdk::sgd_step(opt, scale, grad, value, velocity, 2);
+  // step0 = 0.6 + 0.1 = 0.7, v0 = 0.9 + 0.7 = 1.6; step1 = 0.8 - 0.2 = 0.6, v1 = 0.6.
+  EXPECT_FLOAT_EQ(velocity[0], 1.6f);
+  EXPECT_FLOAT_EQ(velocity[1], 0.6f);
+  EXPECT_FLOAT_EQ(value[0], 1.0f - 0.5f * 1.6f);
+  EXPECT_FLOAT_EQ(value[1], -2.0f - 0.5f * 0.6f);
+  EXPECT_DOUBLE_EQ(sdk::clip_scale(1e6, 0.0f), 1.0);   // off
+  EXPECT_DOUBLE_EQ(sdk::clip_scale(0.25, 1.0f), 1.0);  // norm 0.5: below the bound
 }
 
 TEST(Graph, OpNamesFollowTheEnum) {

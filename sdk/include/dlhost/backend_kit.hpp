@@ -355,6 +355,12 @@ struct BackendTable {
         invalid(std::string(plugin_name()) + ": compile: optimizer older than ABI 1.0");
       deref(out, "compile", "out");
       std::unique_ptr<Model> made = backend().compile(ctx, *graph, *optimizer, Options(options));
+      // Refused here, where the cause is, rather than later as "write_param: model is NULL".
+      if (!made)
+        fail(DLHOST_CODE_INTERNAL,
+             std::string(plugin_name()) +
+                 ": compile returned no model (a null std::unique_ptr<Model>): return the "
+                 "compiled model, or throw sdk::unimplemented(...) for a graph it cannot run");
       *out = reinterpret_cast<dlhost_model*>(made.release());
     });
   }

@@ -78,6 +78,10 @@ class CommPlugin {
   // The options the comm reads (ABI 1.2 schema); nullopt publishes none (options unchecked), an
   // empty list declares that it reads none.
   virtual std::optional<std::vector<OptionSpec>> options() const { return std::nullopt; }
+  // The comm's own typed extensions (dlhost_device.h: group calls, abort), linked into `chain`
+  // (ExtensionChain::link) after the kit's option schema, as Backend::link_extensions does. Each
+  // must live as long as the library and be filled up to its struct_size.
+  virtual void link_extensions(ExtensionChain& chain) const { (void)chain; }
   // Collective over every rank; `args` is checked for struct_size and borrowed for the call.
   // Fields after ABI 1.0's (store_prefix) are there only when args.struct_size covers them.
   virtual std::unique_ptr<Comm> init(const dlhost_comm_init_args& args) = 0;
@@ -168,12 +172,13 @@ struct CommTable {
   }
   static void request_free(dlhost_request* r) { delete reinterpret_cast<Request*>(r); }
 
-  // The plugin's extensions (its option schema), built once by the entry.
+  // The plugin's extensions (its option schema and its own), built once by the entry.
   static const dlhost_extension* extensions() {
     static ExtensionChain chain;
     static std::once_flag once;
     std::call_once(once, [] {
       if (auto declared = instance()->options()) chain.declare_options(std::move(*declared));
+      instance()->link_extensions(chain);
     });
     return chain.head();
   }

@@ -21,6 +21,34 @@
 
 #include "dlhost/dlhost.h"
 
+// How this plugin was compiled (DLHOST_PLUGIN_BUILD_SYMBOL in dlhost_abi.h): the host warns in
+// every record of a case run on a plugin built without optimisation. An inline variable, so that
+// every translation unit may include this header, marked used so that it is emitted although
+// nothing in the plugin reads it; the version script exports it beside the entry.
+#define DLHOST_DETAIL_STR2(x) #x
+#define DLHOST_DETAIL_STR(x) DLHOST_DETAIL_STR2(x)
+#if defined(__OPTIMIZE__)
+#define DLHOST_DETAIL_BUILD_OPT "optimized=1"
+#else
+#define DLHOST_DETAIL_BUILD_OPT "optimized=0"
+#endif
+#if defined(NDEBUG)
+#define DLHOST_DETAIL_BUILD_NDEBUG " ndebug=1"
+#else
+#define DLHOST_DETAIL_BUILD_NDEBUG " ndebug=0"
+#endif
+#if defined(__clang__)
+#define DLHOST_DETAIL_BUILD_COMPILER " compiler=clang-" DLHOST_DETAIL_STR(__clang_major__)
+#elif defined(__GNUC__)
+#define DLHOST_DETAIL_BUILD_COMPILER " compiler=gcc-" DLHOST_DETAIL_STR(__GNUC__)
+#else
+#define DLHOST_DETAIL_BUILD_COMPILER " compiler=other"
+#endif
+extern "C" {
+DLHOST_EXPORT __attribute__((used)) inline const char dlhost_plugin_build[] =
+    DLHOST_DETAIL_BUILD_OPT DLHOST_DETAIL_BUILD_NDEBUG DLHOST_DETAIL_BUILD_COMPILER;
+}
+
 namespace dlhost::sdk {
 
 // The host's services, kept by the entry function. Each plugin library has its own copy (the

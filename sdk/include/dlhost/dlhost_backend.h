@@ -56,6 +56,10 @@ typedef struct dlhost_optimizer_desc {
   float momentum;     /* 0 = plain SGD */
   float weight_decay; /* L2 added to the gradient, on every parameter */
   float clip_norm;    /* 0 = off; else gradients scaled so their global L2 norm <= clip_norm */
+  /* The order of update(), as cpu_reference does it: (1) clipping: scale = min(1, clip_norm /
+   * ||g||), the norm over every parameter's raw gradient, weight decay not included; (2) weight
+   * decay: step = scale * g + weight_decay * w; (3) momentum: v = momentum * v + step, step = v;
+   * (4) w -= learning_rate * step. cpu_kit.hpp's sdk::clip_scale and sdk::sgd_step do this. */
 } dlhost_optimizer_desc;
 #define DLHOST_OPTIMIZER_DESC_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_optimizer_desc, clip_norm)
 

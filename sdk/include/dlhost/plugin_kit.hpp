@@ -156,6 +156,17 @@ class OnceString {
 template <class Make, class Tables>
 const dlhost_plugin* enter(const dlhost_host_api* host, const PluginInfo& info,
                            dlhost_status* (*query)(int32_t*), Make&& make, Tables&& tables) {
+  if (host != nullptr && host->struct_size >= DLHOST_HOST_API_STRUCT_SIZE_1_0 &&
+      host->abi_major != DLHOST_ABI_MAJOR) {
+    // A host of another major: only the table's first fields, which never move, are filled, so
+    // that the host refuses the plugin naming both versions ("built against dlhost ABI X.Y")
+    // rather than seeing NULL and guessing. Nothing of the host is called.
+    static dlhost_plugin identity = make_struct<dlhost_plugin>(DLHOST_PLUGIN_STRUCT_SIZE);
+    identity.abi_major = DLHOST_ABI_MAJOR;
+    identity.abi_minor = DLHOST_ABI_MINOR;
+    identity.name = info.name;
+    return &identity;
+  }
   if (!attach_host(host, info.name)) return nullptr;
   plugin_name() = info.name;
   try {
