@@ -65,7 +65,7 @@ Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
     : settings_(settings) {
   if (graph.struct_size < DLHOST_GRAPH_STRUCT_SIZE)
     sdk::invalid("cpu_reference: graph struct smaller than ABI 1.0's");
-  if (optimizer.struct_size < DLHOST_OPTIMIZER_DESC_STRUCT_SIZE)
+  if (optimizer.struct_size < DLHOST_OPTIMIZER_DESC_STRUCT_SIZE_1_0)
     sdk::invalid("cpu_reference: optimizer struct smaller than ABI 1.0's");
   if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
     sdk::unimplemented("cpu_reference: optimizer kind " + std::to_string(optimizer.kind) +
