@@ -1,13 +1,17 @@
 // test_transformer_graph.cpp — ABI 1.4's Transformer ops in the host-owned graph IR: shapes,
 // parameters (the tied table listed by two nodes, owned by one), FLOPs, error messages, the C
-// builder table.
+// builder table; and the networks built from them (networks_transformer), whose parameter counts
+// are asserted against the published models.
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include "core/graph.h"
 #include "core/host_api.h"
+#include "core/networks.h"
+#include "core/plugin_registry.h"
 
 namespace {
 
@@ -115,6 +119,80 @@ TEST(TransformerOps, CTableRefusesAShortStruct) {
   dlhost_attention_attrs whole = attention(2, true);
   EXPECT_EQ(api->attention(b.c_handle(), "a", x, x, x, &whole, &out), nullptr);
   EXPECT_GE(out, 0);
+}
+
+// --- the networks ------------------------------------------------------------------------------
+
+class TransformerNetworks : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    registry = new dlhost::PluginRegistry;
+    registry->load_file(std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_networks_transformer.so");
+    networks = new std::vector<dlhost::NetworkRef>(dlhost::list_networks(*registry));
+  }
+  std::unique_ptr<dlhost::Graph> build(const std::string& name, int64_t batch = 1,
+                                       std::map<std::string, std::string> options = {}) {
+    const auto* ref = dlhost::find_network(*networks, name);
+    if (ref == nullptr) throw std::runtime_error("no network " + name);
+    dlhost_options o;
+    o.values = std::move(options);
+    return dlhost::build_network(*ref->plugin, ref->index, batch, &o);
+  }
+  static dlhost::PluginRegistry* registry;
+  static std::vector<dlhost::NetworkRef>* networks;
+};
+dlhost::PluginRegistry* TransformerNetworks::registry = nullptr;
+std::vector<dlhost::NetworkRef>* TransformerNetworks::networks = nullptr;
+
+// GPT-2 small as published (Hugging Face's GPT2LMHeadModel: 124,439,808). BERT-base: Hugging
+// Face's BertModel has 109,482,240 (token-type embeddings 2x768 and the pooler 768x768+768
+// included); this encoder has neither (no NSP, one segment) but has the masked-LM head (dense
+// 768x768+768, LayerNorm 2x768, decoder bias 30522; its weight is the tied word embeddings):
+// 109,482,240 - 1,536 - 590,592 + 590,592 + 1,536 + 30,522 = 109,512,762, which is
+// BertForMaskedLM's 109,514,298 less the token-type table's 1,536.
+TEST_F(TransformerNetworks, ParameterCountsMatchThePublishedModels) {
+  EXPECT_EQ(build("gpt2")->param_count(), 124439808);
+  EXPECT_EQ(build("bert_base")->param_count(), 109512762);
+  EXPECT_EQ(build("bert_base")->param_count(), 109514298 - 2 * 768);
+  // The sequence length does not change the parameters (the position table has 1024 rows).
+  EXPECT_EQ(build("gpt2", 1, {{"seq", "128"}})->param_count(), 124439808);
+  EXPECT_EQ(build("bert_tiny")->param_count(), 173480);
+  EXPECT_EQ(build("gpt2_tiny")->param_count(), 168192);
+}
+
+// Forward FLOPs per sample as graph.cpp counts every network (a multiply-add 2, element-wise 1),
+// attention's two T x T products included, written out for GPT-2 small at its 1024 context.
+TEST_F(TransformerNetworks, Gpt2FlopsIncludeAttention) {
+  const double t = 1024, c = 768, f = 3072, v = 50257, h = 12, layers = 12;
+  const double per_layer = 4 * t * c                        // ln_1
+                           + 4 * (2 * t * c * c + t * c)    // q, k, v, out
+                           + 4 * t * t * c + 3 * h * t * t  // Q K^T, P V, softmax
+                           + 2 * t * c                      // dropout, residual
+                           + 4 * t * c                      // ln_2
+                           + (2 * t * c * f + t * f) + t * f + (2 * t * f * c + t * c)  // mlp
+                           + 2 * t * c;  // dropout, residual
+  const double expected = 2 * t * c      // position add, dropout
+                          + layers * per_layer + 4 * t * c + 2 * t * c * v + 3 * t * v;
+  auto g = build("gpt2");
+  EXPECT_NEAR(g->forward_flops_per_sample(), expected, expected * 1e-12);
+  // ~6 N T for training is the usual rule: here forward alone is ~2 N T plus attention.
+  EXPECT_GT(g->forward_flops_per_sample(), 2.0 * 124439808 * t * 0.9);
+}
+
+TEST_F(TransformerNetworks, SequenceOptionAndShapes) {
+  auto g = build("gpt2_tiny", 3, {{"seq", "16"}});
+  const dlhost_graph* v = g->view();
+  EXPECT_EQ(g->tensor(v->inputs[0]).dims[1], 16);
+  EXPECT_EQ(g->tensor(v->inputs[0]).dtype, DLHOST_DTYPE_I32);
+  int causal = 0, bidirectional = 0;
+  for (int32_t i = 0; i < v->num_nodes; ++i)
+    if (g->node(i).op == DLHOST_OP_ATTENTION)
+      (static_cast<const dlhost_attention_attrs*>(g->node(i).attrs)->causal ? causal
+                                                                            : bidirectional)++;
+  EXPECT_EQ(causal, 2);
+  EXPECT_EQ(bidirectional, 0);
+  EXPECT_THROW(build("gpt2_tiny", 1, {{"seq", "65"}}), Error);  // beyond the position table
+  EXPECT_THROW(build("bert_tiny", 1, {{"dropout", "1"}}), Error);
 }
 
 }  // namespace
