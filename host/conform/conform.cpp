@@ -567,8 +567,8 @@ Row run_network_problem(const Descriptor& d, const NetworkRef& net, const Backen
     row.reason = std::string("the network cannot be built: ") + e.what();
     return row;
   }
-  dlhost_optimizer_desc optimizer = *net.info->optimizer;
-  optimizer.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+  // A network plugin older than ABI 1.4 hands a shorter struct: read what it has.
+  const dlhost_optimizer_desc optimizer = sdk::whole_optimizer(*net.info->optimizer);
   auto weights = initial_params(*graph, kSeed);
   auto inputs = synthetic_inputs(*graph, kSeed);
   dlhost_options options = backend_options(s);
