@@ -614,7 +614,9 @@ void add_transformer_op(GraphBuilder& b, const Descriptor& d, int64_t batch,
     if (op == "attention") {
       // q, k and v each through a layer of its own, so each of their gradients shows in a weight.
       int32_t q = shape_keeping_layer(b, "q", x, dims);
-      int32_t k = shape_keeping_layer(b, "k", x, dims);
+      // No bias on k: it adds q . b to every score of a row, which softmax cancels: its gradient
+      // is zero up to rounding, and rounding cannot be compared.
+      int32_t k = shape_keeping_layer(b, "k", x, dims, false);
       int32_t v = shape_keeping_layer(b, "v", x, dims);
       dlhost_attention_attrs a{DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, d.get_int("heads"),
                                static_cast<int32_t>(d.get_int("causal")),

@@ -270,8 +270,8 @@ TEST(DLHOST_TEST_TORCH_BACKEND, OtherPrecisionsAreUnimplemented) {
   std::unique_ptr<Graph> graph = mlp();
   dlhost_options options;
   options.values["precision"] = "bf16";
-  // The host refuses the mode before the backend sees it (the plugin publishes no capabilities:
-  // fp32 only); the backend's own refusal at compile is what a host without that check meets.
+  // The host refuses the mode before the backend sees it (the plugin's capabilities list fp32
+  // alone); the backend's own refusal at compile is what a host without that check meets.
   EXPECT_THROW(create_context(plugin(), 0, options), std::exception);
   ContextHandle context = create_context(plugin(), 0, dlhost_options{});
   dlhost_model* model = nullptr;
