@@ -10,8 +10,7 @@
 
 #include "core/graph.h"
 #include "core/host_api.h"
-#include "core/networks.h"
-#include "core/plugin_registry.h"
+#include "network_plugin.h"
 
 namespace {
 
@@ -126,23 +125,15 @@ TEST(TransformerOps, CTableRefusesAShortStruct) {
 class TransformerNetworks : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    registry = new dlhost::PluginRegistry;
-    registry->load_file(std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_networks_transformer.so");
-    networks = new std::vector<dlhost::NetworkRef>(dlhost::list_networks(*registry));
+    plugin = new dlhost::test_networks::NetworkPlugin("libdlhost_networks_transformer.so");
   }
   std::unique_ptr<dlhost::Graph> build(const std::string& name, int64_t batch = 1,
                                        std::map<std::string, std::string> options = {}) {
-    const auto* ref = dlhost::find_network(*networks, name);
-    if (ref == nullptr) throw std::runtime_error("no network " + name);
-    dlhost_options o;
-    o.values = std::move(options);
-    return dlhost::build_network(*ref->plugin, ref->index, batch, &o);
+    return plugin->build(name, batch, std::move(options));
   }
-  static dlhost::PluginRegistry* registry;
-  static std::vector<dlhost::NetworkRef>* networks;
+  static dlhost::test_networks::NetworkPlugin* plugin;
 };
-dlhost::PluginRegistry* TransformerNetworks::registry = nullptr;
-std::vector<dlhost::NetworkRef>* TransformerNetworks::networks = nullptr;
+dlhost::test_networks::NetworkPlugin* TransformerNetworks::plugin = nullptr;
 
 // GPT-2 small as published (Hugging Face's GPT2LMHeadModel: 124,439,808). BERT-base: Hugging
 // Face's BertModel has 109,482,240 (token-type embeddings 2x768 and the pooler 768x768+768
