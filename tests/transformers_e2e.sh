@@ -4,7 +4,8 @@
 # cpu_libtorch built here (1.13, 2.x), 8 AdamW steps each. Checks: every case OK; the loss falls
 # (the last step below 90% of the first: the resident batch is learned); each libtorch's losses
 # agree with the reference's step by step (same graph, weights, data and AdamW: only rounding may
-# differ); and cpu_onednn, which lacks the Transformer's ops, is SKIPPED naming the op.
+# differ); the records validate against docs/results-schema.json (AdamW's optimizer block);
+# and cpu_onednn, which lacks the Transformer's ops, is SKIPPED naming the op.
 # Usage: transformers_e2e.sh DLHOST SOURCE_DIR WORK_DIR
 set -eu
 DLHOST="$1"; SRC="$2"; WORK="$3"
@@ -22,6 +23,8 @@ done
   -o "$WORK/tiny.jsonl" > "$WORK/run.txt" 2> "$WORK/run.err" \
   || { cat "$WORK/run.txt"; tail -n 30 "$WORK/run.err"; fail "dlhost run"; }
 cat "$WORK/run.txt"
+"$SRC/tests/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/tiny.jsonl" --cases 8 \
+  || fail "results do not validate (docs/results-schema.json)"
 /usr/bin/python3 - "$WORK/tiny.jsonl" <<'PY' || fail "records (above)"
 import json, sys
 recs = [json.loads(line) for line in open(sys.argv[1])]

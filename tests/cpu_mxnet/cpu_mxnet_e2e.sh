@@ -28,6 +28,13 @@ checks = {r["id"]: r for r in doc["checks"]}
 ops = {k: r["status"] for k, r in checks.items() if k.startswith("op=")}
 nets = {k: r["status"] for k, r in checks.items() if k.startswith("net=")}
 assert len(ops) >= 40 and len(nets) >= 6, f"too few problems: {len(ops)} ops, {len(nets)} networks"
+# ABI 1.4's Transformer ops are not in its capabilities yet: the host reports them UNIMPLEMENTED.
+later = ("op=layer_norm,", "op=gelu,", "op=attention,", "op=position_embedding,", "op=tied_fc,",
+         "net=gpt2_tiny,", "net=bert_tiny,")
+def not_yet(k):
+    return k.startswith(later) and checks[k]["status"] == "UNIMPLEMENTED" and "does not list op" in checks[k]["reason"]
+ops = {k: s for k, s in ops.items() if not not_yet(k)}
+nets = {k: s for k, s in nets.items() if not not_yet(k)}
 # MXNet's pooling_convention=full keeps the last window that starts in the padding.
 unimplemented = {k for k, s in ops.items() if s == "UNIMPLEMENTED"}
 for k in unimplemented:

@@ -29,14 +29,21 @@ nets = {k: r["status"] for k, r in rows.items() if k.startswith("net=")}
 assert len(ops) >= 40 and len(nets) >= 6, f"too few problems: {len(ops)} ops, {len(nets)} networks"
 # TensorFlow's CPU convolutions take a dilation or a stride, not both.
 expected_unimplemented = {"op=conv2d,n=3,c=5,h=9,w=7,oc=4,k=3,s=2,p=1,d=2,g=1,bias=1": "dilation with a stride"}
+# ABI 1.4's Transformer ops are not in its capabilities yet: the host reports them UNIMPLEMENTED.
+later = ("op=layer_norm,", "op=gelu,", "op=attention,", "op=position_embedding,", "op=tied_fc,",
+         "net=gpt2_tiny,", "net=bert_tiny,")
+def not_yet(k):
+    return k.startswith(later) and rows[k]["status"] == "UNIMPLEMENTED" and "does not list op" in rows[k]["reason"]
 bad = {}
 for k, s in ops.items():
+    if not_yet(k):
+        continue
     if k in expected_unimplemented:
         if s != "UNIMPLEMENTED" or expected_unimplemented[k] not in rows[k]["reason"]:
             bad[k] = (s, rows[k]["reason"])
     elif s != "PASSED":
         bad[k] = s
-bad.update({k: s for k, s in nets.items() if s not in ("PASSED", "SKIPPED")})
+bad.update({k: s for k, s in nets.items() if s not in ("PASSED", "SKIPPED") and not not_yet(k)})
 assert not bad, f"not as expected: {bad}"
 assert sum(s == "PASSED" for s in nets.values()) >= 6, nets
 print(f"cpu_tensorflow: {sum(s == 'PASSED' for s in ops.values())} op problems and "
