@@ -44,6 +44,17 @@ rows = {r["id"]: r for r in doc["checks"]}
 ops = {k: r["status"] for k, r in rows.items() if k.startswith("op=")}
 nets = {k: r["status"] for k, r in rows.items() if k.startswith("net=")}
 assert len(ops) >= 40 and len(nets) >= 6, f"too few problems: {len(ops)} ops, {len(nets)} networks"
+# ABI 1.4's Transformer ops are not in TensorFlow's and MXNet's capabilities yet: the host reports
+# their problems UNIMPLEMENTED ("does not list op") and they are left out of the counts here.
+# libtorch lists them, so for it they must PASS like every other problem.
+later = ("op=layer_norm,", "op=gelu,", "op=attention,", "op=position_embedding,", "op=tied_fc,",
+         "net=gpt2_tiny,", "net=bert_tiny,")
+if backend in ("cpu_tensorflow", "cpu_mxnet"):
+    def not_yet(k):
+        return (k.startswith(later) and rows[k]["status"] == "UNIMPLEMENTED"
+                and "does not list op" in rows[k].get("reason", ""))
+    ops = {k: s for k, s in ops.items() if not not_yet(k)}
+    nets = {k: s for k, s in nets.items() if not not_yet(k)}
 pattern, reason, fewest, most = unimplemented
 refused = {k for k, s in ops.items() if s == "UNIMPLEMENTED"}
 bad = {k: (ops[k], rows[k].get("reason")) for k in refused

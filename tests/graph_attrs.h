@@ -94,6 +94,22 @@ inline dlhost_lstm_attrs lstm(int64_t hidden, int64_t layers) {
 }
 
 // The ABI's SGD: learning rate, momentum, weight decay, clipping by the global norm (0 = off).
+// ABI 1.4: AdamW, its betas and epsilon as given (PyTorch's defaults 0.9, 0.999, 1e-8).
+inline dlhost_optimizer_desc adamw(float lr, float weight_decay = 0, float clip = 0,
+                                   float beta1 = 0.9f, float beta2 = 0.999f,
+                                   float epsilon = 1e-8f) {
+  dlhost_optimizer_desc o{};
+  o.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+  o.kind = DLHOST_OPTIMIZER_ADAMW;
+  o.learning_rate = lr;
+  o.weight_decay = weight_decay;
+  o.clip_norm = clip;
+  o.beta1 = beta1;
+  o.beta2 = beta2;
+  o.epsilon = epsilon;
+  return o;
+}
+
 inline dlhost_optimizer_desc sgd(float lr, float momentum = 0, float weight_decay = 0,
                                  float clip = 0) {
   dlhost_optimizer_desc o{};

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -16,6 +17,7 @@
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
 #include "dlhost/dlhost.h"
+#include "dlhost/dlhost.hpp"
 
 namespace {
 
@@ -113,6 +115,18 @@ static_assert(
 static_assert(align_up(DLHOST_LSTM_ATTRS_STRUCT_SIZE, alignof(dlhost_lstm_attrs)) ==
                   sizeof(dlhost_lstm_attrs),
               "DLHOST_LSTM_ATTRS_STRUCT_SIZE does not name the last field of dlhost_lstm_attrs");
+
+#define DLHOST_ASSERT_STRUCT_SIZE_NAMES_LAST(type, SIZE)             \
+  static_assert(align_up(SIZE, alignof(type)) == sizeof(type), #SIZE \
+                " does not name the last "                           \
+                "field of " #type)
+DLHOST_ASSERT_STRUCT_SIZE_NAMES_LAST(dlhost_layer_norm_attrs, DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE);
+DLHOST_ASSERT_STRUCT_SIZE_NAMES_LAST(dlhost_gelu_attrs, DLHOST_GELU_ATTRS_STRUCT_SIZE);
+DLHOST_ASSERT_STRUCT_SIZE_NAMES_LAST(dlhost_attention_attrs, DLHOST_ATTENTION_ATTRS_STRUCT_SIZE);
+DLHOST_ASSERT_STRUCT_SIZE_NAMES_LAST(dlhost_position_embedding_attrs,
+                                     DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE);
+DLHOST_ASSERT_STRUCT_SIZE_NAMES_LAST(dlhost_tied_fc_attrs, DLHOST_TIED_FC_ATTRS_STRUCT_SIZE);
+DLHOST_ASSERT_STRUCT_SIZE_NAMES_LAST(dlhost_backend_caps, DLHOST_BACKEND_CAPS_STRUCT_SIZE);
 
 TEST(AbiFreeze, VersionIsOneDotSomething) { EXPECT_EQ(DLHOST_ABI_MAJOR, 1); }
 
@@ -371,6 +385,55 @@ TEST(AbiFreeze, StructLayoutsAppendedIn1_1) {
   // 1.0 readers of these structs stop where 1.0 ended.
   EXPECT_EQ(DLHOST_FC_ATTRS_STRUCT_SIZE_1_0, offsetof(dlhost_fc_attrs, has_bias) + 4);
   EXPECT_EQ(DLHOST_BUILDER_API_STRUCT_SIZE_1_0, offsetof(dlhost_builder_api, batch_norm));
+}
+
+// ABI 1.4: the Transformer's ops and AdamW, all appended.
+TEST(AbiFreeze, StructLayoutsAppendedIn1_4) {
+  EXPECT_EQ(DLHOST_OP_LAYER_NORM, 15);
+  EXPECT_EQ(DLHOST_OP_GELU, 16);
+  EXPECT_EQ(DLHOST_OP_ATTENTION, 17);
+  EXPECT_EQ(DLHOST_OP_POSITION_EMBEDDING, 18);
+  EXPECT_EQ(DLHOST_OP_TIED_FC, 19);
+  EXPECT_EQ(DLHOST_OPTIMIZER_ADAMW, 2);
+  EXPECT_EQ(DLHOST_GELU_TANH, 1);
+  EXPECT_EQ(offsetof(dlhost_layer_norm_attrs, epsilon), 8u);
+  EXPECT_EQ(offsetof(dlhost_gelu_attrs, approximation), 8u);
+  EXPECT_EQ(offsetof(dlhost_attention_attrs, heads), 8u);
+  EXPECT_EQ(offsetof(dlhost_attention_attrs, causal), 16u);
+  EXPECT_EQ(offsetof(dlhost_attention_attrs, dropout), 20u);
+  EXPECT_EQ(offsetof(dlhost_position_embedding_attrs, max_positions), 8u);
+  EXPECT_EQ(offsetof(dlhost_tied_fc_attrs, embedding_node), 8u);
+  EXPECT_EQ(offsetof(dlhost_tied_fc_attrs, has_bias), 12u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, layer_norm), 120u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, gelu), 128u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, attention), 136u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, position_embedding), 144u);
+  EXPECT_EQ(offsetof(dlhost_builder_api, tied_fc), 152u);
+  EXPECT_EQ(offsetof(dlhost_optimizer_desc, beta1), 28u);
+  EXPECT_EQ(offsetof(dlhost_optimizer_desc, beta2), 32u);
+  EXPECT_EQ(offsetof(dlhost_optimizer_desc, epsilon), 36u);
+  EXPECT_EQ(DLHOST_OPTIMIZER_DESC_STRUCT_SIZE_1_0, 28u);
+  EXPECT_EQ(offsetof(dlhost_backend_caps, optimizers),
+            offsetof(dlhost_backend_caps, asynchronous) + 4);
+}
+
+// A struct from a host or network plugin before 1.4 ends at clip_norm: the C++ layer reads what
+// it has and gives AdamW's fields PyTorch's defaults instead of reading past its end.
+TEST(AbiFreeze, OptimizerOfAnOlderMinorIsCompletedWithDefaults) {
+  dlhost_optimizer_desc old{};
+  std::memset(&old, 0x7f, sizeof old);  // what lies past an old struct's end: garbage
+  old.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE_1_0;
+  old.kind = DLHOST_OPTIMIZER_SGD;
+  old.learning_rate = 0.5f;
+  old.clip_norm = 0;
+  const dlhost_optimizer_desc whole = dlhost::sdk::whole_optimizer(old);
+  EXPECT_EQ(whole.struct_size, DLHOST_OPTIMIZER_DESC_STRUCT_SIZE);
+  EXPECT_EQ(whole.learning_rate, 0.5f);
+  EXPECT_EQ(whole.beta1, 0.9f);
+  EXPECT_EQ(whole.beta2, 0.999f);
+  EXPECT_EQ(whole.epsilon, 1e-8f);
+  old.struct_size = 8;
+  EXPECT_THROW(dlhost::sdk::whole_optimizer(old), dlhost::sdk::Error);
 }
 
 TEST(AbiFreeze, DropoutMaskIsPinned) {

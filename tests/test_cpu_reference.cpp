@@ -992,4 +992,189 @@ TEST(CpuReference, BadLabelsAndUnknownOpsAreRefused) {
   api()->context_destroy(context);
 }
 
+// ================================================================================================
+// ABI 1.4: the Transformer's ops and AdamW.
+
+TEST(CpuReferenceGradients, LayerNormAndGelu) {
+  const std::vector<int64_t> dims{2, 3, 6};  // [N, T, C]: the source is an embedding
+  check_op(
+      dims,
+      [](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
+        *out = {3, 6};
+        return b.layer_norm("ln", x, {DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE, 1e-5f});
+      },
+      1e-2f, 300, uniform(36, 301, -2.0f, 2.0f));
+  for (auto kind : {DLHOST_GELU_ERF, DLHOST_GELU_TANH}) {
+    SCOPED_TRACE(kind);
+    check_op(
+        dims,
+        [&](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
+          *out = {3, 6};
+          return b.gelu("gelu", x, {DLHOST_GELU_ATTRS_STRUCT_SIZE, kind});
+        },
+        1e-2f, 310, uniform(36, 311, -3.0f, 3.0f));
+  }
+}
+
+// q is the source itself, k and v go through per-step layers of their own: the source's gradient
+// sums three paths, and the layers' weights see the key and value gradients.
+TEST(CpuReferenceGradients, AttentionCausalBidirectionalAndDropped) {
+  struct Case {
+    bool causal;
+    float dropout;
+    int64_t heads;
+  };
+  // (Dropout changes its mask every forward, so finite differences cannot see it: the forward
+  // test below checks the mask.)
+  for (const Case& c : {Case{true, 0.0f, 2}, Case{false, 0.0f, 3}, Case{true, 0.0f, 1}}) {
+    SCOPED_TRACE(std::to_string(c.causal) + " " + std::to_string(c.dropout));
+    check_op(
+        {2, 4, 6},
+        [&](GraphBuilder& b, int32_t x, std::vector<int64_t>* out) {
+          *out = {4, 6};
+          // No bias on k: q . b is the same for every key, softmax cancels it (gradient 0).
+          int32_t k = b.fc("k", x, fc(6, false, 2));
+          int32_t v = b.fc("v", x, fc(6, true, 2));
+          return b.attention(
+              "attention", x, k, v,
+              {DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, c.heads, c.causal ? 1 : 0, c.dropout});
+        },
+        1e-2f, 320, uniform(48, 321, -1.5f, 1.5f));
+  }
+}
+
+// The header's formula written out in double: per head, softmax(q k^T / sqrt(d)) with the
+// causal mask, dropped with dlhost_dropout_keep(seed, node, step 0, ((n H + h) T + i) T + j),
+// times v; read through a probe.
+TEST(CpuReferenceForward, AttentionByTheHeadersFormula) {
+  const int64_t n_ = 2, t_ = 3, heads = 2, d = 2, c = heads * d;
+  const float p_drop = 0.4f;
+  GraphBuilder b("t", n_);
+  Source x = source(b, "x", {n_, t_, c});
+  int32_t y = b.attention("attention", x.tensor, x.tensor, x.tensor,
+                          {DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, heads, 1, p_drop});
+  Probe pr = probe(b, y, {n_, t_, c});
+  auto graph = b.finish();
+  const uint32_t node = static_cast<uint32_t>(graph->tensor(y).producer);
+  Session s(std::move(graph));
+  const auto in = uniform(static_cast<size_t>(n_ * t_ * c), 370);
+  s.init_source(x, in);
+  const auto got = read_probe(s, pr);
+  std::vector<double> want(got.size(), 0.0);
+  int dropped = 0;
+  for (int64_t n = 0; n < n_; ++n)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < t_; ++i) {
+        auto at = [&](int64_t pos, int64_t k) { return in[(n * t_ + pos) * c + h * d + k]; };
+        std::vector<double> w(static_cast<size_t>(t_), 0.0);
+        double top = -1e300, sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t k = 0; k < d; ++k) w[j] += at(i, k) * at(j, k) / std::sqrt(double(d));
+          top = std::max(top, w[j]);
+        }
+        for (int64_t j = 0; j <= i; ++j) sum += std::exp(w[j] - top);
+        for (int64_t j = 0; j <= i; ++j) {
+          const uint64_t e = static_cast<uint64_t>(((n * heads + h) * t_ + i) * t_ + j);
+          const bool keep = dlhost_dropout_keep(42, node, 0, e, p_drop) != 0;
+          dropped += keep ? 0 : 1;
+          const double pij = std::exp(w[j] - top) / sum * (keep ? 1.0 / (1.0 - p_drop) : 0.0);
+          for (int64_t k = 0; k < d; ++k) want[(n * t_ + i) * c + h * d + k] += pij * at(j, k);
+        }
+      }
+  EXPECT_GT(dropped, 0) << "the test means dropout to act";
+  expect_values(got, want);
+}
+
+TEST(CpuReferenceGradients, PositionEmbeddingRowsBeyondTheSequenceGetZero) {
+  GraphBuilder b("t", 2);
+  Source x = source(b, "x", {2, 3, 4});
+  int32_t y =
+      b.position_embedding("wpe", x.tensor, {DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE, 5});
+  int32_t target = -1;
+  mse_to_random(b, y, {3, 4}, &target);
+  Session s(b.finish());
+  s.init_source(x, uniform(24, 340));
+  s.set(target, uniform(24, 341));
+  s.write(s.param_of(y), uniform(20, 342));
+  check_gradients(s, 1e-2f);
+  const auto g = s.read(s.param_of(y), DLHOST_PARAM_GRAD);
+  for (int i = 12; i < 20; ++i) EXPECT_EQ(g[i], 0.0f) << i;
+}
+
+// The tied table's gradient is the sum of the embedding's and the output layer's; the table is
+// reported ready once, after the embedding's backward.
+TEST(CpuReferenceGradients, TiedOutputLayerSumsBothUses) {
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias);
+    GraphBuilder b("t", 2);
+    int32_t ids = b.input("ids", DLHOST_DTYPE_I32, {3});
+    int32_t e = b.embedding("wte", ids, embedding(7, 4));
+    int32_t h = b.fc("h", e, fc(4, true, 2));
+    int32_t y = b.tied_fc("head", h, e, {DLHOST_TIED_FC_ATTRS_STRUCT_SIZE, -1, bias ? 1 : 0});
+    int32_t target = -1;
+    mse_to_random(b, y, {3, 7}, &target);
+    Session s(b.finish());
+    s.set_ids(ids, {0, 3, 3, 6, 1, 0});
+    s.set(target, uniform(42, 350));
+    for (int32_t p = 0; p < s.graph().num_params(); ++p)
+      s.write(p, uniform(static_cast<size_t>(s.count(p)), 351 + p, -0.8f, 0.8f));
+    check_gradients(s, 1e-2f);
+    std::vector<int32_t> order;
+    dlhost_grad_ready ready{DLHOST_GRAD_READY_STRUCT_SIZE, &order, [](void* user, int32_t p) {
+                              static_cast<std::vector<int32_t>*>(user)->push_back(p);
+                            }};
+    s.forward();
+    s.backward(&ready);
+    ASSERT_EQ(static_cast<int32_t>(order.size()), s.graph().num_params());
+    EXPECT_EQ(order.back(), 0);  // the table, last and once
+    EXPECT_EQ(std::count(order.begin(), order.end(), 0), 1);
+  }
+}
+
+// dlhost_backend.h's AdamW, written out again in double, three steps, with and without clipping.
+TEST(CpuReference, AdamWWithDecoupledWeightDecayBiasCorrectionAndClipping) {
+  for (float clip : {0.0f, 0.05f}) {
+    SCOPED_TRACE(clip);
+    const float lr = 0.01f, wd = 0.1f, b1 = 0.8f, b2 = 0.95f, eps = 1e-6f;
+    GraphBuilder b("t", 2);
+    int32_t x = b.input("x", DLHOST_DTYPE_F32, {3});
+    int32_t y = b.fc("fc", x, fc(2));
+    int32_t target = b.input("target", DLHOST_DTYPE_F32, {2});
+    b.mse_loss("loss", y, target);
+    Session s(b.finish(), adamw(lr, wd, clip, b1, b2, eps));
+    s.set(x, uniform(6, 360));
+    s.set(target, uniform(4, 361, 1.0f, 2.0f));
+    s.write(1, {0.3f, -0.2f});
+    std::vector<std::vector<double>> m{std::vector<double>(6, 0.0), std::vector<double>(2, 0.0)};
+    auto v = m;
+    for (int t = 1; t <= 3; ++t) {
+      s.forward();
+      s.backward();
+      std::vector<std::vector<float>> w{s.read(0), s.read(1)};
+      std::vector<std::vector<float>> g{s.read(0, DLHOST_PARAM_GRAD), s.read(1, DLHOST_PARAM_GRAD)};
+      double norm2 = 0;
+      for (const auto& gp : g)
+        for (float gi : gp) norm2 += static_cast<double>(gi) * gi;
+      double scale = 1;
+      if (clip > 0) {
+        ASSERT_GT(std::sqrt(norm2), clip) << "the test means clipping to act";
+        scale = clip / std::sqrt(norm2);
+      }
+      s.update();
+      for (int32_t p = 0; p < 2; ++p) {
+        const auto after = s.read(p);
+        for (size_t i = 0; i < after.size(); ++i) {
+          const double gi = scale * g[p][i];
+          m[p][i] = b1 * m[p][i] + (1 - b1) * gi;
+          v[p][i] = b2 * v[p][i] + (1 - b2) * gi * gi;
+          double want = w[p][i] - lr * wd * w[p][i];
+          want -= lr * (m[p][i] / (1 - std::pow(b1, t))) /
+                  (std::sqrt(v[p][i] / (1 - std::pow(b2, t))) + eps);
+          EXPECT_NEAR(after[i], want, 1e-6) << "step " << t << " param " << p << "[" << i << "]";
+        }
+      }
+    }
+  }
+}
+
 }  // namespace

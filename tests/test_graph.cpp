@@ -10,6 +10,7 @@
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "graph_attrs.h"
+#include "network_plugin.h"
 
 namespace {
 
@@ -19,23 +20,15 @@ using dlhost::GraphBuilder;
 class SeedNetworks : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    registry = new dlhost::PluginRegistry;
-    registry->load_file(std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_networks_paper.so");
-    networks = new std::vector<dlhost::NetworkRef>(dlhost::list_networks(*registry));
+    plugin = new dlhost::test_networks::NetworkPlugin("libdlhost_networks_paper.so");
   }
   std::unique_ptr<dlhost::Graph> build(const std::string& name, int64_t batch = 1,
                                        std::map<std::string, std::string> options = {}) {
-    const auto* ref = dlhost::find_network(*networks, name);
-    if (ref == nullptr) throw std::runtime_error("no network " + name);
-    dlhost_options o;
-    o.values = std::move(options);
-    return dlhost::build_network(*ref->plugin, ref->index, batch, &o);
+    return plugin->build(name, batch, std::move(options));
   }
-  static dlhost::PluginRegistry* registry;
-  static std::vector<dlhost::NetworkRef>* networks;
+  static dlhost::test_networks::NetworkPlugin* plugin;
 };
-dlhost::PluginRegistry* SeedNetworks::registry = nullptr;
-std::vector<dlhost::NetworkRef>* SeedNetworks::networks = nullptr;
+dlhost::test_networks::NetworkPlugin* SeedNetworks::plugin = nullptr;
 
 // The counts of docs/networks.md (each derived there from the layer sizes).
 TEST_F(SeedNetworks, ParameterCountsMatchThePaper) {

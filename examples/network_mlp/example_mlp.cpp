@@ -4,8 +4,15 @@
 
 namespace {
 
-const dlhost_optimizer_desc kOptimizer{
-    DLHOST_OPTIMIZER_DESC_STRUCT_SIZE, DLHOST_OPTIMIZER_SGD, 0.01f, 0.9f, 0.0f, 0.0f};
+// Filled field by field from a zeroed struct: a brace list would miss the fields later ABI minors
+// append (AdamW's in 1.4) and -Wextra says so.
+const dlhost_optimizer_desc kOptimizer = [] {
+  auto o = dlhost::sdk::make_struct<dlhost_optimizer_desc>(DLHOST_OPTIMIZER_DESC_STRUCT_SIZE);
+  o.kind = DLHOST_OPTIMIZER_SGD;
+  o.learning_rate = 0.01f;
+  o.momentum = 0.9f;
+  return o;
+}();
 const dlhost_network_info kInfo{DLHOST_NETWORK_INFO_STRUCT_SIZE,
                                 "example_mlp",
                                 "784-256-10 MLP with ReLU: the SDK's example network plugin",

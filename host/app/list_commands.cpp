@@ -218,7 +218,9 @@ int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool des
     j["cpu_batch"] = n.info->cpu_batch;
     j["gpu_batch"] = n.info->gpu_batch;
     const auto* o = n.info->optimizer;
-    j["optimizer"] = json{{"lr", o->learning_rate},
+    const dlhost_optimizer_desc whole = sdk::whole_optimizer(*o);
+    j["optimizer"] = json{{"kind", optimizer_name(whole.kind)},
+                          {"lr", o->learning_rate},
                           {"momentum", o->momentum},
                           {"weight_decay", o->weight_decay},
                           {"clip_norm", o->clip_norm}};
@@ -241,9 +243,14 @@ int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool des
     }
     const auto& o = j["optimizer"];
     char opt[96];
-    std::snprintf(opt, sizeof(opt), "SGD lr %g momentum %g wd %g%s", o["lr"].get<double>(),
-                  o["momentum"].get<double>(), o["weight_decay"].get<double>(),
-                  o["clip_norm"].get<double>() > 0 ? " clip" : "");
+    if (o["kind"] == "adamw")
+      std::snprintf(opt, sizeof(opt), "AdamW lr %g wd %g%s", o["lr"].get<double>(),
+                    o["weight_decay"].get<double>(),
+                    o["clip_norm"].get<double>() > 0 ? " clip" : "");
+    else
+      std::snprintf(opt, sizeof(opt), "SGD lr %g momentum %g wd %g%s", o["lr"].get<double>(),
+                    o["momentum"].get<double>(), o["weight_decay"].get<double>(),
+                    o["clip_norm"].get<double>() > 0 ? " clip" : "");
     if (o["clip_norm"].get<double>() > 0)
       std::snprintf(opt + std::strlen(opt), sizeof(opt) - std::strlen(opt), " %g",
                     o["clip_norm"].get<double>());

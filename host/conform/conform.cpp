@@ -524,6 +524,21 @@ Trajectory train(const LoadedPlugin& plugin, const Graph& graph,
 
 // The parameters' updates after `steps` steps, model-wide and one by one, into `row`; whether
 // any parameter moved on both backends.
+// True when parameter `p` is the bias of the layer that makes an attention's keys: it adds
+// q . b to every score of a row, which softmax cancels, so its gradient is zero up to rounding
+// (GPT-2 and BERT have one per layer). AdamW turns that noise into full-size steps that differ
+// between two correct backends: there is nothing to compare.
+bool gradient_cancelled_by_softmax(const Graph& graph, int32_t p) {
+  const dlhost_param_desc& param = graph.param(p);
+  if (param.role != DLHOST_PARAM_BIAS) return false;
+  const int32_t keys = graph.node(param.node).output;
+  for (int32_t i = 0; i < graph.view()->num_nodes; ++i) {
+    const dlhost_node& n = graph.node(i);
+    if (n.op == DLHOST_OP_ATTENTION && n.num_inputs == 3 && n.inputs[1] == keys) return true;
+  }
+  return false;
+}
+
 bool compare_network_updates(Row& row, const Graph& graph,
                              const std::vector<std::vector<float>>& weights, const Trajectory& b,
                              const Trajectory& r, int64_t steps, double eps) {
@@ -555,6 +570,10 @@ bool compare_network_updates(Row& row, const Graph& graph,
     any_moved = any_moved || c.status != Status::kMistrusted;
     // One parameter neither backend moved (a bias behind a dead unit) says nothing either way.
     if (c.status == Status::kMistrusted) c.status = Status::kSkipped;
+    if (gradient_cancelled_by_softmax(graph, p) && c.status == Status::kFailed) {
+      c.status = Status::kSkipped;
+      c.reason = "a key bias: softmax cancels its gradient, both backends move it by rounding";
+    }
     row.checks.push_back(c);
   }
   return any_moved;
@@ -575,8 +594,8 @@ Row run_network_problem(const Descriptor& d, const NetworkRef& net, const Backen
     row.reason = std::string("the network cannot be built: ") + e.what();
     return row;
   }
-  dlhost_optimizer_desc optimizer = *net.info->optimizer;
-  optimizer.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+  // A network plugin older than ABI 1.4 hands a shorter struct: read what it has.
+  const dlhost_optimizer_desc optimizer = sdk::whole_optimizer(*net.info->optimizer);
   auto weights = initial_params(*graph, kSeed);
   auto inputs = synthetic_inputs(*graph, kSeed);
   dlhost_options options = backend_options(s);

@@ -96,6 +96,30 @@ const std::vector<Schema>& op_schemas() {
         {"hidden", Type::kInt, "6", nullptr},
         {"layers", Type::kInt, "1", nullptr}}},
       {"global_avg_pool", {{"shape", Type::kShape, "2x4x5x3", nullptr}}},
+      // ABI 1.4: the Transformer's ops. attention: c = heads x d; tied_fc: the output layer
+      // tied to an embedding of `vocab` x `dim`.
+      {"layer_norm",
+       {{"shape", Type::kShape, "2x3x8", nullptr}, {"eps", Type::kFloat, "1e-05", nullptr}}},
+      {"gelu",
+       {{"kind", Type::kChoice, "erf", "erf|tanh"}, {"shape", Type::kShape, "2x3x8", nullptr}}},
+      {"attention",
+       {{"n", Type::kInt, "2", nullptr},
+        {"t", Type::kInt, "5", nullptr},
+        {"c", Type::kInt, "8", nullptr},
+        {"heads", Type::kInt, "2", nullptr},
+        {"causal", Type::kChoice, "1", "0|1"},
+        {"p", Type::kFloat, "0", nullptr}}},
+      {"position_embedding",
+       {{"n", Type::kInt, "2", nullptr},
+        {"t", Type::kInt, "5", nullptr},
+        {"c", Type::kInt, "4", nullptr},
+        {"max", Type::kInt, "7", nullptr}}},
+      {"tied_fc",
+       {{"n", Type::kInt, "2", nullptr},
+        {"t", Type::kInt, "4", nullptr},
+        {"vocab", Type::kInt, "11", nullptr},
+        {"dim", Type::kInt, "6", nullptr},
+        {"bias", Type::kChoice, "1", "0|1"}}},
   };
   return schemas;
 }
@@ -175,6 +199,21 @@ const std::map<std::string, std::vector<const char*>>& small_problems() {
        {"op=lstm,n=2,t=4,c=5,hidden=6,layers=1", "op=lstm,n=2,t=3,c=4,hidden=5,layers=2",
         "op=lstm,n=1,t=5,c=3,hidden=4,layers=1"}},
       {"global_avg_pool", {"op=global_avg_pool,shape=2x4x5x3", "op=global_avg_pool,shape=1x3x7x7"}},
+      {"layer_norm",
+       {"op=layer_norm,shape=2x3x8,eps=1e-05", "op=layer_norm,shape=4x7,eps=1e-12",
+        "op=layer_norm,shape=1x5x3,eps=0.001"}},
+      {"gelu",
+       {"op=gelu,kind=erf,shape=2x3x8", "op=gelu,kind=tanh,shape=2x3x8",
+        "op=gelu,kind=tanh,shape=3x7"}},
+      {"attention",
+       {"op=attention,n=2,t=5,c=8,heads=2,causal=1,p=0",
+        "op=attention,n=2,t=4,c=6,heads=3,causal=0,p=0",
+        "op=attention,n=1,t=6,c=4,heads=1,causal=1,p=0.25",
+        "op=attention,n=2,t=3,c=8,heads=4,causal=0,p=0.5"}},
+      {"position_embedding",
+       {"op=position_embedding,n=2,t=5,c=4,max=7", "op=position_embedding,n=1,t=3,c=6,max=3"}},
+      {"tied_fc",
+       {"op=tied_fc,n=2,t=4,vocab=11,dim=6,bias=1", "op=tied_fc,n=1,t=3,vocab=5,dim=4,bias=0"}},
   };
   return m;
 }
@@ -212,6 +251,11 @@ const std::map<std::string, std::vector<const char*>>& medium_problems() {
       {"embedding", {"op=embedding,n=8,t=35,vocab=1000,dim=64"}},
       {"lstm", {"op=lstm,n=4,t=20,c=64,hidden=64,layers=2"}},
       {"global_avg_pool", {"op=global_avg_pool,shape=8x64x7x7"}},
+      {"layer_norm", {"op=layer_norm,shape=4x32x64,eps=1e-05"}},
+      {"gelu", {"op=gelu,kind=tanh,shape=4x32x256", "op=gelu,kind=erf,shape=4x32x256"}},
+      {"attention", {"op=attention,n=2,t=64,c=64,heads=4,causal=1,p=0.1"}},
+      {"position_embedding", {"op=position_embedding,n=4,t=32,c=64,max=64"}},
+      {"tied_fc", {"op=tied_fc,n=4,t=16,vocab=1000,dim=64,bias=1"}},
   };
   return m;
 }
@@ -542,6 +586,67 @@ int64_t problem_batch(const Descriptor& d, std::vector<int64_t>& dims) {
   return d.get_int("n");
 }
 
+namespace {
+
+// ABI 1.4's Transformer ops, each between a learnable layer and the probe (see OpGraph).
+void add_transformer_op(GraphBuilder& b, const Descriptor& d, int64_t batch,
+                        std::vector<int64_t> dims, OpGraph& out) {
+  const std::string& op = d.name();
+  if (op == "layer_norm" || op == "gelu") {
+    require_rank(d, dims, {2, 3, 4});
+    int32_t x = b.input("x", DLHOST_DTYPE_F32, per_sample(dims));
+    // LayerNorm subtracts each row's mean: a bias in front has a zero gradient (as batch norm).
+    int32_t a = shape_keeping_layer(b, "pre", x, dims, op != "layer_norm");
+    int32_t y;
+    if (op == "layer_norm") {
+      y = b.layer_norm(
+          "op", a, {DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE, static_cast<float>(d.get_double("eps"))});
+    } else {
+      y = b.gelu("op", a,
+                 {DLHOST_GELU_ATTRS_STRUCT_SIZE,
+                  d.get("kind") == "tanh" ? DLHOST_GELU_TANH : DLHOST_GELU_ERF});
+    }
+    probe_and_loss(b, y);
+  } else if (op == "attention" || op == "position_embedding") {
+    dims = {batch, d.get_int("t"), d.get_int("c")};
+    int32_t x = b.input("x", DLHOST_DTYPE_F32, per_sample(dims));
+    int32_t y;
+    if (op == "attention") {
+      // q, k and v each through a layer of its own, so each of their gradients shows in a weight.
+      int32_t q = shape_keeping_layer(b, "q", x, dims);
+      // No bias on k: it adds q . b to every score of a row, which softmax cancels: its gradient
+      // is zero up to rounding, and rounding cannot be compared.
+      int32_t k = shape_keeping_layer(b, "k", x, dims, false);
+      int32_t v = shape_keeping_layer(b, "v", x, dims);
+      dlhost_attention_attrs a{DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, d.get_int("heads"),
+                               static_cast<int32_t>(d.get_int("causal")),
+                               static_cast<float>(d.get_double("p"))};
+      out.step_dependent = a.dropout > 0;
+      y = b.attention("op", q, k, v, a);
+    } else {
+      y = b.position_embedding("op", shape_keeping_layer(b, "pre", x, dims),
+                               {DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE, d.get_int("max")});
+    }
+    probe_and_loss(b, y);
+  } else {  // tied_fc: ids -> embedding -> a layer -> the output layer tied to the embedding
+    int32_t ids = b.input("ids", DLHOST_DTYPE_I32, {d.get_int("t")});
+    dlhost_embedding_attrs e{DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE, d.get_int("vocab"),
+                             d.get_int("dim")};
+    int32_t table_of = b.embedding("embedding", ids, e);
+    int32_t a = shape_keeping_layer(b, "pre", table_of, {batch, d.get_int("t"), e.dim});
+    probe_and_loss(b, b.tied_fc("op", a, table_of,
+                                {DLHOST_TIED_FC_ATTRS_STRUCT_SIZE, -1,
+                                 static_cast<int32_t>(d.get_int("bias"))}));
+  }
+}
+
+bool is_transformer_op(const std::string& op) {
+  return op == "layer_norm" || op == "gelu" || op == "attention" || op == "position_embedding" ||
+         op == "tied_fc";
+}
+
+}  // namespace
+
 OpGraph build_op_graph(const Descriptor& d) {
   if (d.kind() != "op") throw DescriptorError(d.str() + ": not an op problem");
   const std::string& op = d.name();
@@ -606,6 +711,8 @@ OpGraph build_op_graph(const Descriptor& d) {
       l.hidden = d.get_int("hidden");
       l.layers = d.get_int("layers");
       probe_and_loss(b, b.lstm("op", a, l));
+    } else if (is_transformer_op(op)) {
+      add_transformer_op(b, d, batch, dims, out);
     } else {
       throw DescriptorError(d.str() + ": no graph for op '" + op + "'");
     }
@@ -672,6 +779,23 @@ int64_t reduction_length(const Graph& graph) {
       case DLHOST_OP_GLOBAL_AVG_POOL:
         node_k = in.dims[2] * in.dims[3];
         break;
+      case DLHOST_OP_LAYER_NORM:
+        node_k = in.dims[in.rank - 1];  // the row statistics; the affine gradients sum the rows
+        node_k = std::max(node_k, elements(in) / node_k);
+        break;
+      case DLHOST_OP_ATTENTION:
+        // Scores reduce over d, P V and the key/value gradients over T: at most max(C, T).
+        node_k = std::max(in.dims[1], in.dims[2]);
+        break;
+      case DLHOST_OP_POSITION_EMBEDDING:
+        node_k = in.dims[0];  // the table's gradient sums the batch
+        break;
+      case DLHOST_OP_TIED_FC: {
+        // As fc: the features, the vocabulary, the rows.
+        const int64_t dim = in.dims[in.rank - 1], vocab = out.dims[out.rank - 1];
+        node_k = std::max({dim, vocab, elements(in) / dim});
+        break;
+      }
       case DLHOST_OP_SOFTMAX_CROSS_ENTROPY: {
         int64_t classes = in.dims[in.rank - 1];
         node_k = std::max(classes, elements(in) / classes);

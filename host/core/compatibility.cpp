@@ -10,8 +10,14 @@ namespace dlhost {
 
 namespace {
 
+// The minor that added the Transformer's ops and AdamW (ABI 1.4).
+constexpr uint32_t kTransformerMinor = 4;
+
 // The first ABI minor that has `op`.
-uint32_t minor_of_op(int32_t op) { return op >= DLHOST_OP_BATCH_NORM ? 1u : 0u; }
+uint32_t minor_of_op(int32_t op) {
+  if (op >= DLHOST_OP_LAYER_NORM) return kTransformerMinor;
+  return op >= DLHOST_OP_BATCH_NORM ? 1u : 0u;
+}
 
 std::string abi_text(uint32_t minor) {
   return std::to_string(DLHOST_ABI_MAJOR) + "." + std::to_string(minor);
@@ -64,8 +70,13 @@ BackendCaps backend_caps(const LoadedPlugin& backend) {
     caps.memory_spaces = 1u << DLHOST_MEMORY_HOST;
     const int32_t last = backend.speaks_minor >= 1 ? DLHOST_OP_GLOBAL_AVG_POOL : DLHOST_OP_MSE_LOSS;
     for (int32_t op = DLHOST_OP_INPUT; op <= last; ++op) caps.ops.push_back(op);
+    caps.optimizers = 1u << DLHOST_OPTIMIZER_SGD;
     return caps;
   }
+  // A backend older than 1.4 leaves `optimizers` unwritten: SGD alone.
+  caps.optimizers = backend.speaks_minor >= kTransformerMinor && c.optimizers != 0
+                        ? c.optimizers
+                        : 1u << DLHOST_OPTIMIZER_SGD;
   if (c.ops != nullptr) caps.ops.assign(c.ops, c.ops + std::max(c.op_count, 0));
   caps.dtypes = c.dtypes;
   caps.precisions = c.precisions;
@@ -108,6 +119,29 @@ std::optional<std::string> ops_gap(const LoadedPlugin& backend, const dlhost_gra
              (node.name != nullptr ? node.name : "?") + ") in its capabilities";
   }
   return std::nullopt;
+}
+
+const char* optimizer_name(int32_t kind) {
+  switch (kind) {
+    case DLHOST_OPTIMIZER_SGD:
+      return "sgd";
+    case DLHOST_OPTIMIZER_ADAMW:
+      return "adamw";
+    default:
+      return "unknown";
+  }
+}
+
+std::optional<std::string> optimizer_gap(const LoadedPlugin& backend, int32_t kind) {
+  if (kind == DLHOST_OPTIMIZER_SGD) return std::nullopt;
+  BackendCaps caps = backend_caps(backend);
+  if (kind > 0 && kind < 32 && (caps.optimizers & (1u << kind)) != 0) return std::nullopt;
+  std::string has;
+  for (int32_t k = DLHOST_OPTIMIZER_SGD; k <= DLHOST_OPTIMIZER_ADAMW; ++k)
+    if (caps.optimizers & (1u << k))
+      has += (has.empty() ? "" : ", ") + std::string(optimizer_name(k));
+  return "backend " + backend.name + " implements optimizer " + (has.empty() ? "none" : has) +
+         "; the case asks for " + optimizer_name(kind);
 }
 
 void add_precision_options(const nlohmann::ordered_json& params, dlhost_options& options) {

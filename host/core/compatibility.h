@@ -32,6 +32,7 @@ struct BackendCaps {
   std::vector<int32_t> ops;
   uint32_t dtypes = 0, precisions = 0, memory_spaces = 0;
   bool asynchronous = false;
+  uint32_t optimizers = 0;  // bit (1 << dlhost_optimizer_kind); SGD alone before ABI 1.4
 };
 BackendCaps backend_caps(const LoadedPlugin& backend);
 
@@ -44,6 +45,11 @@ std::string caps_precisions_text(const BackendCaps& caps);
 std::optional<std::string> precision_gap(const LoadedPlugin& backend, const std::string& precision);
 // An op of `graph` the backend's published capabilities do not list, or nothing.
 std::optional<std::string> ops_gap(const LoadedPlugin& backend, const dlhost_graph& graph);
+
+// "sgd", "adamw": a dlhost_optimizer_kind as suites spell it.
+const char* optimizer_name(int32_t kind);
+// Why `backend` cannot update with optimizer `kind` (its capabilities lack it), or nothing.
+std::optional<std::string> optimizer_gap(const LoadedPlugin& backend, int32_t kind);
 
 // The host-set keys every backend gets besides "threads" and "seed": "precision" from the case's
 // `precision` (fp32 when unset) and, for fp16, "loss_scale" ("0" = dynamic when unset).

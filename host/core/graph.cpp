@@ -9,31 +9,13 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "core/graph_checks.h"
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
 
 namespace dlhost {
 
-namespace {
-
-std::string shape_string(const dlhost_tensor_desc& t) {
-  std::ostringstream os;
-  for (int32_t i = 0; i < t.rank; ++i) os << (i ? "x" : "") << t.dims[i];
-  if (t.rank == 0) os << "scalar";
-  return os.str();
-}
-
-int64_t elements(const dlhost_tensor_desc& t) {
-  int64_t n = 1;
-  for (int32_t i = 0; i < t.rank; ++i) n *= t.dims[i];
-  return n;
-}
-
-[[noreturn]] void bad(const std::string& layer, const std::string& what) {
-  throw Error(DLHOST_CODE_INVALID_ARGUMENT, "layer '" + layer + "': " + what);
-}
-
-}  // namespace
+using namespace graph_detail;  // NOLINT(google-build-using-namespace): this file's own helpers
 
 int64_t Graph::param_count() const {
   int64_t n = 0;
@@ -484,31 +466,6 @@ std::unique_ptr<Graph> GraphBuilder::finish() {
 
 namespace {
 
-GraphBuilder& unwrap(dlhost_graph_builder* b) {
-  if (b == nullptr) throw Error(DLHOST_CODE_INVALID_ARGUMENT, "NULL graph builder");
-  return *reinterpret_cast<GraphBuilder*>(b);
-}
-
-// An attrs struct shorter than ABI 1.0's is refused rather than read past its end.
-template <class Attrs>
-Attrs checked_attrs(const Attrs* a, size_t min_size, const char* what) {
-  if (a == nullptr || a->struct_size < min_size)
-    throw Error(DLHOST_CODE_INVALID_ARGUMENT,
-                std::string(what) + " attrs missing or smaller than ABI 1.0's");
-  return *a;
-}
-
-template <class Fn>
-dlhost_status* call(int32_t* out, Fn&& fn) {
-  return guard_status([&] {
-    if (out == nullptr) throw Error(DLHOST_CODE_INVALID_ARGUMENT, "NULL out pointer");
-    int32_t id = fn();
-    *out = id;
-  });
-}
-
-std::string str(const char* s) { return s != nullptr ? s : ""; }
-
 // The C builder table: one short entry per call of dlhost_builder_api, in the table's order, each
 // forwarding to GraphBuilder inside a guard. Long (about 100 lines) but flat: splitting it would
 // only scatter the table.
@@ -607,6 +564,7 @@ dlhost_builder_api make_builder_api() {
   t.global_avg_pool = [](dlhost_graph_builder* b, const char* name, int32_t x, int32_t* out) {
     return call(out, [&] { return unwrap(b).global_avg_pool(str(name), x); });
   };
+  GraphBuilder::fill_transformer_entries(t);
   return t;
 }
 

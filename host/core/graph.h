@@ -58,6 +58,12 @@ class Graph {
     dlhost_lrn_attrs lrn{};
     dlhost_embedding_attrs embedding{};
     dlhost_lstm_attrs lstm{};
+    // ABI 1.4
+    dlhost_layer_norm_attrs layer_norm{};
+    dlhost_gelu_attrs gelu{};
+    dlhost_attention_attrs attention{};
+    dlhost_position_embedding_attrs position{};
+    dlhost_tied_fc_attrs tied_fc{};
   };
   struct TensorStorage {
     dlhost_tensor_desc desc{};
@@ -105,12 +111,24 @@ class GraphBuilder {
   int32_t embedding(const std::string& name, int32_t ids, const dlhost_embedding_attrs& attrs);
   int32_t lstm(const std::string& name, int32_t x, const dlhost_lstm_attrs& attrs);
   int32_t global_avg_pool(const std::string& name, int32_t x);
+  // ABI 1.4: the Transformer's ops (graph_transformer.cpp)
+  int32_t layer_norm(const std::string& name, int32_t x, const dlhost_layer_norm_attrs& attrs);
+  int32_t gelu(const std::string& name, int32_t x, const dlhost_gelu_attrs& attrs);
+  int32_t attention(const std::string& name, int32_t q, int32_t k, int32_t v,
+                    const dlhost_attention_attrs& attrs);
+  int32_t position_embedding(const std::string& name, int32_t x,
+                             const dlhost_position_embedding_attrs& attrs);
+  // `table_of`: the output tensor of the embedding node whose table is tied.
+  int32_t tied_fc(const std::string& name, int32_t x, int32_t table_of,
+                  const dlhost_tied_fc_attrs& attrs);
 
   // Checks that exactly one loss exists and returns the graph; the builder is spent.
   std::unique_ptr<Graph> finish();
 
   // The C table network plugins receive; its `dlhost_graph_builder*` is a GraphBuilder*.
   static const dlhost_builder_api* c_api();
+  // Fills the table's ABI 1.4 entries (graph_transformer.cpp).
+  static void fill_transformer_entries(dlhost_builder_api& table);
   dlhost_graph_builder* c_handle() { return reinterpret_cast<dlhost_graph_builder*>(this); }
 
  private:

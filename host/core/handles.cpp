@@ -27,6 +27,8 @@ ModelHandle compile_model(const LoadedPlugin& backend, dlhost_context* context,
   // garbage or train the wrong network), nor an op its capabilities do not list.
   if (auto why = abi_gap(backend, *graph)) throw Error(DLHOST_CODE_UNIMPLEMENTED, *why);
   if (auto why = ops_gap(backend, *graph)) throw Error(DLHOST_CODE_UNIMPLEMENTED, *why);
+  if (auto why = optimizer_gap(backend, optimizer.kind))
+    throw Error(DLHOST_CODE_UNIMPLEMENTED, *why);
   dlhost_model* model = nullptr;
   check_status(api->compile(context, graph, &optimizer, &options, &model),
                backend.name + " compile");

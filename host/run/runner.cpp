@@ -220,8 +220,13 @@ json backend_json(const Plan& plan) {
 
 // The network's optimizer defaults, overridden per case.
 dlhost_optimizer_desc case_optimizer(const json& p, const NetworkRef& net) {
-  dlhost_optimizer_desc opt = *net.info->optimizer;
-  opt.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+  // A network plugin older than ABI 1.4 hands a shorter struct: read what it has.
+  dlhost_optimizer_desc opt = sdk::whole_optimizer(*net.info->optimizer);
+  if (auto kind = case_value_if<std::string>(p, "optimizer"))
+    opt.kind = *kind == "adamw" ? DLHOST_OPTIMIZER_ADAMW : DLHOST_OPTIMIZER_SGD;
+  opt.beta1 = case_value_if<float>(p, "beta1").value_or(opt.beta1);
+  opt.beta2 = case_value_if<float>(p, "beta2").value_or(opt.beta2);
+  opt.epsilon = case_value_if<float>(p, "adam_epsilon").value_or(opt.epsilon);
   opt.learning_rate = case_value_if<float>(p, "lr").value_or(opt.learning_rate);
   opt.momentum = case_value_if<float>(p, "momentum").value_or(opt.momentum);
   opt.weight_decay = case_value_if<float>(p, "weight_decay").value_or(opt.weight_decay);
@@ -312,6 +317,20 @@ json network_json(const Plan& plan, const Graph& graph) {
               {"forward_flops_per_sample", graph.forward_flops_per_sample()}};
 }
 
+json optimizer_json(const dlhost_optimizer_desc& opt) {
+  json j{{"kind", optimizer_name(opt.kind)},
+         {"lr", as_written(opt.learning_rate)},
+         {"momentum", as_written(opt.momentum)},
+         {"weight_decay", as_written(opt.weight_decay)},
+         {"clip_norm", as_written(opt.clip_norm)}};
+  if (opt.kind == DLHOST_OPTIMIZER_ADAMW) {
+    j["beta1"] = as_written(opt.beta1);
+    j["beta2"] = as_written(opt.beta2);
+    j["epsilon"] = as_written(opt.epsilon);
+  }
+  return j;
+}
+
 json resolved_json(const Plan& plan, const json& p, const Prepared& m) {
   dlhost_model_info info{};
   info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
@@ -322,12 +341,7 @@ json resolved_json(const Plan& plan, const json& p, const Prepared& m) {
               {"threads_requested", case_value<int64_t>(p, "threads")},
               {"threads_used", info.threads},
               {"precision", case_value<std::string>(p, "precision")},
-              {"optimizer",
-               {{"kind", "sgd"},
-                {"lr", as_written(opt.learning_rate)},
-                {"momentum", as_written(opt.momentum)},
-                {"weight_decay", as_written(opt.weight_decay)},
-                {"clip_norm", as_written(opt.clip_norm)}}},
+              {"optimizer", optimizer_json(opt)},
               {"implementation", info.implementation ? info.implementation : ""}};
 }
 

@@ -57,6 +57,13 @@ const std::vector<KeySpec>& key_specs() {
     number("momentum", false, nullptr);
     number("weight_decay", false, nullptr);
     number("clip_norm", false, nullptr);
+    // The update (dlhost_backend.h): the network's default when unset; a backend whose
+    // capabilities lack AdamW records the case SKIPPED. beta1, beta2, adam_epsilon are AdamW's.
+    // No default in the table (unset keeps a case's params_hash): the network's optimizer.
+    s.push_back({"optimizer", KeyKind::kChoice, false, 0, false, {"sgd", "adamw"}, nullptr});
+    number("beta1", false, nullptr);
+    number("beta2", false, nullptr);
+    number("adam_epsilon", false, nullptr);
     // Arithmetic of the model (dlhost_device.h's dlhost_precision): a backend whose capabilities
     // lack the mode records the case SKIPPED. loss_scale is fp16's (0 or unset: dynamic).
     choice("precision", {"fp32", "tf32", "bf16", "fp16"});

@@ -1,6 +1,6 @@
 // model.cpp — the compiled training graph of cpu_libtorch (the kit's sdk::Model): persistent
 // input and parameter tensors, one ATen closure per node (ops.cpp), backward through autograd and
-// the update through torch::optim::SGD (optimizer.cpp).
+// the update through torch::optim::SGD or AdamW (optimizer.cpp).
 //
 // What the ABI pins and how it is kept with a framework underneath:
 // - parameter buffers (param_buffers, all-reduce in place): every parameter is a leaf tensor in
@@ -116,14 +116,14 @@ class TorchModel final : public sdk::Model {
     make_params(g);
     for (int32_t k = 0; k < g.num_nodes; ++k) make_node(g, k);
     loss_id_ = g.loss;
-    sgd_ = std::make_unique<Sgd>(params_, opt);
+    optimizer_ = std::make_unique<Optimizer>(params_, opt);
     std::vector<int32_t> order;
     for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
       order.insert(order.end(), s->params.begin(), s->params.end());
     notices_.expect(std::move(order), params_.size());
     implementation_ =
         "ATen ops (conv: ATen's choice of oneDNN or native; linear: " + blas_library() +
-        " sgemm), autograd backward, torch::optim::SGD";
+        " sgemm), autograd backward, " + optimizer_->name();
 #if TORCH_VERSION_MAJOR >= 2
     for (size_t p = 0; p < params_.size(); ++p)
       torch::autograd::impl::set_post_acc_grad_hooks(
@@ -162,7 +162,7 @@ class TorchModel final : public sdk::Model {
 
   void update() override {
     context_.apply_threads();
-    with_torch("update", [&] { sgd_->step(); });
+    with_torch("update", [&] { optimizer_->step(); });
   }
 
   float loss() const override {
@@ -188,14 +188,14 @@ class TorchModel final : public sdk::Model {
     sdk::ModelInfo i;
     i.threads = context_.threads;
     i.implementation = implementation_.c_str();
-    i.param_bytes = param_bytes() + sgd_->state_bytes();
+    i.param_bytes = param_bytes() + optimizer_->state_bytes();
     i.workspace_bytes = workspace_bytes_;
     return i;
   }
   // What the model holds between steps: parameters, gradients, momentum, inputs and the last
   // forward's activations.
   uint64_t memory_in_use() const override {
-    uint64_t bytes = param_bytes() + sgd_->state_bytes();
+    uint64_t bytes = param_bytes() + optimizer_->state_bytes();
     for (const at::Tensor& t : values_)
       if (t.defined()) bytes += t.nbytes();
     return bytes;
@@ -243,7 +243,11 @@ class TorchModel final : public sdk::Model {
     if (n.op == DLHOST_OP_EMBEDDING)
       bound_ids(n.inputs[0], sdk::node_attrs<dlhost_embedding_attrs>(n).vocab);
     const LowerEnv env{g, params_, seed_, &forward_calls_};
-    steps_.push_back({n.output, {n.params, n.params + n.num_params}, lower_node(env, k)});
+    // Only the parameters the node owns: a tied table (ABI 1.4) is listed, and ready, once.
+    std::vector<int32_t> owned;
+    for (int32_t p = 0; p < n.num_params; ++p)
+      if (g.params[n.params[p]]->node == k) owned.push_back(n.params[p]);
+    steps_.push_back({n.output, std::move(owned), lower_node(env, k)});
     const dlhost_tensor_desc& out = *g.tensors[n.output];
     int64_t elements = 1;
     for (int32_t d = 0; d < out.rank; ++d) elements *= out.dims[d];
@@ -299,7 +303,7 @@ class TorchModel final : public sdk::Model {
   std::map<int32_t, IdInput> id_inputs_;
   std::vector<at::Tensor> params_;
   std::vector<Step> steps_;
-  std::unique_ptr<Sgd> sgd_;
+  std::unique_ptr<Optimizer> optimizer_;
   ReadyNotices notices_;
   std::string implementation_;
   int32_t loss_id_ = -1;
@@ -310,7 +314,7 @@ class TorchModel final : public sdk::Model {
 
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer, uint64_t seed) {
-  if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
+  if (optimizer.kind != DLHOST_OPTIMIZER_SGD && optimizer.kind != DLHOST_OPTIMIZER_ADAMW)
     sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": optimizer kind " +
                        std::to_string(optimizer.kind) + " not supported");
   if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)

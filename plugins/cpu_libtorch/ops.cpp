@@ -118,16 +118,6 @@ NodeForward lower_batch_norm(const NodeView& v) {
   };
 }
 
-// Fills `mask` with 1/(1-p) where dlhost_dropout_keep keeps element i, else 0.
-void fill_dropout_mask(at::Tensor& mask, uint64_t seed, uint32_t node, uint64_t step, float p) {
-  float* m = mask.data_ptr<float>();
-  const float kept = 1.0f / (1.0f - p);
-  at::parallel_for(0, mask.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      m[i] = dlhost_dropout_keep(seed, node, step, static_cast<uint64_t>(i), p) ? kept : 0.0f;
-  });
-}
-
 NodeForward lower_dropout(const NodeView& v) {
   const float p = v.attrs<dlhost_dropout_attrs>().probability;
   at::Tensor mask = at::empty(dims_of(v.out()));  // persistent: refilled by every forward
@@ -188,6 +178,15 @@ NodeForward lower_global_avg_pool(const NodeView& v) {
 
 }  // namespace
 
+void fill_dropout_mask(at::Tensor& mask, uint64_t seed, uint32_t node, uint64_t step, float p) {
+  float* m = mask.data_ptr<float>();
+  const float kept = 1.0f / (1.0f - p);
+  at::parallel_for(0, mask.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      m[i] = dlhost_dropout_keep(seed, node, step, static_cast<uint64_t>(i), p) ? kept : 0.0f;
+  });
+}
+
 NodeForward lower_node(const LowerEnv& env, int32_t index) {
   const NodeView v{env, *env.graph.nodes[index], index};
   switch (v.node.op) {
@@ -217,6 +216,12 @@ NodeForward lower_node(const LowerEnv& env, int32_t index) {
       return lower_lstm(v);
     case DLHOST_OP_GLOBAL_AVG_POOL:
       return lower_global_avg_pool(v);
+    case DLHOST_OP_LAYER_NORM:
+    case DLHOST_OP_GELU:
+    case DLHOST_OP_ATTENTION:
+    case DLHOST_OP_POSITION_EMBEDDING:
+    case DLHOST_OP_TIED_FC:
+      return lower_transformer_node(env, index);
   }
   v.unsupported("not an op this backend knows");
 }

@@ -32,6 +32,12 @@ struct LowerEnv {
 // The closure for node `index` (not INPUT); UNIMPLEMENTED naming the node when ATen cannot do
 // what the ABI asks.
 NodeForward lower_node(const LowerEnv& env, int32_t index);
+// ABI 1.4's Transformer ops (ops_transformer.cpp), called by lower_node.
+NodeForward lower_transformer_node(const LowerEnv& env, int32_t index);
+
+// Fills `mask` (F32, contiguous) with 1/(1-p) where dlhost_dropout_keep keeps element i (its
+// flat index), else 0: dropout's, and attention's on its weights.
+void fill_dropout_mask(at::Tensor& mask, uint64_t seed, uint32_t node, uint64_t step, float p);
 
 }  // namespace dlhost::cpu_libtorch
 

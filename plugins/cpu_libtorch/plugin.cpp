@@ -74,6 +74,13 @@ class TorchBackend final : public sdk::Backend<Context> {
            first_word(config_line("a.k.a. OpenMP ")) + ", " + blas_library() + ")";
   }
   int32_t query() const override { return -100; }  // a comparison, never the host's own choice
+  // Capabilities (published from ABI 1.4 on, so that the host offers it AdamW): every op through
+  // the Transformer's, SGD and AdamW, strict fp32.
+  std::optional<sdk::Capabilities> capabilities() const override {
+    sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);
+    caps.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
+    return caps;
+  }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
     const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);

@@ -33,7 +33,7 @@ const Attrs& attrs_of(const dlhost_node& node, size_t min_size) {
   return sdk::node_attrs<Attrs>(node, min_size);
 }
 
-// Names of the ops of ABI 1.1, indexed by dlhost_op, for messages.
+// Names of the ops of ABI 1.4, indexed by dlhost_op, for messages.
 const char* op_name(int32_t op) {
   static const char* const kNames[] = {"?",
                                        "input",
@@ -49,9 +49,14 @@ const char* op_name(int32_t op) {
                                        "lrn",
                                        "embedding",
                                        "lstm",
-                                       "global_avg_pool"};
+                                       "global_avg_pool",
+                                       "layer_norm",
+                                       "gelu",
+                                       "attention",
+                                       "position_embedding",
+                                       "tied_fc"};
   const int32_t known = static_cast<int32_t>(sizeof(kNames) / sizeof(kNames[0]));
-  return op > 0 && op < known ? kNames[op] : "unknown to ABI 1.1";
+  return op > 0 && op < known ? kNames[op] : "unknown to ABI 1.4";
 }
 
 }  // namespace
@@ -63,11 +68,17 @@ Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
     : settings_(settings) {
   if (graph.struct_size < DLHOST_GRAPH_STRUCT_SIZE)
     sdk::invalid("cpu_reference: graph struct smaller than ABI 1.0's");
-  if (optimizer.struct_size < DLHOST_OPTIMIZER_DESC_STRUCT_SIZE)
+  if (optimizer.struct_size < DLHOST_OPTIMIZER_DESC_STRUCT_SIZE_1_0)
     sdk::invalid("cpu_reference: optimizer struct smaller than ABI 1.0's");
-  if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
+  if (optimizer.kind != DLHOST_OPTIMIZER_SGD && optimizer.kind != DLHOST_OPTIMIZER_ADAMW)
     sdk::unimplemented("cpu_reference: optimizer kind " + std::to_string(optimizer.kind) +
-                       " (only SGD)");
+                       " (SGD and AdamW)");
+  optimizer_kind_ = optimizer.kind;
+  if (optimizer_kind_ == DLHOST_OPTIMIZER_ADAMW) {
+    beta1_ = optimizer.beta1;  // the kit completed an older struct with the defaults
+    beta2_ = optimizer.beta2;
+    adam_epsilon_ = optimizer.epsilon;
+  }
   learning_rate_ = optimizer.learning_rate;
   momentum_ = optimizer.momentum;
   weight_decay_ = optimizer.weight_decay;
@@ -109,15 +120,22 @@ Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
     p.count = desc.count;
     p.value.assign(static_cast<size_t>(p.count), 0.0f);
     p.grad.assign(static_cast<size_t>(p.count), 0.0f);
-    if (momentum_ != 0.0f) p.velocity.assign(static_cast<size_t>(p.count), 0.0f);
+    if (momentum_ != 0.0f && optimizer_kind_ == DLHOST_OPTIMIZER_SGD)
+      p.velocity.assign(static_cast<size_t>(p.count), 0.0f);
+    if (optimizer_kind_ == DLHOST_OPTIMIZER_ADAMW) {
+      p.moment1.assign(static_cast<size_t>(p.count), 0.0f);
+      p.moment2.assign(static_cast<size_t>(p.count), 0.0f);
+    }
     param_bytes_ += 4 * p.value.size();
-    workspace_bytes_ += 4 * (p.grad.size() + p.velocity.size());
+    workspace_bytes_ +=
+        4 * (p.grad.size() + p.velocity.size() + p.moment1.size() + p.moment2.size());
   }
 
   if (graph.loss < 0 || graph.loss >= graph.num_tensors || tensors_[graph.loss].count != 1)
     sdk::invalid("cpu_reference: the graph's loss is not a scalar tensor");
   loss_tensor_ = graph.loss;
 
+  step_of_node_.assign(static_cast<size_t>(graph.num_nodes), -1);
   for (int32_t i = 0; i < graph.num_nodes; ++i) {
     const dlhost_node& node = *graph.nodes[i];
     if (node.struct_size < DLHOST_NODE_STRUCT_SIZE)
@@ -174,10 +192,18 @@ void Model::lower(uint32_t index, const dlhost_node& node) {
     case DLHOST_OP_GLOBAL_AVG_POOL:
       lower_global_avg_pool(node, step);
       break;
+    case DLHOST_OP_LAYER_NORM:
+    case DLHOST_OP_GELU:
+    case DLHOST_OP_ATTENTION:
+    case DLHOST_OP_POSITION_EMBEDDING:
+    case DLHOST_OP_TIED_FC:
+      lower_transformer(index, node, step);
+      break;
     default:
       sdk::unimplemented("cpu_reference: op " + std::to_string(node.op) + " (" + op_name(node.op) +
                          ") of " + node_label(node) + " is not implemented");
   }
+  step_of_node_[index] = static_cast<int32_t>(steps_.size());
   steps_.push_back(std::move(step));
 }
 
@@ -601,6 +627,10 @@ void Model::update() {
     for (const Param& p : params_) total += sum_of_squares(p.count, p.grad.data());
     const double norm = std::sqrt(total);
     if (norm > clip_norm_) grad_scale = static_cast<float>(clip_norm_ / norm);
+  }
+  if (optimizer_kind_ == DLHOST_OPTIMIZER_ADAMW) {
+    adamw_update_all(grad_scale);
+    return;
   }
   for (Param& p : params_)
     sgd_update(p.count, learning_rate_, momentum_, weight_decay_, grad_scale, p.grad.data(),

@@ -59,7 +59,8 @@ class Model final : public dlhost::sdk::Model {
     std::string name;
     int64_t count = 0;
     std::vector<float> value, grad;
-    std::vector<float> velocity;  // only with momentum
+    std::vector<float> velocity;          // only with momentum
+    std::vector<float> moment1, moment2;  // AdamW's m and v
   };
   // One node lowered: what forward and backward run, and the parameters whose gradients are
   // final once `backward` returns.
@@ -82,6 +83,14 @@ class Model final : public dlhost::sdk::Model {
   void lower_embedding(const dlhost_node& node, Step& step);
   void lower_lstm(const dlhost_node& node, Step& step);
   void lower_global_avg_pool(const dlhost_node& node, Step& step);
+  // ABI 1.4's Transformer ops (model_transformer.cpp).
+  void lower_transformer(uint32_t index, const dlhost_node& node, Step& step);
+  void lower_layer_norm(const dlhost_node& node, Step& step);
+  void lower_gelu(const dlhost_node& node, Step& step);
+  void lower_attention(uint32_t index, const dlhost_node& node, Step& step);
+  void lower_position_embedding(const dlhost_node& node, Step& step);
+  void lower_tied_fc(const dlhost_node& node, Step& step);
+  void adamw_update_all(float grad_scale);
 
   // Checked accessors used while lowering.
   const Tensor& tensor(int32_t id) const;
@@ -100,12 +109,16 @@ class Model final : public dlhost::sdk::Model {
   std::vector<Tensor> tensors_;
   std::vector<Param> params_;
   std::vector<Step> steps_;
+  std::vector<int32_t> step_of_node_;  // index into steps_ per node; -1 for inputs
   std::deque<std::vector<float>> float_scratch_;
   std::deque<std::vector<double>> double_scratch_;
   std::deque<std::vector<int64_t>> index_scratch_;
 
   int32_t loss_tensor_ = -1;
   float learning_rate_ = 0, momentum_ = 0, weight_decay_ = 0, clip_norm_ = 0;
+  int32_t optimizer_kind_ = DLHOST_OPTIMIZER_SGD;
+  float beta1_ = 0.9f, beta2_ = 0.999f, adam_epsilon_ = 1e-8f;
+  uint64_t updates_ = 0;  // AdamW's t
   Settings settings_;
   uint64_t forward_calls_ = 0;  // the dropout mask's `step`
   uint64_t param_bytes_ = 0, workspace_bytes_ = 0;

@@ -43,9 +43,12 @@ class ReferenceBackend final : public sdk::Backend<Context> {
   int32_t query() const override { return -100; }
   // No option of its own: threads and seed are host-set: any option a suite gives it is a mistake.
   std::optional<std::vector<sdk::OptionSpec>> options() const override { return sdk::no_options(); }
-  // Capabilities: every op of ABI 1.1; plain fp32 loops, no reduced precision.
+  // Capabilities: every op through ABI 1.4's Transformer ops, SGD and AdamW; plain fp32 loops,
+  // no reduced precision.
   std::optional<sdk::Capabilities> capabilities() const override {
-    return sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
+    sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);
+    caps.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
+    return caps;
   }
   // Every tensor keeps its own buffer, so any value can be read back (evaluation's logits).
   bool reads_tensors() const override { return true; }

@@ -531,7 +531,9 @@ TEST(Graph, OpNamesFollowTheEnum) {
   EXPECT_EQ(sdk::op_name(DLHOST_OP_CONV2D), "conv2d");
   EXPECT_EQ(sdk::op_name(DLHOST_OP_SOFTMAX_CROSS_ENTROPY), "softmax_cross_entropy");
   EXPECT_EQ(sdk::op_name(DLHOST_OP_GLOBAL_AVG_POOL), "global_avg_pool");  // the last of 1.1
-  EXPECT_EQ(sdk::op_name(DLHOST_OP_GLOBAL_AVG_POOL + 1), "op 15");
+  EXPECT_EQ(sdk::op_name(DLHOST_OP_LAYER_NORM), "layer_norm");  // the first of 1.4
+  EXPECT_EQ(sdk::op_name(DLHOST_OP_TIED_FC), "tied_fc");        // the last of 1.4
+  EXPECT_EQ(sdk::op_name(DLHOST_OP_TIED_FC + 1), "op 20");
   EXPECT_EQ(sdk::op_name(0), "op 0");
 }
 

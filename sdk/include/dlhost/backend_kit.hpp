@@ -113,6 +113,7 @@ struct Capabilities {
   std::vector<int32_t> ops;  // dlhost_op values compile accepts
   uint32_t dtypes = bit(DLHOST_DTYPE_F32) | bit(DLHOST_DTYPE_I32);
   uint32_t precisions = bit(DLHOST_PRECISION_FP32);
+  uint32_t optimizers = bit(DLHOST_OPTIMIZER_SGD);  // dlhost_optimizer_kind bits (ABI 1.4)
   uint32_t memory_spaces = bit(DLHOST_MEMORY_HOST);
   bool asynchronous = false;
 };
@@ -294,6 +295,7 @@ struct BackendTable {
         out->memory_spaces = c.memory_spaces;
       if (DLHOST_HAS_FIELD(out, dlhost_backend_caps, asynchronous))
         out->asynchronous = c.asynchronous ? 1 : 0;
+      if (DLHOST_HAS_FIELD(out, dlhost_backend_caps, optimizers)) out->optimizers = c.optimizers;
     });
   }
   // A precision the backend does not implement is UNIMPLEMENTED (the host records SKIPPED); a
@@ -351,10 +353,9 @@ struct BackendTable {
       Context& ctx = deref(reinterpret_cast<Context*>(context), "compile", "context");
       if (deref(graph, "compile", "graph").struct_size < DLHOST_GRAPH_STRUCT_SIZE)
         invalid(std::string(plugin_name()) + ": compile: graph older than ABI 1.0");
-      if (deref(optimizer, "compile", "optimizer").struct_size < DLHOST_OPTIMIZER_DESC_STRUCT_SIZE)
-        invalid(std::string(plugin_name()) + ": compile: optimizer older than ABI 1.0");
+      const dlhost_optimizer_desc whole = whole_optimizer(deref(optimizer, "compile", "optimizer"));
       deref(out, "compile", "out");
-      std::unique_ptr<Model> made = backend().compile(ctx, *graph, *optimizer, Options(options));
+      std::unique_ptr<Model> made = backend().compile(ctx, *graph, whole, Options(options));
       // Refused here, where the cause is, rather than later as "write_param: model is NULL".
       if (!made)
         fail(DLHOST_CODE_INTERNAL,

@@ -9,8 +9,10 @@
 #ifndef DLHOST_HPP
 #define DLHOST_HPP
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <new>
 #include <optional>
@@ -145,6 +147,15 @@ inline int64_t option_int(const dlhost_options* options, const char* key, int64_
   long long parsed = std::strtoll(value->c_str(), &end, 10);
   if (end == value->c_str() || *end != '\0')
     invalid(std::string("option '") + key + "' must be an integer, got '" + *value + "'");
+  return parsed;
+}
+inline double option_double(const dlhost_options* options, const char* key, double fallback) {
+  auto value = option(options, key);
+  if (!value) return fallback;
+  char* end = nullptr;
+  double parsed = std::strtod(value->c_str(), &end);
+  if (end == value->c_str() || *end != '\0')
+    invalid(std::string("option '") + key + "' must be a number, got '" + *value + "'");
   return parsed;
 }
 
@@ -333,18 +344,81 @@ class Builder {
     check(api_->global_avg_pool(builder_, name.c_str(), x, &out));
     return out;
   }
+  // ABI 1.4: the Transformer's ops (dlhost_graph.h).
+  int32_t layer_norm(const std::string& name, int32_t x, float epsilon) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, layer_norm), "layer_norm", "1.4");
+    auto attrs = make_struct<dlhost_layer_norm_attrs>(DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE);
+    attrs.epsilon = epsilon;
+    int32_t out = -1;
+    check(api_->layer_norm(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  int32_t gelu(const std::string& name, int32_t x, dlhost_gelu_approximation approximation) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, gelu), "gelu", "1.4");
+    auto attrs = make_struct<dlhost_gelu_attrs>(DLHOST_GELU_ATTRS_STRUCT_SIZE);
+    attrs.approximation = approximation;
+    int32_t out = -1;
+    check(api_->gelu(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  int32_t attention(const std::string& name, int32_t q, int32_t k, int32_t v, int64_t heads,
+                    bool causal, float dropout) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, attention), "attention", "1.4");
+    auto attrs = make_struct<dlhost_attention_attrs>(DLHOST_ATTENTION_ATTRS_STRUCT_SIZE);
+    attrs.heads = heads;
+    attrs.causal = causal ? 1 : 0;
+    attrs.dropout = dropout;
+    int32_t out = -1;
+    check(api_->attention(builder_, name.c_str(), q, k, v, &attrs, &out));
+    return out;
+  }
+  int32_t position_embedding(const std::string& name, int32_t x, int64_t max_positions) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, position_embedding), "position_embedding",
+            "1.4");
+    auto attrs =
+        make_struct<dlhost_position_embedding_attrs>(DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE);
+    attrs.max_positions = max_positions;
+    int32_t out = -1;
+    check(api_->position_embedding(builder_, name.c_str(), x, &attrs, &out));
+    return out;
+  }
+  // `table_of`: the output of the embedding whose table becomes this layer's weight.
+  int32_t tied_fc(const std::string& name, int32_t x, int32_t table_of, bool has_bias) {
+    require(DLHOST_HAS_FIELD(api_, dlhost_builder_api, tied_fc), "tied_fc", "1.4");
+    auto attrs = make_struct<dlhost_tied_fc_attrs>(DLHOST_TIED_FC_ATTRS_STRUCT_SIZE);
+    attrs.embedding_node = -1;
+    attrs.has_bias = has_bias ? 1 : 0;
+    int32_t out = -1;
+    check(api_->tied_fc(builder_, name.c_str(), x, table_of, &attrs, &out));
+    return out;
+  }
 
  private:
   // A 1.1 host's builder table covers the entries 1.1 appended.
   bool host_is_1_1() const { return api_->struct_size > DLHOST_BUILDER_API_STRUCT_SIZE_1_0; }
-  static void require(bool present, const char* what) {
+  static void require(bool present, const char* what, const char* abi = "1.1") {
     if (!present)
-      unimplemented(std::string("the host's graph builder predates '") + what +
-                    "' (ABI 1.1): update dlhost");
+      unimplemented(std::string("the host's graph builder predates '") + what + "' (ABI " + abi +
+                    "): update dlhost");
   }
   const dlhost_builder_api* api_;
   dlhost_graph_builder* builder_;
 };
+
+// The optimizer as this header knows it, from a host's struct of any minor: the fields the host's
+// struct_size covers, the rest at their documented defaults (AdamW's PyTorch betas and epsilon),
+// so a backend reads every field without a DLHOST_HAS_FIELD of its own.
+inline dlhost_optimizer_desc whole_optimizer(const dlhost_optimizer_desc& given) {
+  if (given.struct_size < DLHOST_OPTIMIZER_DESC_STRUCT_SIZE_1_0)
+    invalid("compile: optimizer older than ABI 1.0");
+  dlhost_optimizer_desc whole{};
+  whole.beta1 = 0.9f;
+  whole.beta2 = 0.999f;
+  whole.epsilon = 1e-8f;
+  std::memcpy(&whole, &given, std::min(given.struct_size, sizeof whole));
+  whole.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
+  return whole;
+}
 
 // Read-only helpers over the graph a backend compiles.
 inline const dlhost_tensor_desc& tensor(const dlhost_graph* g, int32_t id) {
@@ -362,7 +436,10 @@ inline std::string op_name(int32_t op) {
                                       "mse_loss",   "batch_norm",
                                       "dropout",    "add",
                                       "lrn",        "embedding",
-                                      "lstm",       "global_avg_pool"};
+                                      "lstm",       "global_avg_pool",
+                                      "layer_norm", "gelu",
+                                      "attention",  "position_embedding",
+                                      "tied_fc"};
   const int32_t count = static_cast<int32_t>(sizeof(names) / sizeof(names[0]));
   return op >= 1 && op <= count ? names[op - 1] : "op " + std::to_string(op);
 }

@@ -45,7 +45,15 @@ typedef struct dlhost_device_info {
 #define DLHOST_DEVICE_INFO_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_device_info, library)
 
 typedef enum dlhost_optimizer_kind {
-  DLHOST_OPTIMIZER_SGD = 1 /* v = momentum * v + (g + weight_decay * w); w -= lr * v */
+  DLHOST_OPTIMIZER_SGD = 1, /* v = momentum * v + (g + weight_decay * w); w -= lr * v */
+  /* ABI 1.4. AdamW (Loshchilov & Hutter; PyTorch's torch.optim.AdamW), t = 1, 2, ... the number
+   * of update calls so far, m and v zero before the first:
+   *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
+   *   w -= lr * weight_decay * w    (decoupled: not added to g, not scaled by the moments)
+   *   w -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + epsilon)
+   * on every parameter; momentum is not used. A backend lists the kinds it implements in its
+   * capabilities (dlhost_backend_caps.optimizers); one that does not is SKIPPED for AdamW. */
+  DLHOST_OPTIMIZER_ADAMW = 2
 } dlhost_optimizer_kind;
 
 /* Host-owned; borrowed for the call (the backend copies what it keeps). */
@@ -60,8 +68,13 @@ typedef struct dlhost_optimizer_desc {
    * ||g||), the norm over every parameter's raw gradient, weight decay not included; (2) weight
    * decay: step = scale * g + weight_decay * w; (3) momentum: v = momentum * v + step, step = v;
    * (4) w -= learning_rate * step. cpu_kit.hpp's sdk::clip_scale and sdk::sgd_step do this. */
+  /* ABI 1.4: AdamW's (read only when kind is ADAMW; PyTorch's defaults 0.9, 0.999, 1e-8) */
+  float beta1;
+  float beta2;
+  float epsilon;
 } dlhost_optimizer_desc;
-#define DLHOST_OPTIMIZER_DESC_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_optimizer_desc, clip_norm)
+#define DLHOST_OPTIMIZER_DESC_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_optimizer_desc, epsilon)
+#define DLHOST_OPTIMIZER_DESC_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_optimizer_desc, clip_norm)
 
 /* Called by backward each time a parameter's gradient is final (on a GPU: its producing work is
  * enqueued on the stream the comm layer will be told about), in reverse layer order. The host

@@ -78,8 +78,11 @@ typedef struct dlhost_backend_caps {
   /* 1 when forward/backward/update/set_input may return before the device work ends (then the
    * backend must export DLHOST_EXT_STREAM and DLHOST_EXT_EVENTS); 0 for a synchronous backend. */
   int32_t asynchronous;
+  /* ABI 1.4: bit (1 << dlhost_optimizer_kind) per optimizer update implements; absent (an older
+   * backend) means SGD alone. */
+  uint32_t optimizers;
 } dlhost_backend_caps;
-#define DLHOST_BACKEND_CAPS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_backend_caps, asynchronous)
+#define DLHOST_BACKEND_CAPS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_backend_caps, optimizers)
 
 typedef struct dlhost_backend_caps_ext {
   size_t struct_size;

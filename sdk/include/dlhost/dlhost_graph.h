@@ -40,13 +40,19 @@ typedef enum dlhost_op {
   DLHOST_OP_SOFTMAX_CROSS_ENTROPY = 6, /* loss: mean over the batch of -log softmax(x)[label] */
   DLHOST_OP_MSE_LOSS = 7,              /* loss: sum((x - target)^2) / number of elements */
   /* ABI 1.1 */
-  DLHOST_OP_BATCH_NORM = 8,      /* training-mode batch normalization over N(HW) per channel */
-  DLHOST_OP_DROPOUT = 9,         /* inverted dropout with the mask of dlhost_dropout_keep() */
-  DLHOST_OP_ADD = 10,            /* element-wise sum of two tensors of one shape (residuals) */
-  DLHOST_OP_LRN = 11,            /* local response normalization across channels */
-  DLHOST_OP_EMBEDDING = 12,      /* I32 ids [N, T] -> rows of a [vocab, dim] table: [N, T, dim] */
-  DLHOST_OP_LSTM = 13,           /* multi-layer LSTM over a sequence, [N, T, C] -> [N, T, H] */
-  DLHOST_OP_GLOBAL_AVG_POOL = 14 /* [N, C, H, W] -> [N, C], the mean over H x W */
+  DLHOST_OP_BATCH_NORM = 8,       /* training-mode batch normalization over N(HW) per channel */
+  DLHOST_OP_DROPOUT = 9,          /* inverted dropout with the mask of dlhost_dropout_keep() */
+  DLHOST_OP_ADD = 10,             /* element-wise sum of two tensors of one shape (residuals) */
+  DLHOST_OP_LRN = 11,             /* local response normalization across channels */
+  DLHOST_OP_EMBEDDING = 12,       /* I32 ids [N, T] -> rows of a [vocab, dim] table: [N, T, dim] */
+  DLHOST_OP_LSTM = 13,            /* multi-layer LSTM over a sequence, [N, T, C] -> [N, T, H] */
+  DLHOST_OP_GLOBAL_AVG_POOL = 14, /* [N, C, H, W] -> [N, C], the mean over H x W */
+  /* ABI 1.4: the Transformer's ops (BERT, GPT-2) */
+  DLHOST_OP_LAYER_NORM = 15,         /* normalization over the last axis, per position */
+  DLHOST_OP_GELU = 16,               /* the Gaussian error linear unit, element-wise */
+  DLHOST_OP_ATTENTION = 17,          /* multi-head scaled dot-product attention, fused */
+  DLHOST_OP_POSITION_EMBEDDING = 18, /* [N, T, C] + table[0:T]: learned absolute positions */
+  DLHOST_OP_TIED_FC = 19             /* logits = x E^T (+ b), E another node's embedding table */
 } dlhost_op;
 
 typedef enum dlhost_activation_kind {
@@ -195,6 +201,71 @@ typedef struct dlhost_lstm_attrs {
 } dlhost_lstm_attrs;
 #define DLHOST_LSTM_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_lstm_attrs, layers)
 
+/* --- ABI 1.4 ops: the Transformer's ---
+ * The sequence models are batch first, [N, T, C]. A Transformer layer is built from fc with
+ * batch_dims 2 (the projections), attention, add (residuals), layer_norm, gelu and dropout. */
+
+/* y = scale * (x - mean) / sqrt(var + epsilon) + shift over the LAST axis (C) of each position,
+ * biased variance (PyTorch's nn.LayerNorm). Parameters: scale [C] (SCALE, init ONE), shift [C]
+ * (SHIFT, init ZERO). Input rank >= 2. */
+typedef struct dlhost_layer_norm_attrs {
+  size_t struct_size;
+  float epsilon; /* 1e-5 GPT-2, 1e-12 BERT */
+} dlhost_layer_norm_attrs;
+#define DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_layer_norm_attrs, epsilon)
+
+typedef enum dlhost_gelu_approximation {
+  DLHOST_GELU_ERF = 0, /* x/2 (1 + erf(x / sqrt 2)): BERT's */
+  DLHOST_GELU_TANH = 1 /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GPT-2's */
+} dlhost_gelu_approximation;
+
+typedef struct dlhost_gelu_attrs {
+  size_t struct_size;
+  int32_t approximation; /* dlhost_gelu_approximation */
+} dlhost_gelu_attrs;
+#define DLHOST_GELU_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_gelu_attrs, approximation)
+
+/* Multi-head scaled dot-product attention, one op so that a backend may run it fused (flash
+ * attention, cuDNN's SDPA) or split it (two batched GEMMs and a masked softmax): the graph has no
+ * reshape or transpose, and this keeps the head split out of it. Inputs q, k, v, each F32
+ * [N, T, heads * d] (the projections' outputs); output [N, T, heads * d]. For every sample n and
+ * head h, with Q, K, V the [T, d] slices of columns h*d .. h*d+d-1:
+ *   S = Q K^T / sqrt(d); S[i][j] = -inf where causal and j > i;
+ *   P = softmax over j of S; P dropped as dropout does (inverted, scaled by 1 / (1 - dropout)),
+ *   element (n, h, i, j) kept when dlhost_dropout_keep(seed, node, step, ((n * heads + h) * T + i)
+ *   * T + j, dropout) (see dlhost_dropout_attrs); O = P V.
+ * No parameters. A padding mask (per-sample key lengths) is a later addition (a field appended
+ * here and a fourth input): the synthetic batches are full-length sequences. */
+typedef struct dlhost_attention_attrs {
+  size_t struct_size;
+  int64_t heads;  /* divides the channels */
+  int32_t causal; /* 1: position i attends to j <= i only (GPT-2); 0: to all (BERT) */
+  float dropout;  /* probability of dropping an attention weight, in [0, 1) */
+} dlhost_attention_attrs;
+#define DLHOST_ATTENTION_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_attention_attrs, dropout)
+
+/* y[n, t, :] = x[n, t, :] + table[t, :] for t < T <= max_positions (GPT-2's wpe, BERT's position
+ * embeddings). Parameter: table [max_positions, C] (EMBEDDING, init UNIFORM with fan_in = C);
+ * rows from T on get a zero gradient. */
+typedef struct dlhost_position_embedding_attrs {
+  size_t struct_size;
+  int64_t max_positions;
+} dlhost_position_embedding_attrs;
+#define DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE \
+  DLHOST_STRUCT_SIZE(dlhost_position_embedding_attrs, max_positions)
+
+/* Tied output embedding (GPT-2's lm_head, BERT's MLM decoder): y = x E^T + b over the last axis,
+ * x [N, T, dim] -> [N, T, vocab], where E [vocab, dim] is the table of the embedding node
+ * `embedding_node`. node.params = {E (owned by that node: param_desc.node names it), bias
+ * [vocab] (BIAS, init ZERO) when has_bias}. A parameter listed by two nodes gets the SUM of both
+ * nodes' gradients, and is reported ready once, after the last contribution (its owner's). */
+typedef struct dlhost_tied_fc_attrs {
+  size_t struct_size;
+  int32_t embedding_node; /* index of the DLHOST_OP_EMBEDDING node whose table is E */
+  int32_t has_bias;       /* 0 or 1 */
+} dlhost_tied_fc_attrs;
+#define DLHOST_TIED_FC_ATTRS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_tied_fc_attrs, has_bias)
+
 /* --- the graph view a backend compiles ---------------------------------------------------- */
 
 typedef struct dlhost_tensor_desc {
@@ -298,8 +369,21 @@ typedef struct dlhost_builder_api {
                          const dlhost_lstm_attrs* attrs, int32_t* out);
   dlhost_status* (*global_avg_pool)(dlhost_graph_builder* b, const char* name, int32_t x,
                                     int32_t* out);
+  /* ABI 1.4 */
+  dlhost_status* (*layer_norm)(dlhost_graph_builder* b, const char* name, int32_t x,
+                               const dlhost_layer_norm_attrs* attrs, int32_t* out);
+  dlhost_status* (*gelu)(dlhost_graph_builder* b, const char* name, int32_t x,
+                         const dlhost_gelu_attrs* attrs, int32_t* out);
+  dlhost_status* (*attention)(dlhost_graph_builder* b, const char* name, int32_t q, int32_t k,
+                              int32_t v, const dlhost_attention_attrs* attrs, int32_t* out);
+  dlhost_status* (*position_embedding)(dlhost_graph_builder* b, const char* name, int32_t x,
+                                       const dlhost_position_embedding_attrs* attrs, int32_t* out);
+  /* `table_of` is the output tensor of the embedding whose table is tied; the builder fills
+   * attrs.embedding_node from it (the caller's value is ignored). */
+  dlhost_status* (*tied_fc)(dlhost_graph_builder* b, const char* name, int32_t x, int32_t table_of,
+                            const dlhost_tied_fc_attrs* attrs, int32_t* out);
 } dlhost_builder_api;
-#define DLHOST_BUILDER_API_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_builder_api, global_avg_pool)
+#define DLHOST_BUILDER_API_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_builder_api, tied_fc)
 #define DLHOST_BUILDER_API_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_builder_api, mse_loss)
 
 #ifdef __cplusplus
