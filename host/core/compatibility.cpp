@@ -155,7 +155,17 @@ void add_precision_options(const nlohmann::ordered_json& params, dlhost_options&
 }
 
 bool is_host_set_option(const std::string& key) {
-  return key == "threads" || key == "seed" || key == "precision" || key == "loss_scale";
+  return key == "threads" || key == "seed" || key == "precision" || key == "loss_scale" ||
+         key == "fused_step";
+}
+
+bool fused_step_allowed(uint32_t plugin_minor, const std::string& mode, int64_t world_size,
+                        const std::string& comm, bool gradient_reader) {
+  // A plugin before 1.4 does not know the option (and a schema-declaring one would refuse it);
+  // with more than one rank or any comm the host all-reduces the gradients between backward
+  // and update, and a gradient reader needs them in their buffers then.
+  return plugin_minor >= 4 && mode != "off" && world_size == 1 && comm == "none" &&
+         !gradient_reader;
 }
 
 std::optional<std::string> check_plugin_option(const PluginRegistry& registry,

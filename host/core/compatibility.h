@@ -58,6 +58,12 @@ void add_precision_options(const nlohmann::ordered_json& params, dlhost_options&
 // Keys the host sets itself; a plugin never declares them and a suite never gives them.
 bool is_host_set_option(const std::string& key);
 
+// Whether the host may tell a backend (compile option "fused_step" = "1", ABI 1.4) that nothing
+// reads or changes the gradient buffers between backward and update, so the plugin may do the
+// whole step in one call. `mode` is the case key fused_step (auto|off).
+bool fused_step_allowed(uint32_t plugin_minor, const std::string& mode, int64_t world_size,
+                        const std::string& comm, bool gradient_reader);
+
 // Checks one option a suite gives `plugin_name` against every loaded plugin of that name that
 // declares its options (ABI 1.2); nothing when it is fine or no such plugin declares any.
 class PluginRegistry;

@@ -202,8 +202,9 @@ const dlhost_host_api* host_api() {
 const dlhost_host_api* host_api(uint32_t abi_minor) {
   if (abi_minor >= DLHOST_ABI_MINOR) return host_api();
   host_api();  // the SDK's slot stays on the real table
-  static const dlhost_host_api v1_0 = make_table(0), v1_1 = make_table(1), v1_2 = make_table(2);
-  return abi_minor == 0 ? &v1_0 : abi_minor == 1 ? &v1_1 : &v1_2;
+  static const dlhost_host_api v1_0 = make_table(0), v1_1 = make_table(1), v1_2 = make_table(2),
+                               v1_3 = make_table(3);
+  return abi_minor == 0 ? &v1_0 : abi_minor == 1 ? &v1_1 : abi_minor == 2 ? &v1_2 : &v1_3;
 }
 
 dlhost_status* make_status(dlhost_code code, const std::string& message) {

@@ -301,6 +301,13 @@ Section multi_rank_view(const EnvironmentGroup& g, Plotter& plotter) {
   return s;
 }
 
+namespace {
+bool fused_step(const Record& r) {
+  const json::json_pointer at("/timing/fused_step");
+  return r.data.contains(at) && r.data.at(at).is_boolean() && r.data.at(at).get<bool>();
+}
+}  // namespace
+
 Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
   Section s{"Where a mini-batch goes (" + g.label + ")", {}};
   // The data column (real data: the wait for the input pipeline) only where a record has one.
@@ -311,7 +318,9 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
               (data ? "data wait (real data: the step waited for its mini-batch), " : "") +
               "forward, backward, exposed communication (not hidden under backward) and "
               "update time per mini-batch, in ms; the plot stacks them as shares of their sum, "
-              "so networks of any size compare. Medians of parts need not add up to the step's.");
+              "so networks of any size compare. Medians of parts need not add up to the step's. "
+              "A case whose backend fused the step into one call (fused_step) has no "
+              "breakdown: set fused_step: off for one.");
   std::vector<std::string> phases{"forward", "backward", "exposed comm", "update"};
   if (data) phases.insert(phases.begin(), "data");
   std::vector<std::string> head{"case", "step"};
@@ -333,6 +342,13 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
                               number_at(r->data, "/timing/update/median")};
     if (data) parts.insert(parts.begin(), number_at(r->data, "/timing/data/median"));
     std::vector<std::string> row{case_id(*r), format_ms(step_median_ms(*r))};
+    // A fused step (ABI 1.4) did its work in one of the three calls: its phase times are not a
+    // breakdown, so the row shows the step only and the plot leaves the case out.
+    if (fused_step(*r)) {
+      row.resize(head.size(), "fused");
+      t.rows.push_back(row);
+      continue;
+    }
     for (double v : parts) row.push_back(format_ms(v));
     if (data && !has(r->data, "/timing/data/median")) row[2] = "-";  // synthetic: no wait
     t.rows.push_back(row);

@@ -244,6 +244,7 @@ struct Prepared {
   std::vector<Upload> uploads;  // `input: upload`: the batch in staging memory (before the
                                 // context is gone: declared after it)
   double build_ms = 0, compile_ms = 0, init_ms = 0;
+  bool fused_step = false;  // the backend was told it may do the whole step in one call (1.4)
 };
 
 // `input: upload`: the batch kept in staging memory (pinned where the backend offers it), from
@@ -299,6 +300,12 @@ Prepared prepare(const Plan& plan, const json& p, int rank) {
   m.optimizer = case_optimizer(p, *plan.net);
   dlhost_options opts = backend_options(p, plan.backend->name);
   m.context = create_context(*plan.backend, plan.device, opts);
+  // No host code reads the gradient buffers on one rank without comm (DLHOST_DUMP_PARAMS_DIR
+  // reads the weights after the last step; conform runs its own loop and never sets this).
+  m.fused_step = fused_step_allowed(
+      plan.backend->speaks_minor, case_value<std::string>(p, "fused_step"),
+      case_value<int64_t>(p, "ranks"), case_value<std::string>(p, "comm"), false);
+  if (m.fused_step) opts.values["fused_step"] = "1";
   t = Clock::now();
   m.model = compile_model(*plan.backend, m.context.get(), m.graph->view(), m.optimizer, opts);
   m.compile_ms = ms_since(t);
@@ -397,6 +404,9 @@ json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan&
   timing["build_ms"] = m.build_ms;
   timing["compile_ms"] = m.compile_ms;
   timing["init_ms"] = m.init_ms;
+  // Fused: the backend may have done the whole step in one of the three calls, so forward,
+  // backward and update are not a breakdown of the step.
+  timing["fused_step"] = m.fused_step;
   timing["step"] = summary_json(step);
   timing["forward"] = summary_json(summarize(s.forward));
   timing["backward"] = summary_json(summarize(s.backward));

@@ -68,6 +68,9 @@ const std::vector<KeySpec>& key_specs() {
     // lack the mode records the case SKIPPED. loss_scale is fp16's (0 or unset: dynamic).
     choice("precision", {"fp32", "tf32", "bf16", "fp16"});
     number("loss_scale", false, nullptr);
+    // auto: a 1-rank case without comm lets a 1.4 backend do the whole step in one call (the
+    // phase times are then not a breakdown); off: always the three separate phases.
+    choice("fused_step", {"auto", "off"});
     boolean("oversubscribe", false);
     choice("input", {"resident", "upload"});  // upload: the batch copied to the device each step
     // Real data (docs/data.md): `synthetic`, `real` (the directory in $DLHOST_DATA) or a

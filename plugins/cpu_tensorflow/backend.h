@@ -24,7 +24,8 @@ struct Context {
 
 // The graph lowered to TensorFlow ops in one session, trained by TF_SessionRun calls.
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
-                                          const dlhost_optimizer_desc& optimizer, uint64_t seed);
+                                          const dlhost_optimizer_desc& optimizer, uint64_t seed,
+                                          bool fused_step);
 
 // "on" or "off": whether TensorFlow rewrites its CPU kernels to oneDNN's
 // (TF_ENABLE_ONEDNN_OPTS, on by default on x86 Linux).

@@ -2,11 +2,15 @@
 // TensorFlow graph (lower.cpp's forward and backward, optimizer.cpp's update) in one session,
 // and the ABI's calls as TF_SessionRun calls on it.
 //
-// A step is two runs. forward runs the loss and every gradient at once (TensorFlow's graph
-// executor keeps no activation between two runs, so the backward cannot be a run of its own;
-// see README.md for the partial-run alternative and why it lost); backward only publishes the
-// gradients it fetched; update feeds them (or what the host left in its buffers) to the optimizer's
-// placeholders and runs the apply ops, which update the variables in place.
+// A step is two runs, or one when the host passes fused_step (ABI 1.4: nothing reads the
+// gradients between backward and update): forward's run then also runs the apply ops wired to
+// the TF_AddGradients outputs, and backward and update return at once (the gradient buffers are
+// then not filled: the host promised not to read them). Unfused: forward runs the loss and every
+// gradient at once (TensorFlow's graph executor keeps no activation between two runs, so the
+// backward cannot be a run of its own; see README.md for the partial-run alternative and why it
+// lost); backward only publishes the gradients it fetched; update feeds them (or what the host left
+// in its buffers) to the optimizer's placeholders and runs the apply ops, which update the
+// variables in place.
 //
 // Parameter buffers (param_buffers, for data-parallel runs) are plugin-owned, 64-byte aligned and
 // in TensorFlow's layout: the gradient buffer receives each forward's gradients and update feeds it
@@ -53,15 +57,16 @@ float* data_of(const tf::TensorPtr& t) { return static_cast<float*>(TF_TensorDat
 class TfModel final : public sdk::Model {
  public:
   TfModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
-          uint64_t seed)
-      : context_(context), seed_(seed), graph_(TF_NewGraph()) {
+          uint64_t seed, bool fused)
+      : context_(context), seed_(seed), fused_(fused), graph_(TF_NewGraph()) {
     lowered_ = lower_graph(graph_.get(), g);
-    update_ = add_update(graph_.get(), lowered_, opt);
+    update_ = add_update(graph_.get(), lowered_, opt, fused_);
     tf::Op init(graph_.get(), "NoOp", "initialize");
     for (TF_Operation* op : lowered_.initializers) init.after(op);
     tf::Op state(graph_.get(), "NoOp", "forward_state");
     for (TF_Operation* op : lowered_.state_updates) state.after(op);
     forward_targets_ = {state.finish()};
+    if (fused_) forward_targets_.push_back(update_.step);
     for (int32_t k = 0; k < g.num_nodes; ++k) {
       const dlhost_node& n = *g.nodes[k];
       node_params_.emplace_back(n.params, n.params + n.num_params);
@@ -87,12 +92,17 @@ class TfModel final : public sdk::Model {
       for (int32_t k = 0; k < d.rank; ++k) n *= d.dims[k];
       workspace_bytes_ += uint64_t(n) * 8;  // the activation and its gradient, F32
     }
+    const std::string apply =
+        opt.momentum > 0 ? "ResourceApplyMomentum" : "ResourceApplyGradientDescent";
     implementation_ =
         context.library + ", " +
         (context.xla ? "XLA CPU JIT (global_jit_level ON_1)" : "graph mode") +
-        "; forward = one TF_SessionRun of the loss and every gradient (TF_AddGradients), "
-        "backward publishes them, update = one TF_SessionRun of " +
-        (opt.momentum > 0 ? "ResourceApplyMomentum" : "ResourceApplyGradientDescent");
+        (fused_ ? "; fused step: forward = one TF_SessionRun of the loss, every gradient "
+                  "(TF_AddGradients) and " +
+                      apply + " on them; backward and update return at once"
+                : "; forward = one TF_SessionRun of the loss and every gradient "
+                  "(TF_AddGradients), backward publishes them, update = one TF_SessionRun of " +
+                      apply);
   }
 
   void set_input(int32_t tensor, const void* data, size_t bytes) override {
@@ -133,9 +143,14 @@ class TfModel final : public sdk::Model {
       values.push_back(masks_[k].get());
     }
     std::vector<TF_Output> fetches{lowered_.loss};
-    fetches.insert(fetches.end(), lowered_.grads.begin(), lowered_.grads.end());
+    // Fused: the apply ops run in this same run on the gradients; nothing fetches them.
+    if (!fused_) fetches.insert(fetches.end(), lowered_.grads.begin(), lowered_.grads.end());
     std::vector<tf::TensorPtr> out = run(feeds, values, fetches, forward_targets_, "forward");
     loss_ = *data_of(out[0]);
+    if (fused_) {
+      ++forward_calls_;
+      return;
+    }
     for (size_t p = 0; p < grads_.size(); ++p) {
       grads_[p] = std::move(out[p + 1]);
       if (!grad_buffers_.empty())
@@ -154,6 +169,7 @@ class TfModel final : public sdk::Model {
   }
 
   void update() override {
+    if (fused_) return;  // forward's run applied the update
     assign_staged_values();
     std::vector<tf::TensorPtr> borrowed;
     std::vector<TF_Tensor*> values;
@@ -295,6 +311,7 @@ class TfModel final : public sdk::Model {
 
   Context context_;
   uint64_t seed_;
+  bool fused_;  // the host's fused_step (ABI 1.4): forward's one run is the whole step
   tf::GraphPtr graph_;
   Lowered lowered_;
   Update update_;
@@ -315,13 +332,14 @@ class TfModel final : public sdk::Model {
 }  // namespace
 
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
-                                          const dlhost_optimizer_desc& optimizer, uint64_t seed) {
+                                          const dlhost_optimizer_desc& optimizer, uint64_t seed,
+                                          bool fused_step) {
   if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
     sdk::unimplemented("cpu_tensorflow: optimizer kind " + std::to_string(optimizer.kind) +
                        " not supported");
   if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)
     sdk::invalid("cpu_tensorflow: negative momentum, weight_decay or clip_norm");
-  return std::make_unique<TfModel>(context, graph, optimizer, seed);
+  return std::make_unique<TfModel>(context, graph, optimizer, seed, fused_step);
 }
 
 }  // namespace dlhost::cpu_tensorflow

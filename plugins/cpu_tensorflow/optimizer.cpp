@@ -10,15 +10,16 @@ using dlhost::cpu_tensorflow::tf::Op;
 
 namespace dlhost::cpu_tensorflow {
 
-Update add_update(TF_Graph* g, Lowered& lowered, const dlhost_optimizer_desc& opt) {
+Update add_update(TF_Graph* g, Lowered& lowered, const dlhost_optimizer_desc& opt, bool fused) {
   Update u;
   const std::vector<Variable>& params = lowered.params;
   for (const Variable& v : params)
-    u.grads.push_back(Op(g, "Placeholder", v.name + "/grad")
-                          .attr("dtype", TF_FLOAT)
-                          .shape("shape", v.dims)
-                          .out());
-  std::vector<TF_Output> grads = u.grads;
+    if (!fused)
+      u.grads.push_back(Op(g, "Placeholder", v.name + "/grad")
+                            .attr("dtype", TF_FLOAT)
+                            .shape("shape", v.dims)
+                            .out());
+  std::vector<TF_Output> grads = fused ? lowered.grads : u.grads;
   if (opt.clip_norm > 0) {
     std::vector<TF_Output> squares;
     for (size_t k = 0; k < params.size(); ++k) {

@@ -15,14 +15,18 @@
 namespace dlhost::cpu_tensorflow {
 
 struct Update {
-  std::vector<TF_Output> grads;  // placeholders by parameter id, TensorFlow's layout
+  std::vector<TF_Output> grads;  // placeholders by parameter id, TensorFlow's layout (unfused)
   TF_Operation* step = nullptr;  // runs every apply op
   uint64_t state_bytes = 0;      // momentum accumulators
 };
 
 // Adds the update of `lowered.params` to `g`; the accumulators' initializers go to
 // `lowered.initializers`.
-Update add_update(TF_Graph* g, Lowered& lowered, const dlhost_optimizer_desc& optimizer);
+// With `fused` (the host's ABI 1.4 option fused_step) the apply ops read lowered.grads, the
+// TF_AddGradients outputs, directly, so that one run does the whole step; otherwise they read
+// placeholders (Update::grads) that update feeds.
+Update add_update(TF_Graph* g, Lowered& lowered, const dlhost_optimizer_desc& optimizer,
+                  bool fused);
 
 }  // namespace dlhost::cpu_tensorflow
 

@@ -75,7 +75,8 @@ class TensorFlowBackend final : public sdk::Backend<Context> {
     if (precision && *precision != "fp32")
       sdk::unimplemented("cpu_tensorflow: precision " + *precision + " (fp32 only)");
     const int64_t seed = options.get_int("seed", context.seed);
-    return compile_model(context, graph, optimizer, static_cast<uint64_t>(seed));
+    const bool fused = options.get("fused_step").value_or("0") == "1";  // ABI 1.4, host-set
+    return compile_model(context, graph, optimizer, static_cast<uint64_t>(seed), fused);
   }
 };
 

@@ -213,3 +213,17 @@ TEST(Precision, TheHostPassesTheModeAndTheKitChecksIt) {
 }
 
 }  // namespace
+
+// ABI 1.4: the host tells a backend it may fuse the step only where nothing reads or changes
+// the gradients between backward and update, and never a plugin built before 1.4.
+TEST(FusedStep, OnlyOneRankWithoutCommOrReaderOnA14Plugin) {
+  EXPECT_TRUE(dlhost::fused_step_allowed(4, "auto", 1, "none", false));
+  EXPECT_TRUE(dlhost::fused_step_allowed(5, "auto", 1, "none", false));
+  EXPECT_FALSE(dlhost::fused_step_allowed(3, "auto", 1, "none", false));  // minor 3: never
+  EXPECT_FALSE(dlhost::fused_step_allowed(4, "off", 1, "none", false));   // the user's split
+  EXPECT_FALSE(dlhost::fused_step_allowed(4, "auto", 2, "mpi", false));   // all-reduce between
+  EXPECT_FALSE(dlhost::fused_step_allowed(4, "auto", 1, "mpi", false));   // comm on one rank
+  EXPECT_FALSE(dlhost::fused_step_allowed(4, "auto", 1, "none", true));   // a gradient reader
+  // Schema-declaring plugins receive it: it is host-set, refused under a case's `options`.
+  EXPECT_TRUE(dlhost::is_host_set_option("fused_step"));
+}

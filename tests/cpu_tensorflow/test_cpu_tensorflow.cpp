@@ -5,13 +5,42 @@
 // overwrites; grad-ready notices once per parameter in reverse layer order; the ABI's SGD exactly
 // (momentum, weight decay, clipping by the global norm); canonical layouts survive TensorFlow's
 // (HWIO filters, channels-last flattening before an FC); the options; bad inputs; fp32 only.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "framework_contract.h"
+
+// Every TF_SessionRun the plugin makes, counted: this executable exports TF_SessionRun
+// (ENABLE_EXPORTS), which the dynamic linker binds the plugin's calls to before TensorFlow's own
+// (the executable comes first in the global scope); it forwards to TensorFlow's.
+// TensorFlow's C types, only passed through (tensorflow/c/c_api.h is the plugin's include).
+struct TF_Session;
+struct TF_Buffer;
+struct TF_Output;
+struct TF_Tensor;
+struct TF_Operation;
+struct TF_Status;
+std::atomic<int64_t> g_session_runs{0};
+extern "C" __attribute__((visibility("default"))) void TF_SessionRun(
+    TF_Session* session, const TF_Buffer* run_options, const TF_Output* inputs,
+    TF_Tensor* const* input_values, int ninputs, const TF_Output* outputs,
+    TF_Tensor** output_values, int noutputs, const TF_Operation* const* target_opers, int ntargets,
+    TF_Buffer* run_metadata, TF_Status* status) {
+  using Fn = decltype(&TF_SessionRun);
+  static const Fn real = [] {
+    void* lib = dlopen("libtensorflow_cc.so.2", RTLD_LAZY | RTLD_NOLOAD);
+    return lib == nullptr ? nullptr : reinterpret_cast<Fn>(dlsym(lib, "TF_SessionRun"));
+  }();
+  if (real == nullptr) std::abort();  // the plugin has loaded TensorFlow before its first run
+  ++g_session_runs;
+  real(session, run_options, inputs, input_values, ninputs, outputs, output_values, noutputs,
+       target_opers, ntargets, run_metadata, status);
+}
 
 namespace dlhost {
 namespace {
@@ -113,6 +142,45 @@ TEST(cpu_tensorflow, DilationWithStrideIsUnimplemented) {
 
 TEST(cpu_tensorflow, OtherPrecisionsAreUnimplemented) {
   framework_contract::other_precisions_are_unimplemented(kBackend);
+}
+
+// ABI 1.4: with the host's fused_step the whole step is one TF_SessionRun (forward's), and it
+// trains exactly as the split step does (momentum, weight decay and clipping on the same
+// gradients).
+TEST(cpu_tensorflow, FusedStepIsOneRunAndTrainsLikeTheSplitStep) {
+  dlhost_optimizer_desc opt = sgd(0.05f);
+  opt.momentum = 0.9f;
+  opt.weight_decay = 1e-3f;
+  opt.clip_norm = 5.0f;
+  dlhost_options fused_options;
+  fused_options.values["fused_step"] = "1";
+  Trainer split(convnet(), opt);
+  framework_contract::Trainer fused(kBackend, convnet(), opt, fused_options);
+  EXPECT_NE(std::string(fused.info().implementation).find("fused step"), std::string::npos);
+  EXPECT_EQ(std::string(split.info().implementation).find("fused step"), std::string::npos);
+  std::vector<float> split_loss, fused_loss;
+  int64_t split_runs = 0, fused_runs = 0;
+  const int kSteps = 8;
+  for (int i = 0; i < kSteps; ++i) {
+    int64_t before = g_session_runs;
+    split.forward_backward();
+    split.update();
+    split_runs += g_session_runs - before;
+    split_loss.push_back(split.loss());
+    before = g_session_runs;
+    fused.forward_backward();
+    fused.update();
+    fused_runs += g_session_runs - before;
+    fused_loss.push_back(fused.loss());
+  }
+  EXPECT_EQ(split_runs, 2 * kSteps);
+  EXPECT_EQ(fused_runs, kSteps);
+  for (int i = 0; i < kSteps; ++i) EXPECT_NEAR(fused_loss[i], split_loss[i], 1e-4f) << "step " << i;
+  EXPECT_LT(fused_loss.back(), fused_loss.front());  // it trains
+  for (int32_t p = 0; p < fused.graph->num_params(); ++p) {
+    std::vector<float> a = fused.get(p, DLHOST_PARAM_VALUE), b = split.get(p, DLHOST_PARAM_VALUE);
+    for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-4f) << "param " << p;
+  }
 }
 
 }  // namespace

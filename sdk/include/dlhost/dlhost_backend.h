@@ -130,7 +130,12 @@ typedef struct dlhost_backend_api {
   /* One training step, in three calls. forward computes every activation and the loss. backward
    * computes every gradient (overwriting, not accumulating) and calls `ready` (may be NULL) per
    * parameter as its gradient is final. update applies the optimizer to every parameter from the
-   * gradient buffers as they are then (the host may have averaged them across ranks). */
+   * gradient buffers as they are then (the host may have averaged them across ranks).
+   * From 1.4 the host may pass the compile option "fused_step" = "1": nothing reads or changes
+   * the gradient buffers between backward and update (one rank, no comm, no gradient hook). A
+   * plugin that sees it may do the whole step's work in any one of the three calls (the others
+   * then return at once); the host still makes all three calls in order, and `ready` may then
+   * not be called. The host never passes it to a plugin built against a minor below 4. */
   dlhost_status* (*forward)(dlhost_model* model);
   dlhost_status* (*backward)(dlhost_model* model, const dlhost_grad_ready* ready);
   dlhost_status* (*update)(dlhost_model* model);
