@@ -428,6 +428,13 @@ class Bench:
         log("")
         log("fairness: each framework backend / its framework's Python peer (best setup), "
             "median ms per mini-batch; <= 1.10 is the target")
+        # The peers' best setup preloads tcmalloc; dlhost's cases run on glibc's malloc (and
+        # cpu_libtorch2's private namespace could not take a preloaded allocator anyway). Where a
+        # step frees and maps buffers over glibc's mmap threshold (LSTM-32's 164 MB logits) that
+        # alone costs page faults: bench/results/2026-12-05-fairness-quick/README.md.
+        if os.path.exists(TCMALLOC):
+            log("  (peers with tcmalloc preloaded, dlhost's backends with glibc malloc: an allocator "
+                "gap shows on networks with buffers above glibc's mmap threshold, e.g. LSTM-32)")
         hdr = f"{'network':12s} {'b':>5s} {'t':>2s} " + " ".join(
             f"{SHORT.get(b, b):>8s} {SHORT.get(p, p):>8s} {'ratio':>6s}" for b, p in pairs)
         log(hdr)
