@@ -31,7 +31,8 @@ const char* const kCaseKeys =
     "memory_limit_mb, seed, device, "
     "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, comm_memory, lr, momentum, "
-    "weight_decay, clip_norm, optimizer, beta1, beta2, adam_epsilon, precision, loss_scale, oversubscribe, input, data, epochs, "
+    "weight_decay, clip_norm, optimizer, beta1, beta2, adam_epsilon, precision, loss_scale, "
+    "fused_step, oversubscribe, input, data, epochs, "
     "epoch_size, evaluate, options, tags, launcher_args, interconnect, link_gbit, link_latency_us";
 
 SuiteCatalog test_catalog() {

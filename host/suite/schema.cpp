@@ -69,8 +69,9 @@ const std::vector<KeySpec>& key_specs() {
     choice("precision", {"fp32", "tf32", "bf16", "fp16"});
     number("loss_scale", false, nullptr);
     // auto: a 1-rank case without comm lets a 1.4 backend do the whole step in one call (the
-    // phase times are then not a breakdown); off: always the three separate phases.
-    choice("fused_step", {"auto", "off"});
+    // phase times are then not a breakdown); off: always the three separate phases. No default
+    // in the table (unset keeps a case's params_hash): unset is auto (runner.cpp).
+    s.push_back({"fused_step", KeyKind::kChoice, false, 0, false, {"auto", "off"}, nullptr});
     boolean("oversubscribe", false);
     choice("input", {"resident", "upload"});  // upload: the batch copied to the device each step
     // Real data (docs/data.md): `synthetic`, `real` (the directory in $DLHOST_DATA) or a
