@@ -240,9 +240,9 @@ void print_comparison(const Comparison& c, const std::string& base_name,
     }
     std::snprintf(n, sizeof(n), "%zu/%zu", k.base_n, k.new_n);
     std::snprintf(line, sizeof(line), "%-44s %10.3f %10.3f %7s %19s %7s %7.1f %8.4f  ",
-                  k.case_id.c_str(), k.base_median, k.new_median, ratio, interval, n, k.test.u,
-                  k.test.p);
-    out << line << k.verdict << (k.reason.empty() ? "" : " (" + k.reason + ")") << "\n";
+                  printable(k.case_id).c_str(), k.base_median, k.new_median, ratio, interval, n,
+                  k.test.u, k.test.p);
+    out << line << k.verdict << (k.reason.empty() ? "" : " (" + printable(k.reason) + ")") << "\n";
   }
   if (c.cases.empty()) out << "(no case is OK in both files)\n";
   out << "\n";
@@ -267,7 +267,7 @@ void print_comparison(const Comparison& c, const std::string& base_name,
   auto list = [&](const char* title, const std::vector<std::string>& items) {
     if (items.empty()) return;
     out << title << " (" << items.size() << "):\n";
-    for (const auto& i : items) out << "  " << i << "\n";
+    for (const auto& i : items) out << "  " << printable(i) << "\n";
   };
   list("OK in base, not OK in new", c.broken);
   list("only in base", c.only_in_base);

@@ -104,7 +104,7 @@ std::string file_stem(const std::string& name) {
   for (char c : name.substr(0, 80))
     out +=
         std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ? c : '_';
-  if (out.empty() || out[0] == '.') out.insert(out.begin(), '_');
+  if (out.empty() || out[0] == '.' || out[0] == '-') out.insert(out.begin(), '_');
   return out;
 }
 

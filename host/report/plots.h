@@ -71,8 +71,8 @@ std::string gnuplot_script(const StackedBars& plot);
 // would end the command) made a space, and cut at `max_bytes` (cut_text).
 std::string gnuplot_literal(const std::string& text, size_t max_bytes = 200);
 
-// `name` as a file name: letters, digits, '_', '-' and '.', not starting with '.', at most 80
-// bytes; anything else becomes '_' (a comm-bench op or a group label cannot name a path).
+// `name` as a file name: letters, digits, '_', '-' and '.', not starting with '.' or '-', at most
+// 80 bytes; anything else becomes '_' (a comm-bench op or a group label cannot name a path).
 std::string file_stem(const std::string& name);
 
 // The full path of an executable found on PATH (or `name` itself if it holds a '/' and is

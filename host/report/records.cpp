@@ -43,6 +43,11 @@ bool torn(std::string_view line, const json::parse_error& e) {
   return e.byte > line.size();
 }
 
+// A value from the file inside a message: short and printable.
+std::string shown(const std::string& value) {
+  return printable(value.size() > 40 ? value.substr(0, 40) + "..." : value);
+}
+
 const char* const kStatuses[] = {"OK", "SKIPPED", "FAILED", "TIMEOUT", "CRASHED", "OOM"};
 
 // The checks every view relies on: what a record is, and which schema it follows.
@@ -52,7 +57,7 @@ void check_record(const json& record, const std::string& where) {
   if (version == record.end())
     throw InputError(where + ": no schema_version (not a dlhost results record)");
   if (!version->is_number_integer() || version->get<long long>() != kResultsSchemaVersion)
-    throw InputError(where + ": schema_version " + version->dump() +
+    throw InputError(where + ": schema_version " + shown(version->dump()) +
                      " is not one this dlhost "
                      "reads (the integer " +
                      std::to_string(kResultsSchemaVersion) + "; docs/results-schema.json)");
@@ -61,11 +66,27 @@ void check_record(const json& record, const std::string& where) {
     throw InputError(where + ": not a dlhost result record (no case_id and status)");
   const std::string st = record["status"].get<std::string>();
   if (std::find(std::begin(kStatuses), std::end(kStatuses), st) == std::end(kStatuses))
-    throw InputError(where + ": status \"" + st +
+    throw InputError(where + ": status \"" + shown(st) +
                      "\" is not one of OK, SKIPPED, FAILED, TIMEOUT, CRASHED, OOM");
 }
 
 }  // namespace
+
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {  // U+0080..U+009F
+      out += '?';
+      ++i;
+    } else {
+      out += c < 0x20 || c == 0x7F ? '?' : text[i];
+    }
+  }
+  return out;
+}
 
 void parse_results_text(const std::string& text, const std::string& path, Inputs& into) {
   into.files.push_back(path);
@@ -90,9 +111,9 @@ void parse_results_text(const std::string& text, const std::string& path, Inputs
                                                      "writing it)")));
         continue;
       }
-      throw InputError(where + ": not a JSON record (" + std::string(e.what()) + ")");
+      throw InputError(where + ": not a JSON record (" + printable(e.what()) + ")");
     } catch (const json::exception& e) {  // out_of_range: a number no double holds (1e999)
-      throw InputError(where + ": not a valid record (" + std::string(e.what()) + ")");
+      throw InputError(where + ": not a valid record (" + printable(e.what()) + ")");
     }
     check_record(record, where);
     into.records.push_back(Record{std::move(record), path, number});

@@ -60,6 +60,10 @@ void parse_results_text(const std::string& text, const std::string& path, Inputs
 // Reads a results file or a comm-bench JSON file (told apart by the comm-bench "schema").
 void read_input_file(const std::string& path, Inputs& into);
 
+// `text` safe to print on a terminal: every control character (C0, DEL, and C1 as UTF-8) made
+// '?', so a record's string cannot move the cursor, retitle the window or fake an output line.
+std::string printable(const std::string& text);
+
 // --- accessors: the value at a JSON pointer ("/timing/step/median"), or a default ---------
 double number_at(const json& j, const char* pointer, double fallback = 0.0);
 long long integer_at(const json& j, const char* pointer, long long fallback = 0);

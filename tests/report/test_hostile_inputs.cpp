@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 #include "report/commands.h"
@@ -132,6 +133,7 @@ TEST(HostileReport, ScriptsFromHostileStringsPassTheLint) {
   EXPECT_NE(checks::gnuplot_script_problem("set title 'a\nprint system(''touch x'')'\n"), "");
   EXPECT_NE(checks::gnuplot_script_problem("$d << EOD\n\"x\" 1\nEOD\n"), "");
   EXPECT_EQ(file_stem("../../etc/x"), "_.._.._etc_x");
+  EXPECT_EQ(file_stem("-rf"), "_-rf");
   EXPECT_EQ(gnuplot_literal("it's\nfine"), "'it''s fine'");
 }
 
@@ -341,4 +343,27 @@ TEST(PlotLabels, SayOnlyWhatVaries) {
   labels = varying_labels({"lenet.b64"}, common);
   EXPECT_EQ(labels, (std::vector<std::string>{"lenet.b64"}));
   EXPECT_EQ(common, "");
+}
+
+// A record's string printed on a terminal cannot drive it (escape sequences, a fake line).
+TEST(HostileTerminal, ComparisonAndErrorsPrintNoControlCharacter) {
+  const std::string folder = fresh_folder("terminal");
+  json r = ok_record();
+  r["case_id"] =
+      "x\x1b]0;owned\x07\x1b[2J\nfake line \xc2\x9b"
+      "31m";
+  const std::string file = write_file(folder + "/r.jsonl", r.dump() + "\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(run_compare(CompareOptions{file, file, 0.05, 0.05, false}, out, err), 0);
+  for (const std::string& text : {out.str(), err.str()}) {
+    EXPECT_EQ(text.find('\x1b'), std::string::npos);
+    EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos);
+    EXPECT_EQ(text.find("\nfake line"), std::string::npos);
+  }
+  EXPECT_NE(out.str().find("x?]0;owned??[2J?fake line ?31m"), std::string::npos) << out.str();
+  // Raw control bytes in a line: the parser's message quotes them, made printable.
+  write_file(folder + "/raw.jsonl", "{\"case_id\": \"\x1b[2J\", \"status\": \"OK\"}\n");
+  const std::string message = read_error(folder + "/raw.jsonl");
+  EXPECT_NE(message.find("raw.jsonl:1: not a JSON record"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\x1b'), std::string::npos);
 }
