@@ -209,6 +209,7 @@ nlohmann::json lenet_profile_record() {
     gradients.push_back(
         {{"param", g.param}, {"name", g.name}, {"bytes", g.bytes}, {"ready_ms", g.ready_ms}});
   return {
+      {"schema_version", 1},
       {"case_id", "lenet-1"},
       {"status", "OK"},
       {"params", {{"network", "lenet"}, {"backend", "cpu_onednn"}, {"batch", 32}, {"ranks", 1}}},
@@ -223,7 +224,8 @@ TEST(ProjectCommand, FilesToTableAndError) {
   using json = nlohmann::json;
   json profile = lenet_profile_record();
   // Measured on 2 ranks, 32 each, overlap on: 20 ms.
-  json measured = {{"case_id", "lenet-2"},
+  json measured = {{"schema_version", 1},
+                   {"case_id", "lenet-2"},
                    {"status", "OK"},
                    {"params", {{"network", "lenet"}, {"backend", "cpu_onednn"}, {"batch", 64}}},
                    {"timing", {{"step", {{"median", 20.0}}}}},
@@ -288,7 +290,8 @@ TEST(ProjectCommand, FitOverTheLinkPerWorldSize) {
   };
   // The same case measured on 4 test hosts over 1gbe (compared), and over loopback (not: another
   // link).
-  json measured = {{"case_id", "lenet-4"},
+  json measured = {{"schema_version", 1},
+                   {"case_id", "lenet-4"},
                    {"status", "OK"},
                    {"params", {{"network", "lenet"}, {"backend", "cpu_onednn"}, {"batch", 128}}},
                    {"environment", {{"cores", 2}}},

@@ -91,7 +91,11 @@ Commands::Entry add_compare(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
   sub->add_flag("--fail-on-regression", o->fail_on_regression,
-                "Exit 1 when a case is significantly slower beyond the threshold (for CI)");
+                "Exit 1 (for CI) when a case is significantly slower beyond the threshold, when a "
+                "case OK in BASE is not OK in NEW, or when NEW holds no case comparable with BASE");
+  sub->add_flag("--include-changed-params", o->include_changed_params,
+                "Judge cases whose parameters differ between the files (params_hash) too; by "
+                "default their rows say so and they are left out of the verdict");
   auto pair = std::make_shared<std::string>();
   sub->add_option("--backends", *pair,
                   "BASE,NEW: compare backend BASE's cases in the base file with backend NEW's in "

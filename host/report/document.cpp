@@ -17,11 +17,23 @@ std::string base64(const std::string& bytes) {
   return out;
 }
 
+std::string cut_text(const std::string& text, size_t max_bytes, const std::string& where) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // mid-char
+  return text.substr(0, end) + " [cut: " + std::to_string(text.size()) + " bytes in all" +
+         (where.empty() ? "" : "; the whole text is in " + where) + "]";
+}
+
 namespace {
 
+// One table row per line: a newline in a cell would end the Markdown table.
 std::string markdown_cell(const std::string& s) {
   std::string out;
-  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  for (char c : cut_text(s, kMaxCellBytes))
+    out += c == '|'                 ? std::string("\\|")
+           : c == '\n' || c == '\r' ? std::string(" ")
+                                    : std::string(1, c);
   return out;
 }
 
@@ -84,8 +96,8 @@ void html_table(std::ostringstream& html, const Table& t) {
   for (const auto& row : t.rows) {
     html << "<tr>";
     for (size_t c = 0; c < row.size(); ++c)
-      html << (c >= t.first_numeric_column ? "<td class=\"n\">" : "<td>") << escape_html(row[c])
-           << "</td>";
+      html << (c >= t.first_numeric_column ? "<td class=\"n\">" : "<td>")
+           << escape_html(cut_text(row[c], kMaxCellBytes)) << "</td>";
     html << "</tr>\n";
   }
   html << "</table>\n";
@@ -118,7 +130,7 @@ std::string to_markdown(const Document& doc) {
   for (const auto& s : doc.sections) {
     md << "## " << s.title << "\n\n";
     for (const auto& b : s.blocks) {
-      if (b.kind == Block::kParagraph) md << b.text << "\n\n";
+      if (b.kind == Block::kParagraph) md << cut_text(b.text, kMaxCellBytes) << "\n\n";
       if (b.kind == Block::kTable) markdown_table(md, b.table);
       if (b.kind == Block::kPlot) {
         if (!b.plot.png.empty()) md << "![" << b.plot.title << "](" << b.plot.png << ")\n\n";
@@ -139,7 +151,8 @@ std::string to_html(const Document& doc, const std::string& folder) {
   for (const auto& s : doc.sections) {
     html << "<h2>" << escape_html(s.title) << "</h2>\n";
     for (const auto& b : s.blocks) {
-      if (b.kind == Block::kParagraph) html << "<p>" << html_text(b.text) << "</p>\n";
+      if (b.kind == Block::kParagraph)
+        html << "<p>" << html_text(cut_text(b.text, kMaxCellBytes)) << "</p>\n";
       if (b.kind == Block::kTable) html_table(html, b.table);
       if (b.kind == Block::kPlot) html_plot(html, b.plot, folder);
     }

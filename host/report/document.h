@@ -49,4 +49,11 @@ std::string to_html(const Document& doc, const std::string& folder);
 
 std::string base64(const std::string& bytes);
 
+// `text` if it has at most `max_bytes` bytes; else its start, cut on a UTF-8 character boundary,
+// and a note: " [cut: N bytes in all; the whole text is in WHERE]" (WHERE: FILE:LINE of the
+// record, left out when empty). A record's 50 MB reason must not be copied into every report.
+std::string cut_text(const std::string& text, size_t max_bytes, const std::string& where = "");
+// The most of one table cell or paragraph the renderers copy (the rest is cut with a note).
+constexpr size_t kMaxCellBytes = 4096;
+
 }  // namespace dlhost::report

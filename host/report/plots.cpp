@@ -2,21 +2,19 @@
 // so the CSV beside each plot is for people and spreadsheets, not for gnuplot.
 #include "report/plots.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 
-extern char** environ;
+#include "report/gnuplot_process.h"
 
 namespace dlhost::report {
 
@@ -33,23 +31,86 @@ std::string find_program(const std::string& name) {
   return "";
 }
 
-void write_csv(const std::string& path, const std::vector<std::vector<std::string>>& rows) {
-  std::ofstream out(path);
+namespace {
+
+// [+-]digits[.digits][(e|E)[+-]digits], or [+-].digits[...]: a plain decimal number.
+bool plain_number(const std::string& s) {
+  size_t i = 0, digits = 0;
+  auto run = [&] {
+    size_t from = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i - from;
+  };
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  digits += run();
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    digits += run();
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (run() == 0) return false;
+  }
+  return i == s.size();
+}
+
+}  // namespace
+
+std::string spreadsheet_cell(const std::string& cell) {
+  if (cell.empty() || std::string("=+-@\t\r").find(cell[0]) == std::string::npos) return cell;
+  return plain_number(cell) ? cell : "'" + cell;
+}
+
+std::string csv_text(const std::vector<std::vector<std::string>>& rows) {
+  std::string out;
   for (const auto& row : rows) {
     for (size_t i = 0; i < row.size(); ++i) {
-      const std::string& cell = row[i];
+      const std::string cell = spreadsheet_cell(row[i]);
       bool quote = cell.find_first_of(",\"\n\r") != std::string::npos;
-      std::string escaped;
-      for (char c : cell) escaped += c == '"' ? std::string("\"\"") : std::string(1, c);
-      out << (i ? "," : "") << (quote ? "\"" + escaped + "\"" : escaped);
+      if (i) out += ',';
+      if (quote) out += '"';
+      for (char c : cell) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+      if (quote) out += '"';
     }
-    out << "\n";
+    out += '\n';
   }
+  return out;
+}
+
+void write_csv(const std::string& path, const std::vector<std::vector<std::string>>& rows) {
+  std::ofstream out(path, std::ios::binary);
+  out << csv_text(rows);
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::string gnuplot_literal(const std::string& text, size_t max_bytes) {
+  std::string out = "'";
+  for (char c : cut_text(text, max_bytes)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\'')
+      out += "''";
+    else if (u < 0x20 || u == 0x7F)
+      out += ' ';
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+std::string file_stem(const std::string& name) {
+  std::string out;
+  for (char c : name.substr(0, 80))
+    out +=
+        std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ? c : '_';
+  if (out.empty() || out[0] == '.' || out[0] == '-') out.insert(out.begin(), '_');
+  return out;
 }
 
 namespace {
 
+// A finite number as gnuplot reads it; nothing else is ever written into a data block.
 std::string number(double v) {
   std::ostringstream s;
   s.precision(10);
@@ -57,36 +118,76 @@ std::string number(double v) {
   return s.str();
 }
 
-// A gnuplot string literal: single quotes, a quote doubled.
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs `program script`, waits, and returns its exit status; its stderr goes to `log`.
-int run_gnuplot(const std::string& program, const std::string& script, const std::string& log) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv{const_cast<char*>(program.c_str()), const_cast<char*>(script.c_str()),
-                          nullptr};
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 const char* kCommon =
     "set encoding utf8\nset grid lc rgb '#dddddd'\nset key outside right top noenhanced\n"
     "set title noenhanced\nset border lc rgb '#555555'\n";
 
+// The two outputs of every plot, in the folder gnuplot runs in.
+std::string outputs(const std::string& stem, int width, int height) {
+  std::string size = std::to_string(width) + "," + std::to_string(height);
+  return "set terminal pngcairo size " + size + " font 'sans,10' noenhanced\nset output " +
+         gnuplot_literal(stem + ".png") + "\nreplot\nset terminal svg size " + size +
+         " font 'sans,10' noenhanced background rgb 'white'\nset output " +
+         gnuplot_literal(stem + ".svg") + "\nreplot\nunset output\n";
+}
+
 }  // namespace
+
+std::string gnuplot_script(const LinePlot& p) {
+  std::ostringstream gp;
+  gp << kCommon << "set title " << gnuplot_literal(p.title) << "\nset xlabel "
+     << gnuplot_literal(p.x_label) << "\nset ylabel " << gnuplot_literal(p.y_label) << "\n";
+  // Headroom, so a reference line on the axis's end (efficiency 1) stays visible.
+  if (!p.log_y) gp << "set offsets 0, 0, graph 0.05, 0\n";
+  if (p.log_x) gp << "set logscale x 2\n";
+  if (p.log_y) gp << "set logscale y 10\n";
+  if (p.x_in_bytes) gp << "set format x '%.0b%BB'\n";
+  std::ostringstream plot;
+  for (size_t s = 0; s < p.series.size(); ++s) {
+    // The block holds numbers only, so no line of it can be the EOD that ends it.
+    gp << "$s" << s << " << EOD\n";
+    for (const auto& [x, y] : p.series[s].points)
+      if (std::isfinite(x) && std::isfinite(y) && (!p.log_x || x > 0) && (!p.log_y || y > 0))
+        gp << number(x) << " " << number(y) << "\n";
+    gp << "EOD\n";
+    plot << (s ? ", " : "plot ") << "$s" << s << " using 1:2 with linespoints "
+         << (p.series[s].dashed ? "dt 2 lc rgb '#888888' pt -1" : "lw 2 pt 7 ps 0.8") << " title "
+         << gnuplot_literal(p.series[s].name);
+  }
+  gp << plot.str() << "\n" << outputs(file_stem(p.name), 1000, 560);
+  return gp.str();
+}
+
+std::string gnuplot_script(const StackedBars& p) {
+  std::ostringstream gp;
+  gp << kCommon << "set title " << gnuplot_literal(p.title) << "\nset ylabel "
+     << gnuplot_literal(p.y_label)
+     << "\nset style data histograms\nset style histogram rowstacked\n"
+     << "set style fill solid 0.85 border -1\nset boxwidth 0.75\nset yrange [0:100]\n"
+     << "set bmargin 19\n";
+  // The bar labels are literals on the x tics (bar i stands at x = i); the block holds numbers.
+  gp << "set xtics rotate by -60 left noenhanced (";
+  for (size_t c = 0; c < p.categories.size(); ++c)
+    gp << (c ? ", " : "")
+       << gnuplot_literal(c < p.labels.size() ? p.labels[c] : p.categories[c], 80) << " " << c;
+  gp << ")\n$d << EOD\n";
+  for (size_t c = 0; c < p.categories.size(); ++c) {
+    for (size_t part = 0; part < p.parts.size(); ++part) {
+      double v = part < p.values[c].size() ? p.values[c][part] : 0.0;
+      gp << (part ? " " : "") << number(std::isfinite(v) ? v : 0.0);
+    }
+    gp << "\n";
+  }
+  gp << "EOD\n";
+  for (size_t part = 0; part < p.parts.size(); ++part)
+    gp << (part ? ", '' using " : "plot $d using ") << part + 1 << " title "
+       << gnuplot_literal(p.parts[part]);
+  gp << "\n";
+  // Wider for many bars, so their labels stay apart.
+  int width = std::max(1000, 260 + 26 * static_cast<int>(p.categories.size()));
+  gp << outputs(file_stem(p.name), width, 720);
+  return gp.str();
+}
 
 Plotter::Plotter(std::string folder, const std::string& gnuplot) : folder_(std::move(folder)) {
   if (gnuplot.empty()) {
@@ -99,33 +200,40 @@ Plotter::Plotter(std::string folder, const std::string& gnuplot) : folder_(std::
                           "` is not on PATH); install Debian's gnuplot-nox to get the plots";
 }
 
-PlotFiles Plotter::run_script(const std::string& name, const std::string& title,
-                              const std::string& body, int width, int height) {
-  PlotFiles files{title, name + ".csv", "", ""};
+std::string Plotter::unique_stem(const std::string& name) {
+  const std::string stem = file_stem(name);
+  std::string candidate = stem;
+  for (int n = 2; std::find(stems_.begin(), stems_.end(), candidate) != stems_.end(); ++n)
+    candidate = stem + "_" + std::to_string(n);
+  stems_.push_back(candidate);
+  return candidate;
+}
+
+PlotFiles Plotter::run_script(const std::string& stem, const std::string& title,
+                              const std::string& script) {
+  PlotFiles files{title, stem + ".csv", "", ""};
   if (!available()) return files;
-  std::string base = folder_ + "/" + name;
-  std::ofstream gp(base + ".gp");
-  std::string size = std::to_string(width) + "," + std::to_string(height);
-  gp << body << "set terminal pngcairo size " << size << " font 'sans,10' noenhanced\nset output "
-     << quoted(base + ".png") << "\nreplot\nset terminal svg size " << size << " font 'sans,10' "
-     << "noenhanced background rgb 'white'\nset output " << quoted(base + ".svg")
-     << "\nreplot\nunset output\n";
-  gp.close();
-  std::string log = base + ".gnuplot.log";
-  int rc = run_gnuplot(program_, base + ".gp", log);
-  std::ifstream err(log);
-  std::string message((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
-  if (rc != 0) {
-    failures_.push_back(name + ": gnuplot exited with " + std::to_string(rc) + ": " + message);
+  {
+    std::ofstream gp(folder_ + "/" + stem + ".gp", std::ios::binary);
+    gp << script;
+  }
+  const std::string log = folder_ + "/" + stem + ".gnuplot.log";
+  GnuplotRun run = run_gnuplot_fenced(program_, folder_, stem + ".gp", log);
+  if (run.exit_code != 0) {
+    failures_.push_back(stem + ": gnuplot " +
+                        (run.exit_code > 0 ? "exited with " + std::to_string(run.exit_code) + ": "
+                                           : std::string("failed: ")) +
+                        run.message);
     return files;
   }
   std::remove(log.c_str());
-  files.png = name + ".png";
-  files.svg = name + ".svg";
+  files.png = stem + ".png";
+  files.svg = stem + ".svg";
   return files;
 }
 
-PlotFiles Plotter::render(const LinePlot& p) {
+PlotFiles Plotter::render(LinePlot p) {
+  p.name = unique_stem(p.name);
   // CSV: one row per x, one column per series (empty where a series has no point).
   std::map<double, std::vector<std::string>> by_x;
   for (size_t s = 0; s < p.series.size(); ++s)
@@ -142,54 +250,19 @@ PlotFiles Plotter::render(const LinePlot& p) {
     rows.back().insert(rows.back().end(), ys.begin(), ys.end());
   }
   write_csv(folder_ + "/" + p.name + ".csv", rows);
-
-  std::ostringstream gp;
-  gp << kCommon << "set title " << quoted(p.title) << "\nset xlabel " << quoted(p.x_label)
-     << "\nset ylabel " << quoted(p.y_label) << "\n";
-  // Headroom, so a reference line on the axis's end (efficiency 1) stays visible.
-  if (!p.log_y) gp << "set offsets 0, 0, graph 0.05, 0\n";
-  if (p.log_x) gp << "set logscale x 2\n";
-  if (p.log_y) gp << "set logscale y 10\n";
-  if (p.x_in_bytes) gp << "set format x '%.0b%BB'\n";
-  std::ostringstream plot;
-  for (size_t s = 0; s < p.series.size(); ++s) {
-    gp << "$s" << s << " << EOD\n";
-    for (const auto& [x, y] : p.series[s].points)
-      if ((!p.log_x || x > 0) && (!p.log_y || y > 0)) gp << number(x) << " " << number(y) << "\n";
-    gp << "EOD\n";
-    plot << (s ? ", " : "plot ") << "$s" << s << " using 1:2 with linespoints "
-         << (p.series[s].dashed ? "dt 2 lc rgb '#888888' pt -1" : "lw 2 pt 7 ps 0.8") << " title "
-         << quoted(p.series[s].name);
-  }
-  gp << plot.str() << "\n";
-  return run_script(p.name, p.title, gp.str());
+  return run_script(p.name, p.title, gnuplot_script(p));
 }
 
-PlotFiles Plotter::render(const StackedBars& p) {
+PlotFiles Plotter::render(StackedBars p) {
+  p.name = unique_stem(p.name);
   std::vector<std::vector<std::string>> rows{{"case"}};
   rows[0].insert(rows[0].end(), p.parts.begin(), p.parts.end());
-  std::ostringstream gp;
-  gp << kCommon << "set title " << quoted(p.title) << "\nset ylabel " << quoted(p.y_label)
-     << "\nset style data histograms\nset style histogram rowstacked\n"
-     << "set style fill solid 0.85 border -1\nset boxwidth 0.75\nset yrange [0:100]\n"
-     << "set xtics rotate by -60 left noenhanced\nset bmargin 19\n$d << EOD\n";
   for (size_t c = 0; c < p.categories.size(); ++c) {
     rows.push_back({p.categories[c]});
-    gp << "\"" << p.categories[c] << "\"";
-    for (double v : p.values[c]) {
-      rows.back().push_back(number(v));
-      gp << " " << number(v);
-    }
-    gp << "\n";
+    for (double v : p.values[c]) rows.back().push_back(number(v));
   }
-  gp << "EOD\n";
   write_csv(folder_ + "/" + p.name + ".csv", rows);
-  for (size_t part = 0; part < p.parts.size(); ++part)
-    gp << (part ? ", '' using " : "plot $d using ") << part + 2 << (part ? "" : ":xtic(1)")
-       << " title " << quoted(p.parts[part]);
-  gp << "\n";
-  int width = std::max(1000, 260 + 26 * static_cast<int>(p.categories.size()));
-  return run_script(p.name, p.title, gp.str(), width, 720);
+  return run_script(p.name, p.title, gnuplot_script(p));
 }
 
 }  // namespace dlhost::report

@@ -44,12 +44,25 @@ struct Inputs {
   std::vector<std::string> warnings;  // e.g. a torn last line skipped
 };
 
-// Reads one results file. A line that is not a JSON object with case_id and status throws
-// InputError naming FILE:LINE, except a torn last line (a run killed mid-write), which is
-// skipped with a warning, as `dlhost run --resume` does.
+// The results schema this reader knows (docs/results-schema.json); a record of another is refused.
+constexpr int kResultsSchemaVersion = 1;
+
+// Reads one results file. Every line must be a results record of schema_version 1 (an object
+// with case_id and a known status); anything else (not JSON, invalid UTF-8, a NUL byte, a number
+// a double cannot hold, another schema_version) throws InputError naming FILE:LINE. The one
+// exception is a torn line: the start of a record cut off by a run killed mid-write (the parser
+// reaches the line's end before the record is whole), which is skipped with a warning. A torn
+// line is the file's last, or one that a resumed run ended with a newline before appending.
+// A directory is refused by name.
 void read_results_file(const std::string& path, Inputs& into);
+// The same on text already read; `path` only names it in messages (the fuzz target's entry).
+void parse_results_text(const std::string& text, const std::string& path, Inputs& into);
 // Reads a results file or a comm-bench JSON file (told apart by the comm-bench "schema").
 void read_input_file(const std::string& path, Inputs& into);
+
+// `text` safe to print on a terminal: every control character (C0, DEL, and C1 as UTF-8) made
+// '?', so a record's string cannot move the cursor, retitle the window or fake an output line.
+std::string printable(const std::string& text);
 
 // --- accessors: the value at a JSON pointer ("/timing/step/median"), or a default ---------
 double number_at(const json& j, const char* pointer, double fallback = 0.0);

@@ -3,6 +3,7 @@
 #include "report/views.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -11,6 +12,9 @@
 namespace dlhost::report {
 
 namespace {
+
+// A reason or message is shown up to this many bytes; the record keeps the whole.
+constexpr size_t kMaxReasonBytes = 2000;
 
 std::string threads_label(int t) { return t > 0 ? std::to_string(t) + "T" : "default T"; }
 std::string one_line(std::string s) {
@@ -62,15 +66,60 @@ std::string format_ms(double ms) {
   return format_number(ms, a >= 100 ? 1 : a >= 10 ? 2 : 3);
 }
 
+namespace {
+
+std::vector<std::string> id_parts(const std::string& id) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t dot = id.find('.'); start <= id.size(); dot = id.find('.', dot + 1)) {
+    if (dot != std::string::npos && dot + 1 < id.size() &&
+        std::isdigit(static_cast<unsigned char>(id[dot + 1])))
+      continue;  // "lr=0.01", "v1.2": the dot is inside a value
+    parts.push_back(id.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::vector<std::string> varying_labels(const std::vector<std::string>& ids, std::string& common) {
+  std::vector<std::vector<std::string>> parts;
+  for (const auto& id : ids) parts.push_back(id_parts(id));
+  std::vector<std::string> shared;
+  if (!parts.empty())
+    for (const auto& p : parts[0]) {
+      bool everywhere = std::all_of(parts.begin(), parts.end(), [&](const auto& other) {
+        return std::find(other.begin(), other.end(), p) != other.end();
+      });
+      if (everywhere && ids.size() > 1) remember(shared, p);
+    }
+  common.clear();
+  for (const auto& p : shared) common += (common.empty() ? "" : ".") + p;
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::string label;
+    for (const auto& p : parts[i])
+      if (std::find(shared.begin(), shared.end(), p) == shared.end())
+        label += (label.empty() ? "" : ".") + p;
+    labels.push_back(label.empty() ? ids[i] : label);
+  }
+  return labels;
+}
+
 std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& records) {
   std::vector<EnvironmentGroup> groups;
-  for (const auto& r : records) {
-    json env = r.data.value("environment", json::object());
-    std::string key = environment_key(env);
+  std::vector<size_t> group_of(records.size());
+  auto environment_of = [](const Record& r) { return r.data.value("environment", json::object()); };
+  // Records that measured something define the groups: one machine, and no library at another
+  // version than the group's (the backends of one run, each record listing its own backend's
+  // library, share a group; a rerun of a backend on a new library version starts another).
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!is_ok(records[i])) continue;
+    const json env = environment_of(records[i]);
+    const std::string key = environment_key(env);
     const std::map<std::string, std::string> libs = libraries_of(env);
-    // One machine, and no library at another version than the group's: the backends of one run
-    // (each record lists its own backend's library) share a group; a rerun of a backend on a
-    // new library version starts another.
     auto g = std::find_if(groups.begin(), groups.end(), [&](const EnvironmentGroup& e) {
       return e.key == key && libraries_agree(e.libraries, libs);
     });
@@ -79,13 +128,43 @@ std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& re
       g = groups.end() - 1;
     }
     g->libraries.insert(libs.begin(), libs.end());
-    auto same = std::find_if(g->records.begin(), g->records.end(),
+    group_of[i] = static_cast<size_t>(g - groups.begin());
+  }
+  // A record without measurements (SKIPPED, FAILED, ...) is often written by the parent process,
+  // whose environment lists every backend it looked at and the ISA of the last one: it joins its
+  // machine's group (the one where its backend's library agrees, else the first), so a sweep's
+  // skipped cells show in the sweep's table. Only a machine with no OK record gets a group of them.
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (is_ok(records[i])) continue;
+    const json env = environment_of(records[i]);
+    const std::string key = environment_key(env);
+    const std::map<std::string, std::string> libs = libraries_of(env);
+    std::map<std::string, std::string> own;
+    if (auto it = libs.find(backend(records[i])); it != libs.end()) own.insert(*it);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const EnvironmentGroup& e) {
+      return e.key == key && libraries_agree(e.libraries, own);
+    });
+    if (g == groups.end())
+      g = std::find_if(groups.begin(), groups.end(),
+                       [&](const EnvironmentGroup& e) { return e.key == key; });
+    if (g == groups.end()) {
+      groups.push_back({"E" + std::to_string(groups.size() + 1), key, env, libs, {}});
+      g = groups.end() - 1;
+    }
+    group_of[i] = static_cast<size_t>(g - groups.begin());
+  }
+  // In file order, so rows and columns keep their first-seen order; the later record of a case
+  // stands.
+  for (size_t i = 0; i < records.size(); ++i) {
+    EnvironmentGroup& g = groups[group_of[i]];
+    const Record& r = records[i];
+    auto same = std::find_if(g.records.begin(), g.records.end(),
                              [&](const Record* o) { return case_id(*o) == case_id(r); });
-    if (same != g->records.end()) {
-      *same = &r;  // the later record of a case stands
-      ++g->superseded;
+    if (same != g.records.end()) {
+      *same = &r;
+      ++g.superseded;
     } else {
-      g->records.push_back(&r);
+      g.records.push_back(&r);
     }
   }
   return groups;
@@ -333,6 +412,7 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
                    "% of " + sum_of,
                    {},
                    phases,
+                   {},
                    {}};
   for (const Record* r : g.records) {
     if (!is_ok(*r)) continue;
@@ -364,7 +444,14 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
     return s;
   }
   s.add(t);
-  if (!bars.categories.empty()) s.add(plotter.render(bars));
+  if (!bars.categories.empty()) {
+    std::string common;
+    bars.labels = varying_labels(bars.categories, common);
+    if (!common.empty())
+      s.paragraph("The plot labels each bar by what varies between its cases; common to all: `" +
+                  common + "`.");
+    s.add(plotter.render(bars));
+  }
   return s;
 }
 
@@ -451,7 +538,9 @@ Section not_ok_view(const std::vector<Record>& records) {
   Table t{{"case", "status", "reason", "record"}, {}, 99};
   for (const auto& r : records)
     if (!is_ok(r))
-      t.rows.push_back({case_id(r), status(r), one_line(text_at(r.data, "/reason")), r.where()});
+      t.rows.push_back({case_id(r), status(r),
+                        one_line(cut_text(text_at(r.data, "/reason"), kMaxReasonBytes, r.where())),
+                        r.where()});
   if (t.rows.empty()) {
     s.paragraph("Every case ended OK.");
     return s;

@@ -31,6 +31,12 @@ std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& re
 std::string format_ms(double ms);
 std::string format_number(double v, int decimals);
 
+// Plot labels for case ids that say only what varies: each id's dot-separated parts ("fcn5",
+// "cpu_onednn", "b64", "comm=none"; a part starting with a digit stays with the one before, so
+// "lr=0.01" is one) less the parts every id holds, which go to `common`. An id left with no part
+// (one id, or an id whose parts all the others hold) keeps its whole.
+std::vector<std::string> varying_labels(const std::vector<std::string>& ids, std::string& common);
+
 Section environments_view(const std::vector<EnvironmentGroup>& groups);
 Section time_per_minibatch_view(const EnvironmentGroup& g);
 // Shi et al.'s table per hardware (network x tool, the fastest marked) and their time-vs-threads

@@ -15,6 +15,7 @@
 #include "report/plots.h"
 #include "report/report.h"
 #include "report/views.h"
+#include "test_files.h"
 
 using namespace dlhost::report;
 namespace fs = std::filesystem;
@@ -23,17 +24,8 @@ namespace {
 
 const std::string kData = DLHOST_REPORT_TEST_DATA;
 
-std::string fresh_folder(const std::string& name) {
-  std::string folder = std::string(DLHOST_REPORT_TEST_OUT) + "/" + name;
-  fs::remove_all(folder);
-  fs::create_directories(folder);
-  return folder;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using test::fresh_folder;
+using test::slurp;
 
 const Section& section(const Document& doc, const std::string& title) {
   for (const auto& s : doc.sections)
