@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +17,28 @@
 #include "core/plugin_registry.h"
 
 namespace {
+
+// Each test process gets its own Open MPI session folder. ctest runs two of these processes at
+// once, and two singleton MPI_Inits racing to create /tmp/ompi.HOST.UID fail with "mkdir ...
+// File exists" (seen on a fresh machine). Set before any plugin loads; a value the caller set
+// wins; the folder is removed at exit.
+// A plain array, not a std::string: the atexit handler runs after static destructors of
+// objects constructed after its registration, which a string built here would be.
+char session_base[PATH_MAX] = "";
+const bool kOwnSessionBase = [] {
+  if (std::getenv("OMPI_MCA_orte_tmpdir_base") != nullptr) return false;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "dlhost-test-ompi-XXXXXX").string();
+  if (dir.size() >= sizeof session_base) return false;
+  std::strcpy(session_base, dir.c_str());
+  if (mkdtemp(session_base) == nullptr) return false;
+  setenv("OMPI_MCA_orte_tmpdir_base", session_base, 0);
+  std::atexit([] {
+    std::error_code ignored;
+    std::filesystem::remove_all(session_base, ignored);
+  });
+  return true;
+}();
 
 using dlhost::StatusPtr;
 
