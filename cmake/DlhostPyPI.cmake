@@ -22,7 +22,9 @@ function(dlhost_pypi_package out_found out_reason package version file)
   if(_arg_PREFIX AND DLHOST_PYPI_DIR)
     set(_dir "${DLHOST_PYPI_DIR}/${_arg_PREFIX}")
     set(file "${_arg_PREFIX}/${file}")
-    file(GLOB _site LIST_DIRECTORIES true "${_dir}/lib/python3*/site-packages")
+    # site-packages from a python3 of its own (pyenv, venv), dist-packages from Debian's.
+    file(GLOB _site LIST_DIRECTORIES true "${_dir}/lib/python3*/site-packages"
+         "${_dir}/lib/python3*/dist-packages")
     list(LENGTH _site _n)
     if(NOT _n EQUAL 1)
       set(_site "${_dir}/lib/python3/site-packages")

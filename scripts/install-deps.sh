@@ -85,6 +85,12 @@ done
 ONEDNN_PREFIXES="onednn-3.2:onednn-cpu-gomp==2023.2.0+onednn-devel-cpu-gomp==2023.2.0"
 for entry in $ONEDNN_PREFIXES; do
   folder="$PYPI_DIR/${entry%%:*}" group=${entry#*:}
-  site=$(echo "$folder"/lib/python3*/site-packages)
+  site=$(echo "$folder"/lib/python3*/*-packages)
   installed "$site" "$group" || pip_group "$folder" --prefix "$group"
+  # Debian's own python3 puts `--prefix P` under P/local/ (its posix_local scheme: P/local/lib,
+  # P/local/include, .../dist-packages); a python3 of its own (pyenv, a venv) does not. The build
+  # looks in P/lib and P/include: move Debian's tree up.
+  if [ -d "$folder/local" ]; then
+    cp -a "$folder/local/." "$folder/" && rm -rf "$folder/local"
+  fi
 done

@@ -1,7 +1,8 @@
 # left_out_check.cmake — cmake -P script: the configure step's oneDNN 3 wheel check
 # (dlhost_onednn3_wheel in cmake/DlhostPyPI.cmake) leaves cpu_onednn3 out with a reason that says
 # what is missing: (1) an empty DLHOST_PYPI_DIR, (2) one where install-deps wrote pip's failure,
-# (3) a wheel whose dist-info is there but the library is not. The note file is what the host reads.
+# (3) a wheel whose dist-info is there but the library is not. The note file is what the host reads;
+# and (5) that the Python part under dist-packages (Debian's python3) is found.
 # Usage: cmake -DSOURCE_DIR=<repo> -DWORK_DIR=<scratch> -P left_out_check.cmake
 include("${SOURCE_DIR}/cmake/DlhostPyPI.cmake")
 file(REMOVE_RECURSE "${WORK_DIR}")
@@ -39,3 +40,18 @@ expect_left_out("no library" "onednn-3.2/lib/libdnnl.so.3 is missing from the wh
 
 set(DLHOST_PYPI_DIR "")
 expect_left_out("DLHOST_PYPI_DIR empty" "DLHOST_PYPI_DIR is empty")
+
+# (5) Debian's own python3 installs the wheels' Python part under dist-packages, not
+# site-packages (install-deps moves its P/local/ tree up to P/): found all the same.
+set(DLHOST_PYPI_DIR "${WORK_DIR}/debian")
+set(_p "${DLHOST_PYPI_DIR}/onednn-3.2")
+file(MAKE_DIRECTORY "${_p}/lib/python3.11/dist-packages/onednn_cpu_gomp-2023.2.0.dist-info"
+     "${_p}/lib/python3.11/dist-packages/onednn_devel_cpu_gomp-2023.2.0.dist-info"
+     "${_p}/include/oneapi/dnnl")
+file(WRITE "${_p}/lib/libdnnl.so.3" "")
+file(WRITE "${_p}/include/oneapi/dnnl/dnnl.hpp" "")
+dlhost_onednn3_wheel(found reason prefix)
+if(NOT found)
+  message(FATAL_ERROR "Debian layout (dist-packages): not found: ${reason}")
+endif()
+message(STATUS "Debian layout (dist-packages): found in ${prefix}")
