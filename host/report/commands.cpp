@@ -55,7 +55,7 @@ Commands::Entry add_export(CLI::App& app) {
   sub->add_option("results", *input, "Results file (JSON lines)")->required();
   sub->add_flag("--csv", *csv, "CSV (the only format for now)")->required();
   sub->add_option("-o,--output", *output, "Write here instead of standard output");
-  return {sub, [input, output] {
+  return {sub, [input, output, csv] {  // csv kept alive: --csv writes it while parsing
             Inputs in;
             try {
               read_results_file(*input, in);
