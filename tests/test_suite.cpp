@@ -31,7 +31,8 @@ const char* const kCaseKeys =
     "memory_limit_mb, seed, device, "
     "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, comm_memory, lr, momentum, "
-    "weight_decay, clip_norm, optimizer, beta1, beta2, adam_epsilon, precision, loss_scale, oversubscribe, input, data, epochs, "
+    "weight_decay, clip_norm, optimizer, beta1, beta2, adam_epsilon, precision, loss_scale, "
+    "oversubscribe, input, data, epochs, "
     "epoch_size, evaluate, options, tags, launcher_args, interconnect, link_gbit, link_latency_us";
 
 SuiteCatalog test_catalog() {
@@ -318,6 +319,24 @@ TEST_F(suite_loader, OverrideErrors) {
   EXPECT_EQ(error("cases:\n  - {network: fcn5}\n", {"threads=[1,2]"}),
             " override 'threads=[1,2]': a list of values needs a matrix to sweep; this suite has "
             "only 'cases'");
+}
+
+// `--set timeout=1e400` became inf (the case was TIMEOUT at once), `timeout: 1e999` was valid and
+// `--set lr=1e400` was written as null and 0.01 used (issue 32).
+TEST_F(suite_loader, NumbersBeyondADoubleAreRefusedNamingTheKey) {
+  const std::string yaml = "matrix:\n  network: fcn5\n";
+  EXPECT_EQ(error(yaml, {"timeout=1e400"}),
+            " override 'timeout=1e400': 'timeout' must be a finite number, got 1e400 (beyond the "
+            "range of a double)");
+  EXPECT_EQ(error(yaml, {"lr=-1e400"}),
+            " override 'lr=-1e400': 'lr' must be a finite number, got -1e400 (beyond the range "
+            "of a double)");
+  EXPECT_EQ(error("cases:\n  - {network: fcn5, timeout: 1e999}\n"),
+            "2:30: 'timeout' must be a finite number, got 1e999 (beyond the range of a double)");
+  EXPECT_EQ(error("cases:\n  - {network: fcn5, options: {cpu_ref: {scale: 1e999}}}\n"),
+            "2:48: 'options.cpu_ref.scale' must be a finite number, got 1e999 (beyond the range "
+            "of a double)");
+  EXPECT_EQ(load(yaml, {"timeout=1e300"}).cases.at(0).params["timeout"].get<double>(), 1e300);
 }
 
 TEST_F(suite_loader, ListOverrideOfANewKeyAddsALastAxis) {

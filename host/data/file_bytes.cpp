@@ -3,6 +3,7 @@
 // gzerror/gzclose_r, so both are checked.
 #include "data/file_bytes.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -56,6 +57,14 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   if (code == Z_BUF_ERROR) throw truncated;
   if (gzclose_r(file.release()) != Z_OK) throw DataError(path, "truncated or corrupt gzip stream");
   return bytes;
+}
+
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
 }
 
 }  // namespace dlhost::data

@@ -2,6 +2,8 @@
 // (recognised by its content, not its name, so `x.gz` and `x` are read alike). Thread-safe.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,5 +13,9 @@ namespace dlhost::data {
 // The file's (decompressed) bytes. Throws DataError naming the file when it cannot be opened or
 // its gzip stream is truncated or corrupt.
 std::vector<uint8_t> read_file_bytes(const std::string& path);
+
+// What a path that is not a regular file is, for a message: "a directory", "a FIFO", "a device",
+// "a socket".
+std::string file_kind(mode_t mode);
 
 }  // namespace dlhost::data
