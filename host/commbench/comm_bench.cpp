@@ -26,6 +26,7 @@
 // --interconnect also 77 (test hosts cannot be made here: SKIPPED, the reason printed) and 124
 // (the ranks passed --timeout).
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -661,6 +662,7 @@ int run_launcher(std::vector<std::string> cmd, double timeout_s) {
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // the launcher, and with it the ranks, die with us
     execvp(argv[0], argv.data());
     std::fprintf(stderr, "dlhost: comm-bench: cannot start %s: %s\n", argv[0],
                  std::strerror(errno));
@@ -831,6 +833,7 @@ int run_comm_bench(const PluginRegistry& registry, const Options& o) {
   Sweep w;
   try {
     w = parse_sweep(o);
+    if (w.env.launcher != "none") die_with_launcher();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlhost: comm-bench: %s\n", e.what());
     return 2;

@@ -793,8 +793,7 @@ int case_local_main(int ranks, const std::string& job_json) {
 }
 
 int case_worker_main(const std::string& job_json) {
-  // A rank dies with whoever started it (dlhost, or mpirun/srun).
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  die_with_launcher();
   CaseJob job = job_from_json(nlohmann::json::parse(job_json));
   RunContext ctx;
   try {
