@@ -449,9 +449,13 @@ Child spawn(std::vector<std::string> cmd, const CaseLimits& limits, char* const*
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
     if (limits.memory_limit_mb > 0) {
+      // The memory the case can write, not its address space: RLIMIT_DATA counts private
+      // writable mappings (the heap, anonymous memory, a reservation once made writable), while
+      // RLIMIT_AS also counted reservations that cost nothing (cpu_onednn's tensor arena, CUDA's)
+      // and every library's mapped code, so that LeNet (28 MB) was OOM under 48 GB.
       rlimit lim{};
       lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(limits.memory_limit_mb) * 1024 * 1024;
-      setrlimit(RLIMIT_AS, &lim);
+      setrlimit(RLIMIT_DATA, &lim);
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -830,7 +834,10 @@ int case_worker_main(const std::string& job_json) {
   attach_progress_publisher(ctx);  // rank 0's steps for the parent's progress line
   json rec = run_case(job.input, ctx);
   const std::string status = rec["status"].get<std::string>();
-  bool ok = status == kStatusOk || status == kStatusSkipped;
+  // A TIMEOUT is an orderly stop that every rank agreed on at the same step (train()), not a
+  // failure that leaves others waiting: the ranks end normally, so the launcher does not cut
+  // rank 0 off while it reports the case's record (with its timing).
+  bool ok = status == kStatusOk || status == kStatusSkipped || status == kStatusTimeout;
   if (ctx.rank.rank == 0) {
     std::string text = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     write_record_file(job.record_file, text);
