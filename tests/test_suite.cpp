@@ -486,7 +486,7 @@ TEST_F(suite_loader, RealDataAbsentIsSkippedWithThePath) {
   EXPECT_EQ(s.cases[0].id, "lenet.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");
   EXPECT_EQ(s.cases[1].skip_reason,
-            "real data: " + nowhere + ": not a directory (the data directory)");
+            "real data: " + nowhere + ": does not exist (the data directory)");
   EXPECT_EQ(s.cases[1].id.find("lenet.cpu_onednn.t0.data="), 0u) << s.cases[1].id;
   // An MNIST directory with one file missing: that file is named.
   fs::create_directories(dir_ / "half" / "mnist");

@@ -377,6 +377,14 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
     std::fprintf(stderr, "dlhost: %s\n", e.what());
     return 2;
   }
+  if (!o.in_process) {
+    try {
+      temp_folder();  // each case's record comes back through a file there
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dlhost: %s\n", e.what());
+      return 2;
+    }
+  }
   catch_interrupts();  // before the progress channel: it ignores SIGXFSZ, which its memfd can raise
   RunContext ctx = run_context(registry, networks, *suite);
   std::unique_ptr<ProgressChannel> channel = open_progress_channel(ctx, o);

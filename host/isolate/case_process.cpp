@@ -666,7 +666,7 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   if (job.record_file.empty()) {
     static int cases = 0;
     job.record_file =
-        (std::filesystem::temp_directory_path() /
+        (std::filesystem::path(temp_folder()) /
          ("dlhost-record-" + std::to_string(getpid()) + "-" + std::to_string(cases++) + ".json"))
             .string();
   }
@@ -729,9 +729,8 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   Outcome outcome =
       supervise(child, output, limits, start, interrupted, ranks > 1 ? &watch : nullptr);
   double duration = std::chrono::duration<double>(Clock::now() - start).count();
+  json rec = read_record_file(job.record_file);  // read and removed, however the case ended
   if (interrupted != nullptr && *interrupted && !outcome.timed_out) return json();
-
-  json rec = read_record_file(job.record_file);
   if (rec.is_null()) rec = output.reports.record;
   if (outcome.timed_out || rec.is_null()) {
     auto [status, why] = failure(outcome, output, limits, ranks, comm, place);

@@ -251,7 +251,12 @@ TEST(Catalog, FindsFilesInTheSubdirectoryOrDirAndNamesTheMissingOne) {
 TEST(Catalog, DataDirectoryFromSettingOrEnvironment) {
   TempDir dir("datadir");
   EXPECT_EQ(resolve_data_dir(dir.path().string()), dir.path().string());
-  expect_data_error([&] { resolve_data_dir(dir / "absent"); }, dir / "absent", "not a directory");
+  // "/nonexistent" said "not a directory" (issue 32).
+  expect_data_error([&] { resolve_data_dir(dir / "absent"); }, dir / "absent",
+                    "does not exist (the data directory)");
+  testing::write_bytes(dir / "file", {1});
+  expect_data_error([&] { resolve_data_dir(dir / "file"); }, dir / "file",
+                    "not a directory (the data directory)");
   ::setenv("DLHOST_DATA", dir.path().c_str(), 1);
   EXPECT_EQ(resolve_data_dir(""), dir.path().string());
   ::unsetenv("DLHOST_DATA");
