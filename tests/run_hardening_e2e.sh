@@ -107,6 +107,8 @@ cases:
 YAML
 run warm run "$WORK/warm.yaml" -o "$WORK/warm.jsonl"
 expect_rc 1; expect_out "TIMEOUT  no timed step"
+"$(dirname "$0")/validate_results.py" "$(dirname "$0")/../docs/results-schema.json" "$WORK/warm.jsonl" \
+  --cases 1 || fail "a TIMEOUT with no timed step does not validate"
 run warm-csv export --csv "$WORK/warm.jsonl"
 /usr/bin/python3 - "$WORK/warm.jsonl" "$WORK/warm-csv.out" <<'PY' || fail "a TIMEOUT with no timed step"
 import csv, json, sys
