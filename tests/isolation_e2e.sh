@@ -8,16 +8,7 @@ set -eu
 DLHOST="$1"; SRC="$2"; FIXTURES="$3"; WORK="$4"
 rm -rf "$WORK"; mkdir -p "$WORK"
 fail() { echo "isolation_e2e: FAILED: $*"; exit 1; }
-# A process has ended when it is gone or a zombie: an orphan is reaped by PID 1, which in a
-# container may be slow to do it. Exiting a large worker takes a moment under load: 5 s.
-gone_within_5s() {  # PID
-  for _ in $(seq 50); do
-    state=$(ps -o stat= -p "$1" 2>/dev/null || true)
-    case "$state" in "" | Z*) return 0 ;; esac
-    sleep 0.1
-  done
-  return 1
-}
+. "$(dirname "$0")/process_checks.sh"
 
 # Only the hanging case has a short timeout: the others (filling 1 GiB before the OOM costs ~3 s
 # of page faults here, more on a loaded machine) must end by themselves, never by the clock.

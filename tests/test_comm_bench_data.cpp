@@ -57,6 +57,16 @@ TEST(CommBenchData, SizesAndBandwidthFactors) {
   EXPECT_THROW(cb::parse_size("4X"), std::invalid_argument);
   EXPECT_THROW(cb::parse_size("M"), std::invalid_argument);
   EXPECT_THROW(cb::parse_size("-1"), std::invalid_argument);
+  // Beyond 2^64 the message was only "stoull" (issue 32).
+  for (const char* huge : {"99999999999999999999", "2048G"}) {
+    try {
+      cb::parse_size(huge);
+      ADD_FAILURE() << huge << " was taken";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "'" + std::string(huge) + "' is larger than 1T, the largest size comm-bench takes");
+    }
+  }
   EXPECT_EQ(cb::size_sweep(1024, 4 << 20, 4),
             (std::vector<uint64_t>{1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20}));
   EXPECT_EQ(cb::size_sweep(8, 100, 2), (std::vector<uint64_t>{8, 16, 32, 64}));

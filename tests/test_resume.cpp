@@ -1,15 +1,19 @@
 // test_resume.cpp — tests of what a run trusts and keeps in its results file (issue 18): the
 // writer's lock and its cut back to the last whole line when a write fails, --resume's refusal of
 // another suite's records and of a case id under other parameters, its skipping of lines that
-// are not records (with their numbers), and the command it prints to finish a run.
+// are not records (with their numbers), and the command it prints to finish a run; (issue 32) its
+// refusal of paths that are not regular files and a write that blocks giving way to a stop.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "run/results.h"
 #include "run/resume.h"
@@ -67,6 +71,63 @@ TEST(results_writer, AFailedWriteLeavesOnlyWholeLines) {
   writer.append(record("s", "b", "2"));  // with room again, the next record starts cleanly
   EXPECT_EQ(read_results(path).records.size(), 2u);
   EXPECT_EQ(read_results(path).torn_lines, 0);
+}
+
+std::string refusal(const std::string& path) {
+  try {
+    ResultsWriter writer(path);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// `-o res.fifo` blocked after 10 records and ignored SIGINT; `-o /proc/version` ran the whole
+// case before its write failed.
+TEST(results_writer, PathsThatAreNotRegularDataFilesAreRefusedNamingWhatTheyAre) {
+  const std::string fifo = temp_path("results.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(refusal(fifo), "results file " + fifo +
+                               ": not a regular file (a FIFO); results go to "
+                               "a regular file");
+  EXPECT_NE(refusal(testing::TempDir()).find("not a regular file (a directory)"),
+            std::string::npos);
+  EXPECT_NE(refusal("/dev/null").find("not a regular file (a device)"), std::string::npos);
+  EXPECT_EQ(refusal("/proc/version"),
+            "results file /proc/version: a kernel interface file (proc), not a file that holds "
+            "data");
+  EXPECT_EQ(refusal(temp_path("plain.jsonl")), "");
+}
+
+// A write into a pipe whose reader stopped (as into a hung mount) blocked in the kernel, where
+// SIGINT and SIGTERM did not end it: append() now gives the write up once the stop flag is set.
+TEST(results_writer, AWriteThatBlocksGivesWayToAStop) {
+  int ends[2];
+  ASSERT_EQ(pipe(ends), 0);
+  volatile sig_atomic_t stop = 0;
+  auto writer = ResultsWriter::adopt(ends[1], "pipe", &stop);
+  nlohmann::ordered_json big = record("s", "a", "1");
+  big["reason"] = std::string(256 * 1024, 'x');  // more than the pipe holds: the write blocks
+  std::thread stopper([&stop] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    stop = SIGTERM;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(writer->append(big), ResultsWriteInterrupted);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stopper.join();
+  EXPECT_LT(waited, 5.0);
+  EXPECT_THROW(writer->append(record("s", "b", "2")), ResultsWriteInterrupted);  // at once
+  writer.reset();  // with its write still blocked
+  // Drain the pipe so the abandoned thread ends; the line it wrote is whole.
+  std::string got;
+  char buf[65536];
+  ssize_t n;
+  while (got.size() < big.dump().size() + 1 && (n = read(ends[0], buf, sizeof(buf))) > 0)
+    got.append(buf, static_cast<size_t>(n));
+  EXPECT_EQ(got.back(), '\n');
+  close(ends[0]);
 }
 
 // A line of valid JSON with wrong types aborted the resume with type_error.302 and no line.

@@ -321,6 +321,24 @@ TEST_F(suite_loader, OverrideErrors) {
             "only 'cases'");
 }
 
+// `--set timeout=1e400` became inf (the case was TIMEOUT at once), `timeout: 1e999` was valid and
+// `--set lr=1e400` was written as null and 0.01 used (issue 32).
+TEST_F(suite_loader, NumbersBeyondADoubleAreRefusedNamingTheKey) {
+  const std::string yaml = "matrix:\n  network: fcn5\n";
+  EXPECT_EQ(error(yaml, {"timeout=1e400"}),
+            " override 'timeout=1e400': 'timeout' must be a finite number, got 1e400 (beyond the "
+            "range of a double)");
+  EXPECT_EQ(error(yaml, {"lr=-1e400"}),
+            " override 'lr=-1e400': 'lr' must be a finite number, got -1e400 (beyond the range "
+            "of a double)");
+  EXPECT_EQ(error("cases:\n  - {network: fcn5, timeout: 1e999}\n"),
+            "2:30: 'timeout' must be a finite number, got 1e999 (beyond the range of a double)");
+  EXPECT_EQ(error("cases:\n  - {network: fcn5, options: {cpu_ref: {scale: 1e999}}}\n"),
+            "2:48: 'options.cpu_ref.scale' must be a finite number, got 1e999 (beyond the range "
+            "of a double)");
+  EXPECT_EQ(load(yaml, {"timeout=1e300"}).cases.at(0).params["timeout"].get<double>(), 1e300);
+}
+
 TEST_F(suite_loader, ListOverrideOfANewKeyAddsALastAxis) {
   const Suite s = load("matrix:\n  network: [fcn5, fcn8]\n", {"threads=[1,2]"});
   EXPECT_EQ(ids(s), (Ids{"fcn5.cpu_onednn.t1", "fcn5.cpu_onednn.t2", "fcn8.cpu_onednn.t1",
@@ -468,7 +486,7 @@ TEST_F(suite_loader, RealDataAbsentIsSkippedWithThePath) {
   EXPECT_EQ(s.cases[0].id, "lenet.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");
   EXPECT_EQ(s.cases[1].skip_reason,
-            "real data: " + nowhere + ": not a directory (the data directory)");
+            "real data: " + nowhere + ": does not exist (the data directory)");
   EXPECT_EQ(s.cases[1].id.find("lenet.cpu_onednn.t0.data="), 0u) << s.cases[1].id;
   // An MNIST directory with one file missing: that file is named.
   fs::create_directories(dir_ / "half" / "mnist");

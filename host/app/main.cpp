@@ -18,6 +18,7 @@
 #include "core/command.h"
 #include "core/networks.h"
 #include "core/plugin_registry.h"
+#include "distributed/rank_env.h"
 #include "isolate/case_process.h"
 #include "isolate/plugin_probe.h"
 #include "project/command.h"
@@ -32,7 +33,16 @@ void add_max_cases(CLI::App* sub, RunOptions& o) {
   sub->add_option("--max-cases", o.max_cases,
                   "Refuse a suite that expands to more cases than this (counted before they are "
                   "built)")
-      ->capture_default_str();
+      ->capture_default_str()
+      // An unsigned option took "-1" as 2^64-1 (issue 32): a count is a positive number.
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            const bool count = !v.empty() && v.size() < 16 &&
+                               v.find_first_not_of("0123456789") == std::string::npos &&
+                               v.find_first_not_of('0') != std::string::npos;
+            return count ? std::string() : "a number of cases, 1 or more, got '" + v + "'";
+          },
+          ""));
 }
 
 CLI::App* add_run(CLI::App& app, RunOptions& o, bool& quick) {
@@ -108,6 +118,13 @@ int run_main(int argc, char** argv);
 
 // Usage and input errors exit 2 (see README "Exit codes"), whatever CLI11 or the allocator says.
 int main(int argc, char** argv) {
+  // Started by a launcher (a rank of comm-bench or of a case): dies with it from the start, the
+  // seconds of plugin loading included.
+  try {
+    if (detect_rank_env().launcher != "none") die_with_launcher();
+  } catch (const std::invalid_argument&) {
+    // A bad launcher environment is reported by the command that reads the ranks.
+  }
   try {
     int rc = run_main(argc, argv);
     g_command_returned = true;

@@ -215,6 +215,12 @@ bool save(ResultsWriter& writer, const json& rec, const RunOptions& o) {
   try {
     writer.append(rec);
     return true;
+  } catch (const ResultsWriteInterrupted& e) {
+    // The run ends as interrupted; the record that did not land is printed, not lost.
+    std::fprintf(stderr, "dlhost: %s\ndlhost: the record of case %s:\n%s\n", e.what(),
+                 rec.value("case_id", std::string("?")).c_str(),
+                 rec.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    return false;
   } catch (const std::exception& e) {
     std::fprintf(stderr,
                  "dlhost: %s\ndlhost: the record of case %s, which the file lacks:\n%s\n"
@@ -276,7 +282,10 @@ int run_cases(const std::vector<const CaseSpec*>& selected, const Suite& suite, 
     }
     if (rec.is_null()) break;  // interrupted: the case has no result
     baselines.add(c->params, rec);
-    if (!save(writer, rec, o)) return 2;
+    if (!save(writer, rec, o)) {
+      if (g_interrupted) break;  // the write blocked and Ctrl-C (or SIGTERM) came
+      return 2;
+    }
     ++counts[rec["status"].get<std::string>()];
     warned += rec["warnings"].empty() ? 0 : 1;
     console.case_finished(case_line(++index, selected.size(), RecordSummary::of(rec)),
@@ -363,10 +372,18 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
                                             : o.output;
   std::unique_ptr<ResultsWriter> writer;  // first: its lock keeps a second run out
   try {
-    writer = std::make_unique<ResultsWriter>(out_path);
+    writer = std::make_unique<ResultsWriter>(out_path, &g_interrupted);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlhost: %s\n", e.what());
     return 2;
+  }
+  if (!o.in_process) {
+    try {
+      temp_folder();  // each case's record comes back through a file there
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dlhost: %s\n", e.what());
+      return 2;
+    }
   }
   catch_interrupts();  // before the progress channel: it ignores SIGXFSZ, which its memfd can raise
   RunContext ctx = run_context(registry, networks, *suite);

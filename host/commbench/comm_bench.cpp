@@ -26,6 +26,7 @@
 // --interconnect also 77 (test hosts cannot be made here: SKIPPED, the reason printed) and 124
 // (the ranks passed --timeout).
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -275,8 +276,27 @@ Sweep parse_sweep(const Options& o) {
   w.dtype = comm_bench::parse_dtype(o.dtype);
   w.redop = comm_bench::parse_redop(o.redop);
   w.env = detect_rank_env();
-  w.sizes = comm_bench::size_sweep(comm_bench::parse_size(o.min_bytes),
-                                   comm_bench::parse_size(o.max_bytes), o.factor);
+  const uint64_t min_bytes = comm_bench::parse_size(o.min_bytes);
+  const uint64_t max_bytes = comm_bench::parse_size(o.max_bytes);
+  if (min_bytes > max_bytes)
+    throw std::invalid_argument("-b " + o.min_bytes + " is larger than -e " + o.max_bytes +
+                                " (the sweep goes from -b up to -e)");
+  w.sizes = comm_bench::size_sweep(min_bytes, max_bytes, o.factor);
+  // Each rank holds three buffers of the largest size (input, result, expected result): refused
+  // here, before any comm starts, rather than as std::bad_alloc in the middle of the ranks.
+  const uint64_t per_rank = 3 * w.sizes.back();
+  const uint64_t memory = host_memory_bytes();
+  const uint64_t local = static_cast<uint64_t>(std::max(w.env.local_size, 1));
+  if (per_rank > memory / local) {
+    char why[320];
+    std::snprintf(why, sizeof(why),
+                  "-e %s needs 3 buffers of %.1f GiB per rank (%.1f GiB for the %llu rank(s) of "
+                  "this host), more than its %.1f GiB of memory: lower -e (--maxbytes)",
+                  o.max_bytes.c_str(), w.sizes.back() / 1073741824.0,
+                  per_rank * static_cast<double>(local) / 1073741824.0,
+                  static_cast<unsigned long long>(local), memory / 1073741824.0);
+    throw std::invalid_argument(why);
+  }
   w.ops = parse_ops(o.ops);
   if (w.dtype == 0)
     throw std::invalid_argument("unknown --dtype '" + o.dtype + "' (f32, f64, i32, i64)");
@@ -661,6 +681,7 @@ int run_launcher(std::vector<std::string> cmd, double timeout_s) {
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // the launcher, and with it the ranks, die with us
     execvp(argv[0], argv.data());
     std::fprintf(stderr, "dlhost: comm-bench: cannot start %s: %s\n", argv[0],
                  std::strerror(errno));
@@ -751,7 +772,7 @@ int launch_ranks(const PluginRegistry& registry, const Options& o) {
   // The JSON the ranks write; a scratch one when none is asked for, to see that they ran.
   const std::string json_path = !o.json_path.empty()
                                     ? std::filesystem::absolute(o.json_path).string()
-                                    : (std::filesystem::temp_directory_path() /
+                                    : (std::filesystem::path(temp_folder()) /
                                        ("dlhost-comm-bench-" + std::to_string(getpid()) + ".json"))
                                           .string();
   auto skipped = [&](const std::string& why) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <stdexcept>
 #include <type_traits>
 
@@ -176,8 +177,12 @@ uint64_t parse_size(const std::string& text) {
   }
   if (s.empty() || !std::all_of(s.begin(), s.end(), [](char ch) { return std::isdigit(ch); }))
     throw bad();
-  uint64_t value = std::stoull(s);
-  if (value > (1ull << 40) / multiplier) throw bad();
+  // Past 1 TiB (or 2^64, where stoull gave only "stoull"): no buffer of this host holds it.
+  errno = 0;
+  const uint64_t value = std::strtoull(s.c_str(), nullptr, 10);
+  if (errno == ERANGE || value > (1ull << 40) / multiplier)
+    throw std::invalid_argument("'" + text +
+                                "' is larger than 1T, the largest size comm-bench takes");
   return value * multiplier;
 }
 

@@ -19,6 +19,18 @@
 
 namespace dlhost {
 
+std::string temp_folder() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string folder = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec))
+    throw std::runtime_error(
+        (tmpdir != nullptr && *tmpdir != '\0' ? "TMPDIR=" + folder : folder) +
+        (std::filesystem::exists(folder, ec) ? " is not a directory" : " does not exist") +
+        ": dlhost keeps temporary files there; set TMPDIR to an existing directory");
+  return folder;
+}
+
 std::string dlhost_version() { return DLHOST_VERSION; }
 std::string dlhost_git_revision() { return DLHOST_GIT_REVISION; }
 

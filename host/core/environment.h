@@ -21,6 +21,11 @@ std::string cpu_governor(const std::string& cpu_sysfs = "/sys/devices/system/cpu
 // Captured once per run; plugin libraries (backends' device info, comms' library) included.
 nlohmann::ordered_json capture_environment(const PluginRegistry& registry);
 
+// The folder for temporary files: TMPDIR when set, else /tmp. Throws std::runtime_error naming
+// TMPDIR when it is not an existing directory (std::filesystem said only "temp_directory_path:
+// No such file or directory").
+std::string temp_folder();
+
 std::string dlhost_version();
 std::string dlhost_git_revision();
 

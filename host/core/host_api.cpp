@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/rank_env.h"
 #include "distributed/rendezvous_store.h"
 
 namespace dlhost {
@@ -86,6 +87,14 @@ RendezvousClient* network_store() {
   return client.get();
 }
 
+// A rank of several without DLHOST_STORE: every store call fails at once, naming why, instead of
+// waiting on this process's own store for keys only the other ranks would set. Read once.
+dlhost_status* unshared_store(const char* call) {
+  static const std::string why = unshared_store_reason();
+  if (why.empty()) return nullptr;
+  return status_create(DLHOST_CODE_FAILED_PRECONDITION, (std::string(call) + ": " + why).c_str());
+}
+
 dlhost_status* to_status(const StoreStatus& s) {
   return s.ok() ? nullptr : status_create(s.code, s.message.c_str());
 }
@@ -93,6 +102,7 @@ dlhost_status* to_status(const StoreStatus& s) {
 dlhost_status* store_set(const char* key, const void* value, size_t size) {
   if (key == nullptr || (value == nullptr && size > 0))
     return status_create(DLHOST_CODE_INVALID_ARGUMENT, "store_set: NULL key or value");
+  if (dlhost_status* unshared = unshared_store("store_set")) return unshared;
   if (RendezvousClient* net = network_store()) return to_status(net->set(key, value, size));
   auto& s = store();
   {
@@ -127,6 +137,7 @@ dlhost_status* store_get(const char* key, int64_t timeout_ms, void* value, size_
   if (key == nullptr || size == nullptr)
     return status_create(DLHOST_CODE_INVALID_ARGUMENT, "store_get: NULL key or size");
   size_t got = 0;
+  if (dlhost_status* unshared = unshared_store("store_get")) return unshared;
   if (RendezvousClient* net = network_store()) {
     StoreStatus st = net->get(key, timeout_ms, value, capacity, &got);
     if (st.ok()) *size = got;
@@ -150,6 +161,7 @@ dlhost_status* store_get(const char* key, int64_t timeout_ms, void* value, size_
 dlhost_status* store_size(const char* key, int64_t timeout_ms, size_t* size) {
   if (key == nullptr || size == nullptr)
     return status_create(DLHOST_CODE_INVALID_ARGUMENT, "store_size: NULL key or size");
+  if (dlhost_status* unshared = unshared_store("store_size")) return unshared;
   if (RendezvousClient* net = network_store()) {
     // A get into no room: OUT_OF_RANGE carries the size, OK means an empty value.
     size_t got = 0;

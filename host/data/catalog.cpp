@@ -87,7 +87,9 @@ std::string resolve_data_dir(const std::string& setting) {
     dir = env;
   }
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw DataError(dir, "not a directory (the data directory)");
+  const fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) throw DataError(dir, "does not exist (the data directory)");
+  if (!fs::is_directory(st)) throw DataError(dir, "not a directory (the data directory)");
   return dir;
 }
 

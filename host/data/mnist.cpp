@@ -26,42 +26,62 @@ std::string hex(uint32_t v) {
   return s;
 }
 
-// The idx header's sizes after checking the magic number and that the data is exactly there.
-std::vector<int64_t> idx_dims(const std::vector<uint8_t>& bytes, const std::string& path,
-                              uint32_t magic, const char* what, int64_t item_bytes_per_unit) {
+// An idx file as its header describes it.
+struct IdxFile {
+  std::vector<int64_t> dims;
+  size_t header = 0;           // bytes
+  uint64_t payload = 0;        // bytes the header announces after it
+  std::vector<uint8_t> bytes;  // header and payload
+};
+
+// Reads the idx file at `path` after checking its magic number, reading no more than its header
+// announces (a gzip bomb stops there), and checks that the data is exactly there.
+IdxFile read_idx(const std::string& path, uint32_t magic, const char* what) {
+  IdxFile f;
   const size_t rank = magic & 0xFF;
-  const size_t header = 4 + 4 * rank;
-  if (bytes.size() < header)
-    throw DataError(path, "truncated: " + std::to_string(bytes.size()) +
-                              " bytes, shorter than the " + std::to_string(header) +
+  f.header = 4 + 4 * rank;
+  std::vector<uint8_t> head = read_file_prefix(path, f.header);
+  if (head.size() < f.header)
+    throw DataError(path, "truncated: " + std::to_string(head.size()) +
+                              " bytes, shorter than the " + std::to_string(f.header) +
                               "-byte idx header of an MNIST " + what + " file");
-  uint32_t found = big_endian_u32(bytes, 0);
+  uint32_t found = big_endian_u32(head, 0);
   if (found != magic)
     throw DataError(path, "bad magic number " + hex(found) + " (an MNIST " + what +
                               " file starts with " + hex(magic) + ")");
-  std::vector<int64_t> dims;
-  int64_t payload = item_bytes_per_unit;
+  f.payload = 1;
+  std::string shape;
   for (size_t d = 0; d < rank; ++d) {
-    dims.push_back(big_endian_u32(bytes, 4 + 4 * d));
-    payload *= dims.back();
+    const uint32_t n = big_endian_u32(head, 4 + 4 * d);
+    f.dims.push_back(n);
+    shape += (d == 0 ? "" : "x") + std::to_string(n);
+    // Checked before each product: three 32-bit sizes overflow 64 bits.
+    if (n != 0 && f.payload > kMaxDataFileBytes / n)
+      throw DataError(path, std::string("the header announces ") + what + " of shape " + shape +
+                                "..., more than the " + std::to_string(kMaxDataFileBytes >> 20) +
+                                " MiB limit for one data file");
+    f.payload *= n;
   }
-  const auto have = static_cast<int64_t>(bytes.size() - header);
-  if (have < payload)
-    throw DataError(path, "truncated: the header announces " + std::to_string(dims[0]) + " " +
-                              what + " (" + std::to_string(payload) + " bytes) but only " +
+  const std::string announced =
+      std::to_string(f.dims[0]) + " " + what + " (" + std::to_string(f.payload) + " bytes)";
+  f.bytes = read_file_bytes(path, f.header + f.payload,
+                            "unexpected bytes after the " + announced +
+                                " the header announces; reading stopped there (not an MNIST " +
+                                what + " file, or a gzip bomb)");
+  const uint64_t have = f.bytes.size() - f.header;
+  if (have < f.payload)
+    throw DataError(path, "truncated: the header announces " + announced + " but only " +
                               std::to_string(have) + " bytes follow it");
-  if (have > payload)
-    throw DataError(path, std::to_string(have - payload) + " unexpected bytes after the " +
-                              std::to_string(dims[0]) + " " + what + " the header announces");
-  return dims;
+  return f;
 }
 
 }  // namespace
 
 ImageSet read_mnist(const std::string& images_path, const std::string& labels_path) {
   ImageSet set;
-  std::vector<uint8_t> pixels = read_file_bytes(images_path);
-  auto dims = idx_dims(pixels, images_path, kImagesMagic, "images", 1);
+  IdxFile images = read_idx(images_path, kImagesMagic, "images");
+  const std::vector<int64_t>& dims = images.dims;
+  std::vector<uint8_t>& pixels = images.bytes;
   if (dims[1] == 0 || dims[2] == 0)
     throw DataError(images_path, "images of " + std::to_string(dims[1]) + "x" +
                                      std::to_string(dims[2]) + " pixels");
@@ -74,8 +94,9 @@ ImageSet read_mnist(const std::string& images_path, const std::string& labels_pa
   pixels.erase(pixels.begin(), pixels.begin() + 16);
   set.pixels = std::move(pixels);
 
-  std::vector<uint8_t> labels = read_file_bytes(labels_path);
-  auto label_dims = idx_dims(labels, labels_path, kLabelsMagic, "labels", 1);
+  IdxFile label_file = read_idx(labels_path, kLabelsMagic, "labels");
+  const std::vector<int64_t>& label_dims = label_file.dims;
+  const std::vector<uint8_t>& labels = label_file.bytes;
   if (label_dims[0] != set.count)
     throw DataError(labels_path, "holds " + std::to_string(label_dims[0]) + " labels but " +
                                      images_path + " holds " + std::to_string(set.count) +

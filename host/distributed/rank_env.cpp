@@ -2,6 +2,9 @@
 // rank_env.h for the precedence and why).
 #include "distributed/rank_env.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+
 #include <cstdlib>
 #include <stdexcept>
 #include <vector>
@@ -117,6 +120,26 @@ RankEnv detect_rank_env(const EnvLookup& lookup) {
 
 RankEnv detect_rank_env() {
   return detect_rank_env([](const char* name) { return std::getenv(name); });
+}
+
+void die_with_launcher() { prctl(PR_SET_PDEATHSIG, SIGKILL); }
+
+std::string unshared_store_reason() {
+  const char* store = std::getenv("DLHOST_STORE");
+  if (store != nullptr && *store != '\0') return "";
+  RankEnv env;
+  try {
+    env = detect_rank_env();
+  } catch (const std::invalid_argument&) {
+    return "";  // the command that reads the ranks reports a bad environment itself
+  }
+  if (env.size <= 1) return "";
+  return "this process is rank " + std::to_string(env.rank) + " of " + std::to_string(env.size) +
+         " (launcher " + env.launcher +
+         ") but DLHOST_STORE names no rendezvous store shared by the ranks, so each would wait "
+         "for keys only the others set. A bare launcher serves no store: a case of `dlhost run` "
+         "with "
+         "ranks > 1 serves one to its ranks, or use a comm that needs no store (mpi)";
 }
 
 }  // namespace dlhost

@@ -35,6 +35,17 @@ using EnvLookup = std::function<const char*(const char*)>;
 RankEnv detect_rank_env(const EnvLookup& lookup);
 RankEnv detect_rank_env();  // from the process environment
 
+// Makes this process, a rank, die (SIGKILL) with the process that started it: mpirun, Open
+// MPI's orted, srun's step daemon, or dlhost. A launcher killed outright cannot end its ranks,
+// and a rank left waiting in a collective waits forever. Called first thing by every rank:
+// `case-worker` and `comm-bench` under a launcher.
+void die_with_launcher();
+
+// Why this process cannot use the rendezvous store ("" when it can): it is a rank of several
+// (from the launcher's environment) and DLHOST_STORE names no store they share, so each rank
+// would wait on a store of its own for keys only the others set.
+std::string unshared_store_reason();
+
 // Expands Slurm's compressed task counts ("2(x3),1" -> 2,2,2,1) and returns entry `node`;
 // throws std::invalid_argument when the text is malformed or has no such entry.
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node);

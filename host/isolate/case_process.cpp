@@ -449,9 +449,13 @@ Child spawn(std::vector<std::string> cmd, const CaseLimits& limits, char* const*
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
     if (limits.memory_limit_mb > 0) {
+      // The memory the case can write, not its address space: RLIMIT_DATA counts private
+      // writable mappings (the heap, anonymous memory, a reservation once made writable), while
+      // RLIMIT_AS also counted reservations that cost nothing (cpu_onednn's tensor arena, CUDA's)
+      // and every library's mapped code, so that LeNet (28 MB) was OOM under 48 GB.
       rlimit lim{};
       lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(limits.memory_limit_mb) * 1024 * 1024;
-      setrlimit(RLIMIT_AS, &lim);
+      setrlimit(RLIMIT_DATA, &lim);
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -662,7 +666,7 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   if (job.record_file.empty()) {
     static int cases = 0;
     job.record_file =
-        (std::filesystem::temp_directory_path() /
+        (std::filesystem::path(temp_folder()) /
          ("dlhost-record-" + std::to_string(getpid()) + "-" + std::to_string(cases++) + ".json"))
             .string();
   }
@@ -725,9 +729,8 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   Outcome outcome =
       supervise(child, output, limits, start, interrupted, ranks > 1 ? &watch : nullptr);
   double duration = std::chrono::duration<double>(Clock::now() - start).count();
+  json rec = read_record_file(job.record_file);  // read and removed, however the case ended
   if (interrupted != nullptr && *interrupted && !outcome.timed_out) return json();
-
-  json rec = read_record_file(job.record_file);
   if (rec.is_null()) rec = output.reports.record;
   if (outcome.timed_out || rec.is_null()) {
     auto [status, why] = failure(outcome, output, limits, ranks, comm, place);
@@ -793,8 +796,7 @@ int case_local_main(int ranks, const std::string& job_json) {
 }
 
 int case_worker_main(const std::string& job_json) {
-  // A rank dies with whoever started it (dlhost, or mpirun/srun).
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  die_with_launcher();
   CaseJob job = job_from_json(nlohmann::json::parse(job_json));
   RunContext ctx;
   try {
@@ -831,7 +833,10 @@ int case_worker_main(const std::string& job_json) {
   attach_progress_publisher(ctx);  // rank 0's steps for the parent's progress line
   json rec = run_case(job.input, ctx);
   const std::string status = rec["status"].get<std::string>();
-  bool ok = status == kStatusOk || status == kStatusSkipped;
+  // A TIMEOUT is an orderly stop that every rank agreed on at the same step (train()), not a
+  // failure that leaves others waiting: the ranks end normally, so the launcher does not cut
+  // rank 0 off while it reports the case's record (with its timing).
+  bool ok = status == kStatusOk || status == kStatusSkipped || status == kStatusTimeout;
   if (ctx.rank.rank == 0) {
     std::string text = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     write_record_file(job.record_file, text);

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/environment.h"
 #include "suite/schema.h"
 
 extern char** environ;
@@ -317,7 +318,7 @@ void TestHosts::make(const Interconnect& link) {
     shape(h.ns, "eth0", link);
     shape("", h.veth, link);
   }
-  folder_ = (fs::temp_directory_path() / (prefix_ + "-hosts")).string();
+  folder_ = (fs::path(temp_folder()) / (prefix_ + "-hosts")).string();
   fs::remove_all(folder_);
   fs::create_directories(folder_);
   std::ofstream hostfile(folder_ + "/hostfile");

@@ -21,12 +21,14 @@ RecordSummary RecordSummary::of(const json& rec) {
   if (auto t = rec.find("timing"); t != rec.end() && t->is_object()) {
     const json& step = (*t)["step"];
     r.timed = true;
-    r.median_ms = step["median"].get<double>();
-    r.p5_ms = step["p5"].get<double>();
-    r.p95_ms = step["p95"].get<double>();
     r.iterations = (*t)["iterations"].get<int64_t>();
-    r.samples_per_second = (*t)["samples_per_second"].get<double>();
-    if (auto d = t->find("data"); d != t->end() && d->is_object())
+    // No timed step (a TIMEOUT in warm-up): the figures are null.
+    auto number = [](const json& v) { return v.is_number() ? v.get<double>() : 0.0; };
+    r.median_ms = number(step["median"]);
+    r.p5_ms = number(step["p5"]);
+    r.p95_ms = number(step["p95"]);
+    r.samples_per_second = number((*t)["samples_per_second"]);
+    if (auto d = t->find("data"); d != t->end() && d->is_object() && (*d)["median"].is_number())
       r.data_ms = (*d)["median"].get<double>();
   }
   if (auto e = rec.find("evaluation"); e != rec.end() && e->is_object()) {
@@ -67,7 +69,9 @@ std::string case_line(size_t index, size_t total, const RecordSummary& rec) {
                 static_cast<int>(std::to_string(total).size()), index, total, rec.case_id.c_str(),
                 rec.status.c_str());
   std::string line = head;
-  if (rec.timed) {
+  if (rec.timed && rec.iterations == 0) {
+    line += " no timed step";
+  } else if (rec.timed) {
     char body[256];
     std::snprintf(body, sizeof(body),
                   " median %9.2f ms/mini-batch (p5 %.2f, p95 %.2f, n=%lld)  %10.1f samples/s",

@@ -1,37 +1,60 @@
 // results.h — the results file: JSON lines, one record per case, appended and flushed to disk as
 // each case ends so a killed run keeps every finished case. Reading skips a torn last line.
 // A writer holds an advisory lock on its file (a second dlhost writing to it is refused) and
-// never leaves a torn line of its own. A writer is used from one thread.
+// never leaves a torn line of its own, except when it is interrupted while a write blocks (a hung
+// mount): the run then ends, and the next writer ends that torn line. A results file must be a
+// regular file that holds data: a FIFO, a device, a directory or a kernel interface file
+// (/proc, /sys) is refused before any case runs. A writer is used from one thread; it writes
+// through a thread of its own so that the caller can stop waiting for a write that blocks.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dlhost {
 
+// append() gave up waiting for a write because the stop flag was set (SIGINT, SIGTERM).
+class ResultsWriteInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class ResultsWriter {
  public:
   // Creates parent folders; appends to an existing file. Throws std::runtime_error on failure,
-  // and when another process holds the file's lock.
-  explicit ResultsWriter(const std::string& path);
+  // for a path that is not a regular file holding data (naming what it is), and when another
+  // process holds the file's lock. `stop` (may be NULL): while a write waits, append() gives up
+  // as soon as *stop is non-zero.
+  explicit ResultsWriter(const std::string& path, const volatile sig_atomic_t* stop = nullptr);
+  // Adopts an open descriptor (a pipe in tests: a reader that stops reading), with no checks.
+  static std::unique_ptr<ResultsWriter> adopt(int fd, const std::string& name,
+                                              const volatile sig_atomic_t* stop);
   ~ResultsWriter();
   ResultsWriter(const ResultsWriter&) = delete;
   ResultsWriter& operator=(const ResultsWriter&) = delete;
 
   // One line, written and fsync'ed. On failure (a full disk) the file is truncated back to its
-  // last whole line and std::runtime_error thrown: the record is the caller's to keep.
+  // last whole line and std::runtime_error thrown: the record is the caller's to keep. Throws
+  // ResultsWriteInterrupted when *stop is set while the write blocks: the write is abandoned
+  // (its thread left blocked) and every later append() throws at once.
   void append(const nlohmann::ordered_json& record);
   const std::string& path() const { return path_; }
 
  private:
-  std::string path_;
-  [[noreturn]] void fail_append(int err);
+  struct Channel;
+  ResultsWriter(int fd, std::string path, const volatile sig_atomic_t* stop);
 
-  int fd_ = -1;
-  off_t whole_size_ = 0;  // the file's size after the last whole line
+  std::string path_;
+  const volatile sig_atomic_t* stop_ = nullptr;
+  std::shared_ptr<Channel> channel_;  // shared with the writing thread, which may outlive this
+  std::thread thread_;
 };
 
 struct ResultsFile {

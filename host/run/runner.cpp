@@ -78,7 +78,12 @@ double as_written(float v) {
   return std::strtod(buf, nullptr);
 }
 
+// No sample (a case that timed out before its first timed step): every figure null, none 0,
+// which a reader would take for a measured time.
 json summary_json(const Summary& s) {
+  if (s.count == 0)
+    return json{{"mean", nullptr}, {"median", nullptr}, {"min", nullptr},   {"max", nullptr},
+                {"p5", nullptr},   {"p95", nullptr},    {"stddev", nullptr}};
   return json{{"mean", s.mean}, {"median", s.median}, {"min", s.min},      {"max", s.max},
               {"p5", s.p5},     {"p95", s.p95},       {"stddev", s.stddev}};
 }
@@ -417,11 +422,12 @@ json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan&
   // The host clock around each whole step, its one synchronize included: what the step cost
   // the host, whichever timer split it.
   timing["wall_step"] = summary_json(summarize(s.wall_step));
-  timing["samples_per_second"] = step.median > 0 ? 1000.0 * plan.global_batch / step.median : 0.0;
-  timing["samples_per_second_mean"] = step.mean > 0 ? 1000.0 * plan.global_batch / step.mean : 0.0;
+  auto rate = [&](double per_ms, double ms) { return ms > 0 ? json(per_ms / ms) : json(nullptr); };
+  timing["samples_per_second"] = rate(1000.0 * plan.global_batch, step.median);
+  timing["samples_per_second_mean"] = rate(1000.0 * plan.global_batch, step.mean);
   // Training costs about 3x the forward FLOPs (forward, backward data, backward weights).
   timing["train_gflops_per_second_est"] =
-      step.median > 0 ? 3.0 * m.graph->forward_flops() * world_size / (step.median * 1e6) : 0.0;
+      rate(3.0 * m.graph->forward_flops() * world_size / 1e6, step.median);
   timing["samples"] = json{{"step", s.step},
                            {"forward", s.forward},
                            {"backward", s.backward},
@@ -576,10 +582,13 @@ json loss_json(const Samples& s) {
 void finish_status(const Samples& s, const json& p, json& rec) {
   if (s.timed_out) {
     rec["status"] = kStatusTimeout;
-    rec["reason"] = "case exceeded its timeout of " +
-                    std::to_string(case_value<double>(p, "timeout")) + " s after " +
-                    std::to_string(s.step.size()) + " of " +
-                    std::to_string(case_value<int64_t>(p, "iterations")) + " timed iterations";
+    char why[200];
+    std::snprintf(why, sizeof(why),
+                  "case exceeded its timeout of %g s after %zu of %lld timed "
+                  "iterations",
+                  case_value<double>(p, "timeout"), s.step.size(),
+                  static_cast<long long>(case_value<int64_t>(p, "iterations")));
+    rec["reason"] = why;
   } else if (s.step.empty()) {
     throw Error(DLHOST_CODE_INVALID_ARGUMENT, "no timed iterations");
   }

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <utility>
+
+#include "data/file_bytes.h"
 
 namespace dlhost {
 namespace {
@@ -425,7 +428,7 @@ class Loader {
     if (::stat(path_.c_str(), &st) != 0)
       throw SuiteError(path_ + ": cannot open: " + std::strerror(errno));
     if (!S_ISREG(st.st_mode)) {
-      throw SuiteError(path_ + ": not a regular file (" + file_kind(st.st_mode) +
+      throw SuiteError(path_ + ": not a regular file (" + data::file_kind(st.st_mode) +
                        "); a suite must be a YAML file");
     }
     if (static_cast<size_t>(st.st_size) > limits_.max_bytes) throw_too_big();
@@ -444,14 +447,6 @@ class Loader {
   [[noreturn]] void throw_too_big() const {
     throw SuiteError(path_ + ": larger than " + std::to_string(limits_.max_bytes >> 20) +
                      " MiB, the limit for a suite; split it into several suites");
-  }
-
-  static std::string file_kind(mode_t mode) {
-    if (S_ISDIR(mode)) return "a directory";
-    if (S_ISFIFO(mode)) return "a FIFO";
-    if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-    if (S_ISSOCK(mode)) return "a socket";
-    return "not a plain file";
   }
 
   // yaml-cpp parses nested flow collections by recursion, one stack frame per level, so a
@@ -624,6 +619,10 @@ class Loader {
         ordered_json v = scalar_to_json(node);
         if (!v.is_number()) bad(describe(node));  // an integer too large for int64
         const double d = v.get<double>();
+        // 1e400 reads as inf: a timeout that ends the case at once, an lr written as null.
+        if (!std::isfinite(d))
+          fail(where, "'" + spec.name + "' must be a finite number, got " + text +
+                          " (beyond the range of a double)");
         if (spec.has_min && (spec.min_exclusive ? d <= spec.min : d < spec.min)) bad(text);
         return v;
       }
@@ -671,6 +670,10 @@ class Loader {
             fail(where_of_value(option_value, option_key), *why);
         }
         map[option] = scalar_to_json(option_value);
+        if (map[option].is_number_float() && !std::isfinite(map[option].get<double>()))
+          fail(where_of_value(option_value, option_key),
+               "'options." + plugin + "." + option + "' must be a finite number, got " +
+                   option_value.Scalar() + " (beyond the range of a double)");
       }
     }
     return options;

@@ -64,7 +64,7 @@ cases:
 YAML
 env -u DLHOST_DATA "$DLHOST" run "$WORK/absent.yaml" -o "$WORK/absent.jsonl" > "$WORK/absent.txt" 2>&1 ||
   { cat "$WORK/absent.txt"; fail "a run with absent data must not fail"; }
-grep -q "SKIPPED.*$WORK/nowhere: not a directory" "$WORK/absent.txt" || { cat "$WORK/absent.txt"; fail "missing directory not named"; }
+grep -q "SKIPPED.*$WORK/nowhere: does not exist" "$WORK/absent.txt" || { cat "$WORK/absent.txt"; fail "missing directory not named"; }
 grep -q "SKIPPED.*DLHOST_DATA" "$WORK/absent.txt" || { cat "$WORK/absent.txt"; fail "unset DLHOST_DATA not named"; }
 mkdir -p "$WORK/half/cifar-10-batches-bin"
 cp "$D"/cifar-10-batches-bin/data_batch_1.bin "$WORK/half/cifar-10-batches-bin/"

@@ -2,6 +2,8 @@
 // files generated in a temp dir: round trips, gzip = plain, and one error naming the file for
 // each kind of damage (bad magic, truncation, label out of range, count mismatch, missing file).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <zlib.h>
 
 #include <cstdlib>
 
@@ -104,6 +106,46 @@ TEST(MnistReader, TruncatedGzipIsAnError) {
   auto size = std::filesystem::file_size(images);
   std::filesystem::resize_file(images, size / 2);
   expect_data_error([&] { read_mnist(images, labels); }, images, "truncated gzip stream");
+}
+
+// A 4 MB file announcing 60000x28x28 was inflated whole (4 GiB, RSS 4.2 GB) before failing
+// (issue 32): reading stops at the bytes the header announces, and the error names the file.
+TEST(MnistReader, AGzipBombStopsAtTheBytesTheHeaderAnnounces) {
+  TempDir dir("mnist_bomb");
+  const std::string images = dir / "bomb-images.gz", labels = dir / "labels";
+  testing::write_bytes(labels, testing::mnist_labels(100));
+  {
+    gzFile f = gzopen(images.c_str(), "wb1");
+    ASSERT_NE(f, nullptr);
+    std::vector<uint8_t> bytes = testing::mnist_images(100, 28, 28);  // 78 KB announced
+    std::vector<uint8_t> zeros(1 << 20, 0);
+    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), int(bytes.size()));
+    for (int mib = 0; mib < 256; ++mib)  // then 256 MiB that the header does not announce
+      ASSERT_EQ(gzwrite(f, zeros.data(), static_cast<unsigned>(zeros.size())), int(zeros.size()));
+    ASSERT_EQ(gzclose(f), Z_OK);
+  }
+  ASSERT_LT(std::filesystem::file_size(images), 2u << 20);
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  expect_data_error([&] { read_mnist(images, labels); }, images,
+                    "unexpected bytes after the 100 images (78400 bytes) the header announces; "
+                    "reading stopped there");
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64L << 10) << "KiB: the bomb was inflated";
+}
+
+// Three 32-bit sizes overflowed the product; a header announcing more than a data file may hold
+// is refused before anything after it is read.
+TEST(MnistReader, AHeaderAnnouncingTooMuchIsRefused) {
+  TempDir dir("mnist_huge");
+  const std::string images = dir / "images", labels = dir / "labels";
+  std::vector<uint8_t> bytes = testing::mnist_images(1, 1, 1);
+  for (size_t i = 4; i < 16; ++i) bytes[i] = 0xFF;  // 2^32-1 images of (2^32-1)^2 pixels
+  testing::write_bytes(images, bytes);
+  testing::write_bytes(labels, testing::mnist_labels(1));
+  expect_data_error([&] { read_mnist(images, labels); }, images,
+                    "the header announces images of shape 4294967295..., more than the 1024 MiB "
+                    "limit");
 }
 
 TEST(CifarReader, RoundTripOverSeveralBatches) {
@@ -209,7 +251,12 @@ TEST(Catalog, FindsFilesInTheSubdirectoryOrDirAndNamesTheMissingOne) {
 TEST(Catalog, DataDirectoryFromSettingOrEnvironment) {
   TempDir dir("datadir");
   EXPECT_EQ(resolve_data_dir(dir.path().string()), dir.path().string());
-  expect_data_error([&] { resolve_data_dir(dir / "absent"); }, dir / "absent", "not a directory");
+  // "/nonexistent" said "not a directory" (issue 32).
+  expect_data_error([&] { resolve_data_dir(dir / "absent"); }, dir / "absent",
+                    "does not exist (the data directory)");
+  testing::write_bytes(dir / "file", {1});
+  expect_data_error([&] { resolve_data_dir(dir / "file"); }, dir / "file",
+                    "not a directory (the data directory)");
   ::setenv("DLHOST_DATA", dir.path().c_str(), 1);
   EXPECT_EQ(resolve_data_dir(""), dir.path().string());
   ::unsetenv("DLHOST_DATA");

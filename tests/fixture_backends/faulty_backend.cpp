@@ -6,8 +6,9 @@
 // none, error (returns INTERNAL), throw (lets a C++ exception escape through the C ABI), segv,
 // abort, exit (calls exit(3)), exit0 (calls exit(0)), hang (sleeps forever), oom (allocates until
 // refused; run it under memory_limit_mb). One fault is in compile instead: hang_compile (sleeps
-// forever there, so the other ranks wait for this one in the comm's init). Its "training" only
-// makes a loss that falls (1 / step), which is all the host needs to time it.
+// forever there, so the other ranks wait for this one in the comm's init); one at the process's
+// exit: hang_at_exit (trains normally, then hangs in an exit handler, after its record is out). Its
+// "training" only makes a loss that falls (1 / step), which is all the host needs to time it.
 #include <dlhost/dlhost.hpp>
 
 #include <csignal>
@@ -84,6 +85,10 @@ const dlhost_backend_api kApi = [] {
       if (only && *only != (rank != nullptr ? rank : "0")) m->fault = "none";
       if (m->fault == "hang_compile")
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (m->fault == "hang_at_exit")
+        std::atexit([] {
+          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        });
       for (int32_t i = 0; i < g->num_params; ++i) {
         m->params.emplace_back(static_cast<size_t>(g->params[i]->count));
         m->grads.emplace_back(static_cast<size_t>(g->params[i]->count));

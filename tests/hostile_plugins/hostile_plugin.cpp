@@ -8,10 +8,12 @@
 //   5 abort_entry    abort() in the entry
 //   6 throw_entry    an exception escapes the entry (the message must name it, with its what())
 //   7 said_abort     says why on stderr, then abort(): the refusal must quote what it said
+//   8 hang_entry     never returns from its entry: refused as hung once, and remembered
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 #include "dlhost/dlhost.h"
 
@@ -33,6 +35,8 @@ extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_h
 #elif HOSTILE_FAULT == 7
   std::fprintf(stderr, "acme: cannot find libacme_rt.so.3\n");
   std::abort();
+#elif HOSTILE_FAULT == 8
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 #else
   static dlhost_backend_api table{};  // every function NULL
   table.struct_size = DLHOST_BACKEND_API_STRUCT_SIZE;
