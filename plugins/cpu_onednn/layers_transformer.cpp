@@ -2,7 +2,7 @@
 // (layer_normalization forward/backward), GELU (eltwise gelu_erf / gelu_tanh), multi-head
 // attention split into two batched matmuls around a softmax (the 1/sqrt(d) scale fused into
 // the first matmul as a post-op), learned positions (a broadcasting binary add
-// forward, a sum reduction for the table's gradient) and the tied output layer (matmul forward,
+// forward, a dnnl_sgemm sum for the table's gradient) and the tied output layer (matmul forward,
 // dnnl_sgemm gradients, as the FC's GEMM path). Plain loops only where oneDNN has no primitive:
 // the causal mask and the pinned dropout mask of the attention weights. Layers exist only while a
 // model compiles, as in layers.cpp.
@@ -373,7 +373,7 @@ class AttentionLayer : public NodeLayer {
 };
 
 // y[n, t, :] = x[n, t, :] + table[t, :]: a binary add broadcasting the table's first T rows over
-// N. The table's gradient is dy summed over N (a reduction primitive); rows T.. stay zero (the
+// N. The table's gradient is dy summed over N (dnnl_sgemm); rows T.. stay zero (the
 // buffer starts zeroed and nothing else writes them).
 class PositionEmbeddingLayer : public NodeLayer {
  public:
@@ -413,17 +413,17 @@ class PositionEmbeddingLayer : public NodeLayer {
     Tensor& y = m.tensor(output_);
     const std::string what = name_ + ": position embedding backward";
     memory dy = m.diff_of(y);
-    memory dtable = alias(m.param(params_[0]).grad, rows_md_);
-    if (y.dims[0] > 1) {
-      const auto pd = compat::make_pd<dnnl::reduction>(
-          m.engine(), m.attr(), false, algorithm::reduction_sum, y.md, rows_md_, 0.0f, 0.0f);
-      m.add_primitive(steps, what + " (table)", dnnl::reduction(pd), pd,
-                      {{DNNL_ARG_SRC, dy}, {DNNL_ARG_DST, dtable}});
-      m.note_implementation("reduction", pd.impl_info_str());
-    } else {
-      // One sample: nothing to sum (oneDNN refuses a reduction over no axis), a copy.
-      add_copy(m, steps, what + " (table)", dy, dtable);
-    }
+    // dtable[0:T] = ones [1, N] x dY [N, T*C]: one dnnl_sgemm. oneDNN 2.6's reduction primitive
+    // has only its reference kernel for this (6% of gpt2_tiny's step), and refuses N = 1.
+    const int64_t n = y.dims[0], row = y.elements / n;
+    ones_ = m.alloc(plain_md({n}, dt::f32));
+    float* ones = static_cast<float*>(ones_.get_data_handle());
+    std::fill(ones, ones + n, 1.0f);
+    const float* d = static_cast<const float*>(dy.get_data_handle());
+    float* dtable = static_cast<float*>(m.param(params_[0]).grad.get_data_handle());
+    m.add_function(steps, what + " (table)", [=, name = name_] {
+      sgemm(name, 'N', 'N', 1, row, n, 1.0f, ones, n, d, row, 0.0f, dtable, row);
+    });
     m.add_ready(steps, params_[0]);
     // dx = dy: the same buffer where x has no gradient yet, else a copy or a sum into it.
     if (!x.needs_grad || m.pass_diff(y, x)) return;
@@ -441,7 +441,8 @@ class PositionEmbeddingLayer : public NodeLayer {
   }
 
   dlhost_position_embedding_attrs a_;
-  Md rows_md_;  // [1, T, C]: the table rows in use
+  Md rows_md_;   // [1, T, C]: the table rows in use
+  memory ones_;  // [N] ones, the table gradient's dnnl_sgemm operand
 };
 
 // logits = x E^T (+ b) over the last axis, E the [vocab, dim] table of an earlier embedding
