@@ -1,8 +1,9 @@
 // test_cpu_onednn.cpp — tests of the cpu_onednn backend plugin through its C table, as the host
 // drives it: forward values against naive references, every op's backward against central
 // finite differences (ABI 1.0 and 1.1 ops: batch norm, dropout's pinned mask, residual add, LRN,
-// global average pooling, per-step FC, sequence cross-entropy, embedding, LSTM), the SGD update
-// against its formula, canonical parameter I/O, two small learnable tasks (an MLP, a language
+// global average pooling, per-step FC, sequence cross-entropy, embedding, LSTM; ABI 1.4's layer
+// norm, GELU, attention, position embedding and tied output layer), the SGD and AdamW updates
+// against their formulas, canonical parameter I/O, two small learnable tasks (an MLP, a language
 // model), and the errors compile and set_input must return. Only the ABI is used: batch norm's
 // running statistics, which no ABI call exposes, are checked by the white-box
 // tests/sdk/test_cpu_onednn_internals.cpp, built with the plugin's sources.
@@ -70,18 +71,16 @@ struct Sgd {
 class Session {
  public:
   explicit Session(std::unique_ptr<Graph> graph, Sgd sgd = {}, int threads = 1, int64_t seed = 42)
+      : Session(test_attrs::sgd(sgd.lr, sgd.momentum, sgd.weight_decay, sgd.clip_norm),
+                std::move(graph), threads, seed) {}
+  // Any optimizer (ABI 1.4: AdamW).
+  Session(const dlhost_optimizer_desc& opt, std::unique_ptr<Graph> graph, int threads = 1,
+          int64_t seed = 42)
       : graph_(std::move(graph)), api_(backend()) {
     dlhost_options options;
     options.values["threads"] = std::to_string(threads);
     options.values["seed"] = std::to_string(seed);
     check_status(api_->context_create(0, &options, &context_), "context_create");
-    dlhost_optimizer_desc opt{};
-    opt.struct_size = DLHOST_OPTIMIZER_DESC_STRUCT_SIZE;
-    opt.kind = DLHOST_OPTIMIZER_SGD;
-    opt.learning_rate = sgd.lr;
-    opt.momentum = sgd.momentum;
-    opt.weight_decay = sgd.weight_decay;
-    opt.clip_norm = sgd.clip_norm;
     Outcome o = take(api_->compile(context_, graph_->view(), &opt, &options, &model_));
     if (o.code != DLHOST_CODE_OK) {
       api_->context_destroy(context_);
@@ -1538,6 +1537,148 @@ TEST(cpu_onednn, SetInputRejectsBadData) {
   EXPECT_EQ(take(s.api()->set_input(s.model(), logits, x.data(), 24)).code,
             DLHOST_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(take(s.api()->set_input(s.model(), data, x.data(), 32)).code, DLHOST_CODE_OK);
+}
+
+// --- ABI 1.4: the Transformer's ops and AdamW --------------------------------------------------
+
+// [N, T, C] data -> a per-step FC (so a parameter lies upstream) -> body -> CE over the samples.
+void check_sequence_gradients(const std::string& name,
+                              const std::function<int32_t(GraphBuilder&, int32_t)>& body) {
+  check_ce_gradients(
+      name, 2, {5, 8},
+      [&](GraphBuilder& b, int32_t x) { return body(b, b.fc("in", x, fc(8, true, 2))); }, 1e-2f);
+}
+
+TEST(cpu_onednn, LayerNormAndGeluGradients) {
+  check_sequence_gradients("layer_norm", [](GraphBuilder& b, int32_t x) {
+    return b.layer_norm("ln", x, {DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE, 1e-5f});
+  });
+  for (int32_t kind : {DLHOST_GELU_ERF, DLHOST_GELU_TANH})
+    check_sequence_gradients("gelu", [kind](GraphBuilder& b, int32_t x) {
+      return b.gelu("gelu", x, {DLHOST_GELU_ATTRS_STRUCT_SIZE, kind});
+    });
+}
+
+// Causal with q, k, v from layers of their own; then one tensor as q, k and v at once, whose
+// gradient must sum the three paths.
+TEST(cpu_onednn, AttentionGradients) {
+  check_sequence_gradients("causal", [](GraphBuilder& b, int32_t x) {
+    return b.attention("attn", b.fc("q", x, fc(8, true, 2)), b.fc("k", x, fc(8, false, 2)),
+                       b.fc("v", x, fc(8, true, 2)), {DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, 2, 1, 0});
+  });
+  check_sequence_gradients("self", [](GraphBuilder& b, int32_t x) {
+    return b.attention("attn", x, x, x, {DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, 4, 0, 0});
+  });
+}
+
+// Causal attention: position 0 sees only itself, so its output is v's row 0 whatever q and k
+// are; the last position mixes every row.
+TEST(cpu_onednn, CausalAttentionSeesOnlyThePast) {
+  const int64_t t = 4, c = 2;
+  GraphBuilder b("causal", 1);
+  int32_t q = b.input("q", DLHOST_DTYPE_F32, {t, c});
+  int32_t v = b.input("v", DLHOST_DTYPE_F32, {t, c});
+  int32_t y = b.attention("attn", q, q, v, {DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, 1, 1, 0});
+  int32_t target = b.input("target", DLHOST_DTYPE_F32, {t, c});
+  b.mse_loss("loss", y, target);
+  Session s(b.finish());
+  std::mt19937 rng(3);
+  const std::vector<float> qv = uniform(t * c, rng), vv = uniform(t * c, rng);
+  s.set(q, qv);
+  s.set(v, vv);
+  s.set(target, std::vector<float>(t * c, 0.0f));
+  s.loss();
+  std::vector<float> out(t * c);
+  const auto* read = reinterpret_cast<const dlhost_tensor_read_ext*>(dlhost_find_extension(
+      test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, DLHOST_TEST_ONEDNN_PLUGIN)
+          .table->extensions,
+      DLHOST_EXT_TENSOR_READ));
+  ASSERT_NE(read, nullptr);
+  check_status(read->read_tensor(s.model(), y, out.data(), out.size() * 4), "read_tensor");
+  // Reference in double: softmax over j <= i of q_i . q_j / sqrt(c).
+  for (int64_t i = 0; i < t; ++i) {
+    std::vector<double> w(i + 1);
+    double sum = 0.0;
+    for (int64_t j = 0; j <= i; ++j) {
+      double dot = 0.0;
+      for (int64_t e = 0; e < c; ++e) dot += double(qv[i * c + e]) * qv[j * c + e];
+      w[j] = std::exp(dot / std::sqrt(double(c)));
+      sum += w[j];
+    }
+    for (int64_t e = 0; e < c; ++e) {
+      double o = 0.0;
+      for (int64_t j = 0; j <= i; ++j) o += w[j] / sum * vv[j * c + e];
+      EXPECT_NEAR(out[i * c + e], o, 1e-5) << "position " << i;
+    }
+  }
+}
+
+// ids -> embedding -> positions -> tied output layer -> CE per position: the table's gradient
+// is the sum of the lookup's and the output layer's (checked against finite differences of the
+// loss), and the rows of the position table past T get none.
+TEST(cpu_onednn, TiedOutputLayerAndPositionsGradients) {
+  const int64_t n = 2, t = 3, vocab = 7, dim = 4, max_positions = 5;
+  GraphBuilder b("tied", n);
+  int32_t ids = b.input("ids", DLHOST_DTYPE_I32, {t});
+  int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {t});
+  int32_t words = b.embedding("wte", ids, embedding(vocab, dim));
+  int32_t x = b.position_embedding("wpe", words,
+                                   {DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE, max_positions});
+  x = b.layer_norm("ln", x, {DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE, 1e-5f});
+  b.softmax_cross_entropy(
+      "loss", b.tied_fc("head", x, words, {DLHOST_TIED_FC_ATTRS_STRUCT_SIZE, -1, 1}), labels);
+  Session s(b.finish());
+  std::mt19937 rng(41);
+  s.randomize(rng);
+  s.set_labels(ids, {1, 4, 1, 0, 6, 2});
+  s.set_labels(labels, {4, 1, 0, 6, 2, 3});
+  expect_gradients_match(s, 1e-2f);
+  const std::vector<float> dpos = s.get(s.param_id("wpe.table"), DLHOST_PARAM_GRAD);
+  for (int64_t i = t * dim; i < max_positions * dim; ++i) EXPECT_EQ(dpos[i], 0.0f) << i;
+}
+
+// AdamW against dlhost_backend.h's formula in double, three steps (the bias corrections change
+// with t), with decoupled weight decay and clipping.
+TEST(cpu_onednn, AdamWUpdateMatchesFormula) {
+  const dlhost_optimizer_desc opt = test_attrs::adamw(0.01f, 0.1f, 0.5f, 0.8f, 0.95f, 1e-6f);
+  GraphBuilder b("adamw", 2);
+  int32_t x = b.input("data", DLHOST_DTYPE_F32, {3, 5, 5});
+  int32_t labels = -1;
+  Session s(opt, with_ce_head(b, b.conv2d("conv", x, conv(16, 3)), 3, &labels));
+  std::mt19937 rng(13);
+  const int32_t params = s.graph().num_params();
+  std::vector<std::vector<double>> w(params), m1(params), m2(params);
+  std::vector<std::vector<float>> g(params);
+  double sum = 0.0;
+  for (int32_t p = 0; p < params; ++p) {
+    std::vector<float> wf = uniform(s.count(p), rng);
+    g[p] = uniform(s.count(p), rng);
+    for (float e : g[p]) sum += double(e) * e;
+    s.put(p, wf);
+    w[p].assign(wf.begin(), wf.end());
+    m1[p].assign(wf.size(), 0.0);
+    m2[p].assign(wf.size(), 0.0);
+  }
+  const double scale = std::min(1.0, opt.clip_norm / std::sqrt(sum));
+  ASSERT_LT(scale, 1.0);  // clipping takes part
+  for (int step = 1; step <= 3; ++step) {
+    for (int32_t p = 0; p < params; ++p) s.put(p, g[p], DLHOST_PARAM_GRAD);
+    s.update();
+    const double c1 = 1.0 - std::pow(double(opt.beta1), step);
+    const double c2 = 1.0 - std::pow(double(opt.beta2), step);
+    for (int32_t p = 0; p < params; ++p) {
+      std::vector<float> got = s.get(p);
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double gi = scale * g[p][i];
+        m1[p][i] = opt.beta1 * m1[p][i] + (1.0 - opt.beta1) * gi;
+        m2[p][i] = opt.beta2 * m2[p][i] + (1.0 - opt.beta2) * gi * gi;
+        w[p][i] -= double(opt.learning_rate) * opt.weight_decay * w[p][i];
+        w[p][i] -= opt.learning_rate * (m1[p][i] / c1) / (std::sqrt(m2[p][i] / c2) + opt.epsilon);
+        ASSERT_NEAR(got[i], w[p][i], 2e-6)
+            << s.graph().param(p).name << "[" << i << "] step " << step;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -351,8 +351,7 @@ class FcLayer : public WeightedLayer {
   static void gemm(const std::string& name, char transa, char transb, int64_t m, int64_t n,
                    int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                    int64_t ldc) {
-    if (dnnl_sgemm(transa, transb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc) != dnnl_success)
-      sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: node " + name + ": dnnl_sgemm failed");
+    sgemm(name, transa, transb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   }
 
   dlhost_fc_attrs a_;
@@ -1043,6 +1042,16 @@ std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index) {
       return make_lstm_layer(graph, node);
     case DLHOST_OP_GLOBAL_AVG_POOL:
       return make_global_avg_pool_layer(graph, node);
+    case DLHOST_OP_LAYER_NORM:
+      return make_layer_norm_layer(graph, node);
+    case DLHOST_OP_GELU:
+      return make_gelu_layer(graph, node);
+    case DLHOST_OP_ATTENTION:
+      return make_attention_layer(graph, node, index);
+    case DLHOST_OP_POSITION_EMBEDDING:
+      return make_position_embedding_layer(graph, node);
+    case DLHOST_OP_TIED_FC:
+      return make_tied_fc_layer(graph, node);
     default:
       sdk::unimplemented("cpu_onednn: op " + std::to_string(node.op) + " not supported (node " +
                          std::string(node.name != nullptr ? node.name : "?") + ")");

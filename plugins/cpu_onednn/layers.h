@@ -53,6 +53,26 @@ inline std::string dims_str(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
+// Row-major C [m, n] = alpha op(A) x op(B) + beta C with oneDNN's dnnl_sgemm; `name` is the
+// node's, for the error.
+inline void sgemm(const std::string& name, char transa, char transb, int64_t m, int64_t n,
+                  int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                  float beta, float* c, int64_t ldc) {
+  if (dnnl_sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
+    dlhost::sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: node " + name + ": dnnl_sgemm failed");
+}
+
+// The ABI's pinned inverted-dropout mask over `n` elements in logical (row-major) order:
+// 1 / (1 - p) where dlhost_dropout_keep(seed, node, step, i, p), else 0.
+inline void fill_dropout_mask(float* mask, int64_t n, uint64_t seed, uint32_t node, uint64_t step,
+                              float p) {
+  const float keep_scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    mask[i] =
+        dlhost_dropout_keep(seed, node, step, static_cast<uint64_t>(i), p) ? keep_scale : 0.0f;
+}
+
 // The node's attribute struct, checked to be present and at least `needed` bytes long.
 template <class Attrs>
 const Attrs& node_attrs(const dlhost_node& node, size_t needed) {
@@ -105,6 +125,14 @@ std::unique_ptr<Layer> make_global_avg_pool_layer(const dlhost_graph* graph,
 // layers_seq.cpp
 std::unique_ptr<Layer> make_embedding_layer(const dlhost_graph* graph, const dlhost_node& node);
 std::unique_ptr<Layer> make_lstm_layer(const dlhost_graph* graph, const dlhost_node& node);
+// layers_transformer.cpp (ABI 1.4)
+std::unique_ptr<Layer> make_layer_norm_layer(const dlhost_graph* graph, const dlhost_node& node);
+std::unique_ptr<Layer> make_gelu_layer(const dlhost_graph* graph, const dlhost_node& node);
+std::unique_ptr<Layer> make_attention_layer(const dlhost_graph* graph, const dlhost_node& node,
+                                            int32_t index);
+std::unique_ptr<Layer> make_position_embedding_layer(const dlhost_graph* graph,
+                                                     const dlhost_node& node);
+std::unique_ptr<Layer> make_tied_fc_layer(const dlhost_graph* graph, const dlhost_node& node);
 
 }  // namespace dlhost::cpu_onednn
 

@@ -40,7 +40,8 @@ class BatchNormLayer : public NodeLayer {
     if (y.dims != x.dims) bad("output " + dims_str(y.dims) + " differs from input");
     const int64_t channels = x.dims[1];
     const Md vec = plain_md({channels}, dt::f32);
-    pd_ = compat::batch_norm_forward_pd(m.engine(), m.attr(), x.md, x.md, a_.epsilon, flags());
+    pd_ = compat::normalization_forward_pd<dnnl::batch_normalization_forward>(
+        m.engine(), m.attr(), x.md, x.md, a_.epsilon, flags());
     m.alloc_param(params_[0], vec, vec);
     m.alloc_param(params_[1], vec, vec);
     m.alloc_tensor(y, pd_.dst_desc());
@@ -80,9 +81,9 @@ class BatchNormLayer : public NodeLayer {
     Tensor& x = m.tensor(inputs_[0]);
     Tensor& y = m.tensor(output_);
     const std::string what = name_ + ": batch normalization backward";
-    const auto pd =
-        compat::batch_norm_backward_pd(m.engine(), m.attr(), pd_.dst_desc(), pd_.dst_desc(),
-                                       pd_.src_desc(), a_.epsilon, flags(), pd_);
+    const auto pd = compat::normalization_backward_pd<dnnl::batch_normalization_backward>(
+        m.engine(), m.attr(), pd_.dst_desc(), pd_.dst_desc(), pd_.src_desc(), a_.epsilon, flags(),
+        pd_);
     memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
     // oneDNN computes the data gradient in any case; nobody reads it when nothing upstream
@@ -140,14 +141,10 @@ class DropoutLayer : public NodeLayer {
     const uint64_t seed = m.seed();
     const uint64_t* step = m.forward_calls();
     const uint32_t node = static_cast<uint32_t>(index_);
-    const float p = p_, keep_scale = 1.0f / (1.0f - p_);
+    const float p = p_;
     const int64_t n = x.elements;
-    m.add_function(steps, what + " mask", [mask, seed, step, node, p, keep_scale, n, plain] {
-      const uint64_t s = *step;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i)
-        mask[i] =
-            dlhost_dropout_keep(seed, node, s, static_cast<uint64_t>(i), p) ? keep_scale : 0.0f;
+    m.add_function(steps, what + " mask", [mask, seed, step, node, p, n, plain] {
+      fill_dropout_mask(mask, n, seed, node, *step, p);
     });
     mask_ = m.as_layout(plain, x.md, steps, what);
     m.alloc_tensor(y, x.md);

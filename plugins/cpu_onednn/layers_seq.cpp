@@ -63,26 +63,32 @@ class EmbeddingLayer : public NodeLayer {
     Tensor& y = m.tensor(output_);
     const int32_t* id = static_cast<const int32_t*>(ids.value.get_data_handle());
     const float* dy = static_cast<const float*>(m.diff_of(y).get_data_handle());
-    float* grad = static_cast<float*>(m.param(params_[0]).grad.get_data_handle());
+    Param& table = m.param(params_[0]);
+    float* grad = static_cast<float*>(table.grad.get_data_handle());
+    // A tied output layer (built before, as it comes later in the graph) wrote its part of the
+    // table's gradient already: the lookup's adds to it.
+    const bool accumulate = table.grad_written;
+    table.grad_written = true;
     const int64_t positions = ids.elements, dim = a_.dim, vocab = a_.vocab;
     // Thread t owns the rows r with r % threads == t: no two threads touch one row, and each row
     // sums its positions in position order, so the result does not depend on the thread count.
     // Every thread scans all ids, which is cheap next to the row additions.
-    m.add_function(steps, name_ + ": embedding scatter-add", [id, dy, grad, positions, dim, vocab] {
+    m.add_function(steps, name_ + ": embedding scatter-add",
+                   [id, dy, grad, positions, dim, vocab, accumulate] {
 #pragma omp parallel if (positions * dim > kParallelMin || vocab * dim > kParallelMin)
-      {
-        const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
-        for (int64_t r = me; r < vocab; r += threads)
-          std::memset(grad + r * dim, 0, static_cast<size_t>(dim) * sizeof(float));
-        for (int64_t p = 0; p < positions; ++p) {
-          const int64_t r = id[p];
-          if (r % threads != me) continue;
-          float* g = grad + r * dim;
-          const float* d = dy + p * dim;
-          for (int64_t j = 0; j < dim; ++j) g[j] += d[j];
-        }
-      }
-    });
+                     {
+                       const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+                       for (int64_t r = me; r < vocab && !accumulate; r += threads)
+                         std::memset(grad + r * dim, 0, static_cast<size_t>(dim) * sizeof(float));
+                       for (int64_t p = 0; p < positions; ++p) {
+                         const int64_t r = id[p];
+                         if (r % threads != me) continue;
+                         float* g = grad + r * dim;
+                         const float* d = dy + p * dim;
+                         for (int64_t j = 0; j < dim; ++j) g[j] += d[j];
+                       }
+                     }
+                   });
     m.add_ready(steps, params_[0]);
   }
 

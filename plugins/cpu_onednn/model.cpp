@@ -64,7 +64,11 @@ Model::Model(const Context& context, const dlhost_graph* graph,
              const dlhost_optimizer_desc& optimizer, uint64_t seed)
     : context_(context), optimizer_(optimizer), seed_(seed) {
   context_.apply_threads();
-  if (optimizer_.kind != DLHOST_OPTIMIZER_SGD)
+  if (optimizer_.kind == DLHOST_OPTIMIZER_ADAMW &&
+      !(optimizer_.beta1 >= 0 && optimizer_.beta1 < 1 && optimizer_.beta2 >= 0 &&
+        optimizer_.beta2 < 1 && optimizer_.epsilon >= 0))
+    sdk::invalid("cpu_onednn: AdamW needs beta1 and beta2 in [0, 1) and epsilon >= 0");
+  if (optimizer_.kind != DLHOST_OPTIMIZER_SGD && optimizer_.kind != DLHOST_OPTIMIZER_ADAMW)
     sdk::unimplemented("cpu_onednn: optimizer kind " + std::to_string(optimizer_.kind) +
                        " not supported");
   if (optimizer_.momentum < 0 || optimizer_.clip_norm < 0)
@@ -198,7 +202,12 @@ void Model::alloc_param(int32_t id, const Md& md, const Md& user_md) {
   p.user_md = user_md;
   p.value = alloc(md, true);
   p.grad = alloc(md);
-  if (optimizer_.momentum != 0.0f) p.velocity = alloc(md);
+  if (optimizer_.kind == DLHOST_OPTIMIZER_ADAMW) {
+    p.velocity = alloc(md);
+    p.moment2 = alloc(md);
+  } else if (optimizer_.momentum != 0.0f) {
+    p.velocity = alloc(md);
+  }
   p.floats = static_cast<int64_t>(md.get_size() / sizeof(float));
 }
 
@@ -552,6 +561,11 @@ void Model::update() {
     double norm = std::sqrt(total);
     if (norm > optimizer_.clip_norm) scale = static_cast<float>(optimizer_.clip_norm / norm);
   }
+  if (optimizer_.kind == DLHOST_OPTIMIZER_ADAMW) {
+    adamw_update(scale);
+    if (profile_) update_ms_ += ms_since(start);
+    return;
+  }
   const float lr = optimizer_.learning_rate;
   const float momentum = optimizer_.momentum;
   const float decay = optimizer_.weight_decay;
@@ -572,6 +586,35 @@ void Model::update() {
     }
   }
   if (profile_) update_ms_ += ms_since(start);
+}
+
+// AdamW as dlhost_backend.h states it (cpu_reference's order: clipping scales the raw gradient,
+// decay is decoupled, bias corrections from t). oneDNN has no optimizer primitive: one fused,
+// vectorized pass per parameter. A padded element (a blocked layout's) has zero gradient and
+// value, so it stays zero.
+void Model::adamw_update(float scale) {
+  ++updates_;
+  const double t = static_cast<double>(updates_);
+  const float b1 = optimizer_.beta1, b2 = optimizer_.beta2, eps = optimizer_.epsilon;
+  const float lr = optimizer_.learning_rate;
+  const float keep = 1.0f - lr * optimizer_.weight_decay;
+  // m / c1 / (sqrt(v / c2) + eps) = (m / c1) / (sqrt(v) / sqrt(c2) + eps)
+  const float step = static_cast<float>(lr / (1.0 - std::pow(double(b1), t)));
+  const float inv_sqrt_c2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double(b2), t)));
+  for (Param& p : params_) {
+    float* w = static_cast<float*>(p.value.get_data_handle());
+    const float* g = static_cast<const float*>(p.grad.get_data_handle());
+    float* m1 = static_cast<float*>(p.velocity.get_data_handle());
+    float* m2 = static_cast<float*>(p.moment2.get_data_handle());
+    const int64_t n = p.floats;
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = scale * g[i];
+      m1[i] = b1 * m1[i] + (1.0f - b1) * gi;
+      m2[i] = b2 * m2[i] + (1.0f - b2) * gi * gi;
+      w[i] = keep * w[i] - step * m1[i] / (std::sqrt(m2[i]) * inv_sqrt_c2 + eps);
+    }
+  }
 }
 
 void Model::synchronize() { context_.stream.wait(); }

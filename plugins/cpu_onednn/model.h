@@ -71,9 +71,13 @@ struct Tensor {
 struct Param {
   std::string name;
   int64_t count = 0;
-  Md user_md;  // canonical layout (dlhost_graph.h)
-  dnnl::memory value, grad, velocity;
-  int64_t floats = 0;  // elements of the internal buffer, padding included
+  Md user_md;                          // canonical layout (dlhost_graph.h)
+  dnnl::memory value, grad, velocity;  // velocity: SGD's momentum, or AdamW's first moment
+  dnnl::memory moment2;                // AdamW's second moment
+  int64_t floats = 0;                  // elements of the internal buffer, padding included
+  // Compile-time: a node's backward already writes this gradient, so a later-built one (the
+  // embedding under a tied output layer) adds to it instead of overwriting it.
+  bool grad_written = false;
 };
 
 // One entry of a replayed list: a primitive with its arguments, a loop, or a grad-ready notice.
@@ -218,7 +222,9 @@ class Model final : public sdk::Model {
   static double ms_since(Clock::time_point start);
   void print_profile() const;
   dnnl::memory scratchpad_;
+  void adamw_update(float scale);
   float loss_ = 0.0f;
+  uint64_t updates_ = 0;  // AdamW's t: update calls so far
   uint64_t seed_ = 0;
   uint64_t forward_calls_ = 0;
   std::vector<RunningStats> running_stats_;

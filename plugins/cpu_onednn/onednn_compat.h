@@ -73,9 +73,13 @@ inline dnnl::eltwise_backward::primitive_desc eltwise_backward_pd(
 #endif
 }
 
-inline dnnl::batch_normalization_forward::primitive_desc batch_norm_forward_pd(
-    const dnnl::engine& engine, const dnnl::primitive_attr& attr, const Md& src, const Md& dst,
-    float epsilon, dnnl::normalization_flags flags) {
+// Batch or layer normalization, P its forward primitive (they take the same parameters):
+// v2 has one data descriptor.
+template <class P>
+typename P::primitive_desc normalization_forward_pd(const dnnl::engine& engine,
+                                                    const dnnl::primitive_attr& attr, const Md& src,
+                                                    const Md& dst, float epsilon,
+                                                    dnnl::normalization_flags flags) {
 #if DNNL_VERSION_MAJOR >= 3
   return {engine, dnnl::prop_kind::forward_training, src, dst, epsilon, flags, attr};
 #else
@@ -84,10 +88,14 @@ inline dnnl::batch_normalization_forward::primitive_desc batch_norm_forward_pd(
 #endif
 }
 
-inline dnnl::batch_normalization_backward::primitive_desc batch_norm_backward_pd(
-    const dnnl::engine& engine, const dnnl::primitive_attr& attr, const Md& diff_src,
-    const Md& diff_dst, const Md& src, float epsilon, dnnl::normalization_flags flags,
-    const dnnl::batch_normalization_forward::primitive_desc& hint) {
+// Its backward, P the backward primitive: v2 has one diff descriptor.
+template <class P, class Hint>
+typename P::primitive_desc normalization_backward_pd(const dnnl::engine& engine,
+                                                     const dnnl::primitive_attr& attr,
+                                                     const Md& diff_src, const Md& diff_dst,
+                                                     const Md& src, float epsilon,
+                                                     dnnl::normalization_flags flags,
+                                                     const Hint& hint) {
 #if DNNL_VERSION_MAJOR >= 3
   return {engine, dnnl::prop_kind::backward, diff_src, diff_dst, src, epsilon, flags, hint, attr};
 #else
@@ -180,6 +188,35 @@ inline logsoftmax_forward::primitive_desc logsoftmax_forward_pd(const dnnl::engi
 #else
   (void)dst;
   return {{dnnl::prop_kind::forward_training, src, axis}, attr, engine, allow_empty};
+#endif
+}
+
+// Softmax along `axis` (v2.6's softmax_forward has one data descriptor and no algorithm; v3's
+// takes softmax_accurate, src and dst).
+inline dnnl::softmax_forward::primitive_desc softmax_forward_pd(const dnnl::engine& engine,
+                                                                const dnnl::primitive_attr& attr,
+                                                                const Md& src, const Md& dst,
+                                                                int axis) {
+#if DNNL_VERSION_MAJOR >= 3
+  return {
+      engine, dnnl::prop_kind::forward_training, dnnl::algorithm::softmax_accurate, src, dst, axis,
+      attr};
+#else
+  (void)dst;
+  return {{dnnl::prop_kind::forward_training, src, axis}, attr, engine};
+#endif
+}
+
+// Softmax backward from the forward's dst (v2: one diff descriptor for diff_src and diff_dst).
+inline dnnl::softmax_backward::primitive_desc softmax_backward_pd(
+    const dnnl::engine& engine, const dnnl::primitive_attr& attr, const Md& diff_src,
+    const Md& diff_dst, const Md& dst, int axis,
+    const dnnl::softmax_forward::primitive_desc& hint) {
+#if DNNL_VERSION_MAJOR >= 3
+  return {engine, dnnl::algorithm::softmax_accurate, diff_src, diff_dst, dst, axis, hint, attr};
+#else
+  (void)diff_src;
+  return {{diff_dst, dst, axis}, attr, engine, hint};
 #endif
 }
 

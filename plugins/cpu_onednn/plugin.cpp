@@ -43,9 +43,12 @@ class OnednnBackend final : public sdk::Backend<Context> {
   }
   // No option of its own: the thread count and seed come from the host keys, nothing else.
   std::optional<std::vector<sdk::OptionSpec>> options() const override { return sdk::no_options(); }
-  // Capabilities: all ABI 1.1 ops; oneDNN is asked for strict f32 primitives only.
+  // Capabilities: every op up to ABI 1.4's Transformer ops, SGD and AdamW; oneDNN is asked for
+  // strict f32 primitives only.
   std::optional<sdk::Capabilities> capabilities() const override {
-    return sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
+    sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);
+    caps.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
+    return caps;
   }
   // Every value can be read back between forward and backward, except a tensor that an
   // in-place successor overwrites (a ReLU, a residual sum): UNIMPLEMENTED names it.
