@@ -46,7 +46,7 @@ TEST(launcher, MpirunOversubscribesWhenRanksTimesThreadsOutnumberTheCores) {
 }
 
 TEST(launcher, MpirunArgumentsInOrder) {
-  unsetenv("DLHOST_PROGRESS");
+  for (const std::string& var : forwarded_variables()) unsetenv(var.c_str());
   setenv("DLHOST_LOG_LEVEL", "info", 1);
   LaunchSpec spec;
   spec.ranks = 4;
