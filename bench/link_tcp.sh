@@ -1,6 +1,6 @@
 #!/bin/sh
 # link_tcp.sh — raw TCP goodput between two test hosts over an emulated link, made as dlhost's
-# test hosts are (host/isolate/test_hosts.cpp: two network namespaces, each its eth0 end of a veth
+# test hosts are (host/launch/test_hosts.cpp: two network namespaces, each its eth0 end of a veth
 # pair on a bridge, tbf on both ends of each pair), to tell the link's own rate from what a
 # comm's all-reduce makes of it. A measurement, not a test; root only; removes what it made.
 #

@@ -1,6 +1,6 @@
 #!/bin/sh
 # netns_e2e.sh — multi-rank cases on test hosts: `interconnect:` runs each rank in its own Linux
-# network namespace, joined to a bridge by a tc-shaped veth link (host/isolate/test_hosts.h).
+# network namespace, joined to a bridge by a tc-shaped veth link (host/launch/test_hosts.h).
 #   interconnect: a 2-host LeNet case over an emulated 1 GbE link must end OK with its ranks seen
 #     running inside the two namespaces and the record naming the link; a 2-host case of the
 #     store_check comm must end OK (its ranks read each other's key through the store, which

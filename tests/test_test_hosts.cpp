@@ -1,7 +1,8 @@
-// test_test_hosts.cpp — tests of host/isolate/test_hosts: the interconnect a case asks for, how
-// many hosts it gets, and (as root, where namespaces can be made) that TestHosts makes reachable
-// namespaces with shaped links, names a host whose link is cut, and leaves nothing behind.
-#include "isolate/test_hosts.h"
+// test_test_hosts.cpp — tests of host/launch/test_hosts: the link of each interconnect profile,
+// how many hosts a job gets, and (as root, where namespaces can be made) that TestHosts makes
+// reachable namespaces with shaped links, names a host whose link is cut, and leaves nothing
+// behind.
+#include "launch/test_hosts.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -25,25 +26,25 @@ std::string output_of(const std::string& command) {
 }
 
 TEST(test_hosts, InterconnectProfiles) {
-  EXPECT_EQ(case_interconnect(json{{"ranks", 2}}).profile, "loopback");
-  EXPECT_EQ(case_interconnect(json{{"interconnect", "10gbe"}}).gbit, 10);
-  const Interconnect gbe = case_interconnect(json{{"interconnect", "1gbe"}});
+  EXPECT_EQ(link_profile("loopback").gbit, 0);
+  EXPECT_EQ(link_profile("10gbe").gbit, 10);
+  const Interconnect gbe = link_profile("1gbe", 5, 7);  // a named profile ignores custom figures
+  EXPECT_EQ(gbe.profile, "1gbe");
   EXPECT_EQ(gbe.gbit, 1);
   EXPECT_EQ(gbe.latency_us, 0);
-  const Interconnect custom = case_interconnect(
-      json{{"interconnect", "custom"}, {"link_gbit", 0.25}, {"link_latency_us", 40}});
+  const Interconnect custom = link_profile("custom", 0.25, 40);
   EXPECT_EQ(custom.gbit, 0.25);
   EXPECT_EQ(custom.latency_us, 40);
 }
 
 TEST(test_hosts, OneHostPerRanksPerNode) {
-  EXPECT_EQ(test_host_count(json{{"ranks", 4}}), 4);
-  EXPECT_EQ(test_host_count(json{{"ranks", 4}, {"ranks_per_node", 2}}), 2);
-  EXPECT_EQ(test_host_count(json{{"ranks", 5}, {"ranks_per_node", 2}}), 3);
+  EXPECT_EQ(test_host_count(4, 1), 4);
+  EXPECT_EQ(test_host_count(4, 2), 2);
+  EXPECT_EQ(test_host_count(5, 2), 3);
 }
 
 TEST(test_hosts, MadeShapedCutAndRemoved) {
-  const Interconnect link = case_interconnect(json{{"interconnect", "1gbe"}});
+  const Interconnect link = link_profile("1gbe");
   if (std::string why = test_hosts_unavailable(link); !why.empty()) GTEST_SKIP() << why;
   const std::string prefix = "dlhn" + std::to_string(getpid());
   {

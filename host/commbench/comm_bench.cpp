@@ -26,8 +26,6 @@
 // --interconnect also 77 (test hosts cannot be made here: SKIPPED, the reason printed) and 124
 // (the ranks passed --timeout).
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,7 +54,11 @@
 #include "core/handles.h"
 #include "core/host_api.h"
 #include "distributed/rank_env.h"
-#include "isolate/test_hosts.h"
+#include "distributed/store_address.h"
+#include "launch/launcher.h"
+#include "launch/process_group.h"
+#include "launch/served_store.h"
+#include "launch/test_hosts.h"
 
 namespace dlhost {
 namespace {
@@ -605,7 +607,7 @@ std::string device_only_unfit(const LoadedPlugin& plugin, const RankEnv& env, co
 }
 
 // ---- Launch mode (--interconnect): this process starts the ranks, as `dlhost run` does for a
-// multi-rank case: over test hosts (network namespaces, tc-shaped links; isolate/test_hosts.h)
+// multi-rank case: over test hosts (network namespaces, tc-shaped links; launch/test_hosts.h)
 // for 10gbe / 1gbe / custom, mpirun on this host for loopback; then it adds the link to the JSON.
 
 volatile sig_atomic_t g_launch_interrupted = 0;
@@ -631,11 +633,7 @@ void add_plugin_folder(std::vector<std::string>& argv, const LoadedPlugin* p) {
 // One rank's command: this binary, the same sweep, no launch options.
 std::vector<std::string> rank_command(const Options& o, const std::string& json_path,
                                       const LoadedPlugin* comm, const LoadedPlugin* baseline) {
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) throw std::runtime_error("cannot find the dlhost binary (/proc/self/exe)");
-  exe[n] = '\0';
-  std::vector<std::string> argv{exe};
+  std::vector<std::string> argv{self_exe()};
   add_plugin_folder(argv, comm);
   add_plugin_folder(argv, baseline);
   argv.insert(argv.end(), {"comm-bench",
@@ -670,164 +668,78 @@ std::vector<std::string> rank_command(const Options& o, const std::string& json_
   return argv;
 }
 
-// Runs `cmd` in a process group of its own with this process's stdout and stderr, ending the
-// group at the timeout or on SIGINT/SIGTERM; its exit code, 124 on timeout, 130 interrupted.
-int run_launcher(std::vector<std::string> cmd, double timeout_s) {
-  std::vector<char*> argv;
-  for (auto& a : cmd) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // the launcher, and with it the ranks, die with us
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "dlhost: comm-bench: cannot start %s: %s\n", argv[0],
-                 std::strerror(errno));
-    _exit(127);
-  }
-  setpgid(pid, pid);
+// Runs `cmd` in a process group of its own with this process's stdout and stderr and `env`,
+// ending the group at the timeout or on SIGINT/SIGTERM; its exit code, 124 on timeout, 130
+// interrupted.
+int run_launcher(const std::vector<std::string>& cmd, double timeout_s, char* const* env) {
+  SpawnOptions spawn;
+  spawn.capture_output = false;
+  spawn.env = env;
+  spawn.error_prefix = "dlhost: comm-bench: ";
+  ProcessGroup group(cmd, spawn);
   struct sigaction sa {};
   sa.sa_handler = on_launch_signal;
   struct sigaction old_int {
   }, old_term{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  const auto start = std::chrono::steady_clock::now();
-  int status = 0, result = -1;
-  bool stopping = false;
-  std::chrono::steady_clock::time_point kill_at{};
-  while (result < 0) {
-    pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) {
-      result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      break;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    const bool late = std::chrono::duration<double>(now - start).count() > timeout_s;
-    if (!stopping && (late || g_launch_interrupted)) {
-      std::fprintf(stderr, "dlhost: comm-bench: %s: ending the ranks\n",
-                   g_launch_interrupted ? "interrupted" : "timed out");
-      kill(-pid, SIGTERM);
-      stopping = true;
-      kill_at = now + std::chrono::seconds(5);
-    } else if (stopping && now > kill_at) {
-      kill(-pid, SIGKILL);
-    }
-    usleep(50 * 1000);
-  }
+  Supervision s;
+  s.timeout_s = timeout_s;
+  s.interrupted = &g_launch_interrupted;
+  s.on_stop = [](const char* why) {
+    std::fprintf(stderr, "dlhost: comm-bench: %s: ending the ranks\n", why);
+  };
+  const GroupOutcome o = group.supervise(s);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  if (stopping) return g_launch_interrupted ? 130 : 124;
-  return result;
+  if (o.stopped) return g_launch_interrupted ? 130 : 124;
+  return exit_code(o.status);
 }
 
-int launch_ranks(const PluginRegistry& registry, const Options& o) {
-  if (detect_rank_env().size > 1) {
-    std::fprintf(stderr,
-                 "dlhost: comm-bench: --interconnect starts the ranks itself: run it once, not "
-                 "under a launcher\n");
-    return 2;
-  }
-  if (o.ranks < 2) {
-    std::fprintf(stderr,
-                 "dlhost: comm-bench: --ranks %d: over an interconnect it takes 2 or more\n",
-                 o.ranks);
-    return 2;
-  }
+// Why the launch options cannot be run, for a usage error (exit 2); "" when they can.
+std::string launch_unfit(const Options& o) {
+  if (detect_rank_env().size > 1)
+    return "--interconnect starts the ranks itself: run it once, not under a launcher";
+  if (o.ranks < 2)
+    return "--ranks " + std::to_string(o.ranks) + ": over an interconnect it takes 2 or more";
   const std::string& name = o.interconnect;
-  if (name != "loopback" && name != "10gbe" && name != "1gbe" && name != "custom") {
-    std::fprintf(
-        stderr, "dlhost: comm-bench: unknown --interconnect '%s' (loopback, 10gbe, 1gbe, custom)\n",
-        name.c_str());
-    return 2;
+  if (name != "loopback" && name != "10gbe" && name != "1gbe" && name != "custom")
+    return "unknown --interconnect '" + name + "' (loopback, 10gbe, 1gbe, custom)";
+  if ((o.link_gbit != 0 || o.link_latency_us != 0) && name != "custom")
+    return "--link-gbit and --link-latency-us go with --interconnect custom";
+  if (name == "custom" && !(o.link_gbit > 0) && !(o.link_latency_us > 0))
+    return "--interconnect custom needs --link-gbit and/or --link-latency-us above 0";
+  return "";
+}
+
+// Exit 77 for test hosts that cannot be made here, saying why (and writing so to --json).
+int launch_skipped(const Options& o, const std::string& json_path, const std::string& why) {
+  const std::string& name = o.interconnect;
+  std::fprintf(stderr, "dlhost: comm-bench: SKIPPED: interconnect %s: %s\n", name.c_str(),
+               why.c_str());
+  if (!o.json_path.empty()) {
+    json doc{{"schema", "dlhost.comm-bench/1"},
+             {"dlhost_version", dlhost_version()},
+             {"status", "SKIPPED"},
+             {"reason", "interconnect " + name + ": " + why},
+             {"interconnect", {{"profile", name}}},
+             {"results", json::array()}};
+    std::ofstream(json_path) << doc.dump(2) << "\n";
   }
-  if ((o.link_gbit != 0 || o.link_latency_us != 0) && name != "custom") {
-    std::fprintf(stderr,
-                 "dlhost: comm-bench: --link-gbit and --link-latency-us go with --interconnect "
-                 "custom\n");
-    return 2;
-  }
-  if (name == "custom" && !(o.link_gbit > 0) && !(o.link_latency_us > 0)) {
-    std::fprintf(stderr,
-                 "dlhost: comm-bench: --interconnect custom needs --link-gbit and/or "
-                 "--link-latency-us above 0\n");
-    return 2;
-  }
-  const LoadedPlugin* comm = find_comm(registry, o.comm, "--comm");
-  if (comm == nullptr) return 2;
-  const std::string base_name = o.baseline.empty() ? default_baseline(o.comm) : o.baseline;
-  const LoadedPlugin* base = nullptr;
-  if (!base_name.empty() && base_name != "none" && base_name != o.comm) {
-    base = find_comm(registry, base_name, "--baseline");
-    if (base == nullptr) return 2;
-  }
-  // The link as a case states it, so it maps to the same shaping as `dlhost run`'s.
-  nlohmann::ordered_json params{{"interconnect", name}};
-  if (o.link_gbit > 0) params["link_gbit"] = o.link_gbit;
-  if (o.link_latency_us > 0) params["link_latency_us"] = o.link_latency_us;
-  const Interconnect link = case_interconnect(params);
-  json described{{"profile", "loopback"}, {"ranks_per_host", o.ranks}};
-  // The JSON the ranks write; a scratch one when none is asked for, to see that they ran.
-  const std::string json_path = !o.json_path.empty()
-                                    ? std::filesystem::absolute(o.json_path).string()
-                                    : (std::filesystem::path(temp_folder()) /
-                                       ("dlhost-comm-bench-" + std::to_string(getpid()) + ".json"))
-                                          .string();
-  auto skipped = [&](const std::string& why) {
-    std::fprintf(stderr, "dlhost: comm-bench: SKIPPED: interconnect %s: %s\n", name.c_str(),
-                 why.c_str());
-    if (!o.json_path.empty()) {
-      json doc{{"schema", "dlhost.comm-bench/1"},
-               {"dlhost_version", dlhost_version()},
-               {"status", "SKIPPED"},
-               {"reason", "interconnect " + name + ": " + why},
-               {"interconnect", {{"profile", name}}},
-               {"results", json::array()}};
-      std::ofstream(json_path) << doc.dump(2) << "\n";
-    }
-    return 77;
-  };
-  std::unique_ptr<TestHosts> hosts;
-  std::vector<std::string> cmd{"mpirun", "-np", std::to_string(o.ranks)};
-  // As `dlhost run` launches a case (case_command): root allowed, no core binding, the cores
-  // oversubscribed when the ranks outnumber them.
-  if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  cmd.insert(cmd.end(), {"--bind-to", "none"});
-  if (o.ranks > host_cores()) cmd.push_back("--oversubscribe");
-  for (const char* var : {"DLHOST_LOG_LEVEL", "DLHOST_PLUGIN_PATH", "OMP_WAIT_POLICY"})
-    if (std::getenv(var) != nullptr) cmd.insert(cmd.end(), {"-x", var});
-  if (name != "loopback") {
-    if (std::string why = test_hosts_unavailable(link); !why.empty()) return skipped(why);
-    try {
-      hosts = std::make_unique<TestHosts>(o.ranks, 1, link);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "dlhost: comm-bench: cannot make the test hosts: %s\n", e.what());
-      return 1;
-    }
-    std::vector<std::string> args = hosts->launcher_args();
-    cmd.insert(cmd.end(), args.begin(), args.end());
-    described = hosts->describe();
-  }
-  std::vector<std::string> rank = rank_command(o, json_path, comm, base);
-  cmd.insert(cmd.end(), rank.begin(), rank.end());
-  std::remove(json_path.c_str());
-  int rc = 0;
-  try {
-    rc = run_launcher(cmd, o.timeout_s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dlhost: comm-bench: %s\n", e.what());
-    return 1;
-  }
+  return 77;
+}
+
+// What the launched ranks left: their JSON, checked to be theirs; the link added to it. The exit
+// code of comm-bench --interconnect.
+int launch_result(const Options& o, const std::string& json_path, int rc, const json& described) {
   // mpirun may exit 0 without starting anything (as root without leave): the ranks' JSON says
   // whether they ran.
   json doc;
   if (std::ifstream in(json_path); in) doc = json::parse(in, nullptr, false);
   if (o.json_path.empty()) std::remove(json_path.c_str());
   if (rc != 0) {
-    std::fprintf(stderr, "dlhost: comm-bench: the ranks over %s ended with code %d\n", name.c_str(),
-                 rc);
+    std::fprintf(stderr, "dlhost: comm-bench: the ranks over %s ended with code %d\n",
+                 o.interconnect.c_str(), rc);
     return rc == 124 || rc == 130 ? rc : 1;
   }
   if (!doc.is_object() || doc.value("world_size", 0) != o.ranks) {
@@ -845,6 +757,63 @@ int launch_ranks(const PluginRegistry& registry, const Options& o) {
     }
   }
   return doc.value("status", "") == "OK" ? 0 : 1;
+}
+
+// --interconnect: starts the ranks under mpirun as `dlhost run` starts a case's (launcher.h), on
+// test hosts for an emulated link, with a rendezvous store served to them as `dlhost run` serves
+// one (a comm that bootstraps through it, or takes no host memory, runs here too).
+int launch_ranks(const PluginRegistry& registry, const Options& o) {
+  if (std::string why = launch_unfit(o); !why.empty()) {
+    std::fprintf(stderr, "dlhost: comm-bench: %s\n", why.c_str());
+    return 2;
+  }
+  const std::string& name = o.interconnect;
+  const LoadedPlugin* comm = find_comm(registry, o.comm, "--comm");
+  if (comm == nullptr) return 2;
+  const std::string base_name = o.baseline.empty() ? default_baseline(o.comm) : o.baseline;
+  const LoadedPlugin* base = nullptr;
+  if (!base_name.empty() && base_name != "none" && base_name != o.comm) {
+    base = find_comm(registry, base_name, "--baseline");
+    if (base == nullptr) return 2;
+  }
+  // The same shaping as `dlhost run`'s for a case with this interconnect.
+  const Interconnect link = link_profile(name, o.link_gbit, o.link_latency_us);
+  json described{{"profile", "loopback"}, {"ranks_per_host", o.ranks}};
+  // The JSON the ranks write; a scratch one when none is asked for, to see that they ran.
+  const std::string json_path = !o.json_path.empty()
+                                    ? std::filesystem::absolute(o.json_path).string()
+                                    : (std::filesystem::path(temp_folder()) /
+                                       ("dlhost-comm-bench-" + std::to_string(getpid()) + ".json"))
+                                          .string();
+  LaunchSpec spec;
+  spec.ranks = o.ranks;
+  spec.store = true;
+  std::unique_ptr<TestHosts> hosts;
+  if (name != "loopback") {
+    if (std::string why = test_hosts_unavailable(link); !why.empty())
+      return launch_skipped(o, json_path, why);
+    try {
+      hosts = std::make_unique<TestHosts>(o.ranks, 1, link);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dlhost: comm-bench: cannot make the test hosts: %s\n", e.what());
+      return 1;
+    }
+    spec.extra_args = hosts->launcher_args();
+    described = hosts->describe();
+  }
+  std::remove(json_path.c_str());
+  int rc = 0;
+  try {
+    ServedStore store(
+        hosts ? hosts->parent_address()
+              : choose_store_endpoint(std::getenv("DLHOST_STORE_HOST"), false, {}).address);
+    rc = run_launcher(launcher_command(spec, rank_command(o, json_path, comm, base), host_cores()),
+                      o.timeout_s, store.job_environment());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlhost: comm-bench: %s\n", e.what());
+    return 1;
+  }
+  return launch_result(o, json_path, rc, described);
 }
 
 int run_comm_bench(const PluginRegistry& registry, const Options& o) {

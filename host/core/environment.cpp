@@ -6,7 +6,10 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -29,6 +32,22 @@ std::string temp_folder() {
         (std::filesystem::exists(folder, ec) ? " is not a directory" : " does not exist") +
         ": dlhost keeps temporary files there; set TMPDIR to an existing directory");
   return folder;
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    throw std::runtime_error(std::string("cannot find the dlhost binary: ") + std::strerror(errno));
+  buf[n] = '\0';
+  return buf;
 }
 
 std::string dlhost_version() { return DLHOST_VERSION; }

@@ -26,6 +26,13 @@ nlohmann::ordered_json capture_environment(const PluginRegistry& registry);
 // No such file or directory").
 std::string temp_folder();
 
+// The current time as a results file records it: "2026-12-05T16:48:48Z".
+std::string utc_now();
+
+// This dlhost binary's path (/proc/self/exe), for starting it again as a worker or a rank.
+// Throws std::runtime_error when it cannot be read.
+std::string self_exe();
+
 std::string dlhost_version();
 std::string dlhost_git_revision();
 

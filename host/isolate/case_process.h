@@ -16,28 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "core/plugin_registry.h"
-#include "run/runner.h"
+#include "isolate/case_job.h"
 
 namespace dlhost {
-
-struct CaseJob {
-  CaseSpec input;
-  std::string suite_name, suite_path;
-  std::vector<std::string> plugin_folders;    // searched by the worker, in order
-  std::vector<RefusedPlugin> unsafe_plugins;  // refused by dlhost's probe: never loaded again
-  // The files of the plugins the case names (backend, comm, network), resolved by dlhost. When
-  // set, the worker loads these alone: dlopening every plugin found (libtorch, cuDNN, cuBLAS,
-  // NCCL) would cost each case hundreds of MB of resident memory and seconds of start-up, counted
-  // in its peak memory. Empty: the worker searches plugin_folders (the case's plugins are unknown).
-  std::vector<std::string> plugin_files;
-  // Where rank 0 also writes its record (best effort; "" = stdout only). Open MPI's output
-  // forwarding can tear a long stdout line between ranks; a file on this host cannot be torn.
-  std::string record_file;
-};
-
-nlohmann::ordered_json job_to_json(const CaseJob& job);
-CaseJob job_from_json(const nlohmann::json& j);
 
 // What a case may use; 0 = no limit.
 struct CaseLimits {

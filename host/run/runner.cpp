@@ -21,6 +21,7 @@
 #include "core/compatibility.h"
 #include "core/control_plane.h"
 #include "core/device.h"
+#include "core/environment.h"
 #include "core/graph.h"
 #include "core/handles.h"
 #include "core/host_api.h"
@@ -48,13 +49,6 @@ struct Skip {
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
 }
 
 // Peak resident set of this process: reset at case start (Linux clear_refs "5") so each case

@@ -10,7 +10,8 @@
 #     with a failure, not TIMEOUT (the other rank fails its collective at once, never hangs); one
 #     that hangs makes it TIMEOUT naming it; the next case still runs.
 #  3. `dlhost comm-bench --comm gloo --baseline mpi_raw` on 1 rank, and on 2 ranks under mpirun
-#     with a store served by gloo_store_server (a bare mpirun serves none): every value right.
+#     with a store served by gloo_store_server (a bare mpirun serves none): every value right;
+#     and on 2 ranks under `--interconnect loopback`, which serves its ranks a store itself.
 # Without an mpirun that starts 2 ranks, the mpi and mpirun parts are left out (said so); the
 # rest still runs.
 # Usage: comm_gloo_e2e.sh DLHOST STORE_SERVER FIXTURE_BACKEND_DIR WORK_DIR
@@ -122,5 +123,12 @@ if [ $HAVE_MPI = 1 ]; then
     > "$B"2.txt 2>&1 || { cat "$B"2.txt; fail "2-rank comm-bench"; }
   cat "$B"2.txt
   check_run "$B"2.txt "$B"2.json 2 openmpi 7
+  # --interconnect starts the ranks itself and serves them a store as `dlhost run` does: no
+  # DLHOST_STORE from outside (gloo's ranks failed their store calls before host/launch).
+  env -u DLHOST_STORE "$DLHOST" comm-bench --comm gloo --baseline none --interconnect loopback \
+    --ranks 2 -b 1K -e 4K -n 2 -w 1 --ops all_reduce --json "$B"3.json \
+    > "$B"3.txt 2>&1 || { cat "$B"3.txt; fail "comm-bench --interconnect loopback (served store)"; }
+  grep -q '"status": "OK"' "$B"3.json && grep -q '"profile": "loopback"' "$B"3.json ||
+    { cat "$B"3.json; fail "comm-bench --interconnect loopback: no OK loopback JSON"; }
 fi
 echo "comm_gloo_e2e: all checks passed"

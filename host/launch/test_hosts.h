@@ -1,4 +1,5 @@
-// test_hosts.h — several hosts on one machine for a multi-rank case: each test host is a Linux
+// test_hosts.h — several hosts on one machine for a multi-rank job (a case of `dlhost run`, or
+// `dlhost comm-bench --interconnect`): each test host is a Linux
 // network namespace with its own address, joined to a bridge in the root namespace (which holds
 // the parent's address, where the rendezvous store is reached) by a veth pair, the pair shaped by
 // tc to an emulated interconnect (the suite key `interconnect`). mpirun reaches a host through a
@@ -27,12 +28,14 @@ struct Interconnect {
   double latency_us = 0;             // one-way latency added host to host; 0: none
 };
 
-// The case's interconnect (params after defaults); loopback when the key is absent.
-Interconnect case_interconnect(const nlohmann::ordered_json& params);
+// The link of a profile: 10gbe and 1gbe their bandwidth, custom the given bandwidth and latency
+// (0: none), loopback (or another name) unshaped. What a case's keys say is read in
+// isolate/case_job.h (case_interconnect).
+Interconnect link_profile(const std::string& profile, double link_gbit = 0,
+                          double link_latency_us = 0);
 
-// The test hosts a multi-rank case with an emulated interconnect runs on: ranks / ranks_per_node
-// (1 rank per host unless the case sets ranks_per_node), rounded up.
-int test_host_count(const nlohmann::ordered_json& params);
+// The test hosts `ranks` ranks run on, `ranks_per_host` to a host (the last may hold fewer).
+int test_host_count(int64_t ranks, int64_t ranks_per_host);
 
 // "" when test hosts with this interconnect can be made here, else why not: not root, no ip/tc,
 // namespaces refused (a container without CAP_SYS_ADMIN), or a latency without the netem qdisc.

@@ -1,6 +1,6 @@
 // test_hosts.cpp — see test_hosts.h. Every change to the network is an `ip` or `tc` command
 // (iproute2), run with posix_spawn and its output kept for the error message.
-#include "isolate/test_hosts.h"
+#include "launch/test_hosts.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -22,7 +22,6 @@
 #include <stdexcept>
 
 #include "core/environment.h"
-#include "suite/schema.h"
 
 extern char** environ;
 
@@ -192,22 +191,20 @@ class CreationLock {
 
 }  // namespace
 
-Interconnect case_interconnect(const json& params) {
+Interconnect link_profile(const std::string& profile, double link_gbit, double link_latency_us) {
   Interconnect link;
-  if (auto p = case_value_if<std::string>(params, "interconnect")) link.profile = *p;
+  link.profile = profile;
   if (link.profile == "10gbe") link.gbit = 10;
   if (link.profile == "1gbe") link.gbit = 1;
   if (link.profile == "custom") {
-    link.gbit = case_value_if<double>(params, "link_gbit").value_or(0.0);
-    link.latency_us = case_value_if<double>(params, "link_latency_us").value_or(0.0);
+    link.gbit = link_gbit;
+    link.latency_us = link_latency_us;
   }
   return link;
 }
 
-int test_host_count(const json& params) {
-  const int64_t ranks = case_value<int64_t>(params, "ranks");
-  const int64_t per_host = case_value_if<int64_t>(params, "ranks_per_node").value_or(1);
-  return static_cast<int>((ranks + per_host - 1) / per_host);
+int test_host_count(int64_t ranks, int64_t ranks_per_host) {
+  return static_cast<int>((ranks + ranks_per_host - 1) / ranks_per_host);
 }
 
 std::string test_hosts_unavailable(const Interconnect& link) {

@@ -1,0 +1,63 @@
+// case_job.cpp — see case_job.h.
+#include "isolate/case_job.h"
+
+#include "suite/schema.h"
+
+namespace dlhost {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+json unsafe_to_json(const std::vector<RefusedPlugin>& unsafe) {
+  json out = json::array();
+  for (const auto& r : unsafe) out.push_back({{"path", r.path}, {"reason", r.reason}});
+  return out;
+}
+
+}  // namespace
+
+json job_to_json(const CaseJob& job) {
+  return json{{"id", job.input.id},
+              {"params", job.input.params},
+              {"source", job.input.source},
+              {"skip_reason", job.input.skip_reason},
+              {"backend_by_priority", job.input.backend_by_priority},
+              {"suite_name", job.suite_name},
+              {"suite_path", job.suite_path},
+              {"plugin_folders", job.plugin_folders},
+              {"unsafe_plugins", unsafe_to_json(job.unsafe_plugins)},
+              {"plugin_files", job.plugin_files},
+              {"record_file", job.record_file}};
+}
+
+CaseJob job_from_json(const nlohmann::json& j) {
+  CaseJob job;
+  job.input.id = j.at("id").get<std::string>();
+  job.input.params = nlohmann::ordered_json::parse(j.at("params").dump());
+  job.input.source = j.at("source").get<std::string>();
+  job.input.skip_reason = j.at("skip_reason").get<std::string>();
+  job.input.backend_by_priority = j.value("backend_by_priority", false);
+  job.suite_name = j.at("suite_name").get<std::string>();
+  job.suite_path = j.at("suite_path").get<std::string>();
+  job.plugin_folders = j.at("plugin_folders").get<std::vector<std::string>>();
+  for (const auto& r : j.value("unsafe_plugins", nlohmann::json::array()))
+    job.unsafe_plugins.push_back(
+        {r.at("path").get<std::string>(), r.at("reason").get<std::string>()});
+  job.plugin_files = j.value("plugin_files", std::vector<std::string>());
+  job.record_file = j.value("record_file", std::string());
+  return job;
+}
+
+Interconnect case_interconnect(const json& params) {
+  return link_profile(case_value_if<std::string>(params, "interconnect").value_or("loopback"),
+                      case_value_if<double>(params, "link_gbit").value_or(0.0),
+                      case_value_if<double>(params, "link_latency_us").value_or(0.0));
+}
+
+int test_host_count(const json& params) {
+  return test_host_count(case_value<int64_t>(params, "ranks"),
+                         case_value_if<int64_t>(params, "ranks_per_node").value_or(1));
+}
+
+}  // namespace dlhost

@@ -1,0 +1,123 @@
+// case_worker.cpp — the worker side of case_process.h: `dlhost case-worker JOB` runs the case as
+// one rank and reports on stdout in marker lines (startup_watch.h); `dlhost case-local N JOB` is
+// the `launcher: local` of a multi-rank case (dlhost's fork launcher, launch/process_group.h).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+
+#include "core/environment.h"
+#include "core/networks.h"
+#include "core/plugin_registry.h"
+#include "distributed/rank_env.h"
+#include "isolate/case_process.h"
+#include "isolate/startup_watch.h"
+#include "launch/process_group.h"
+#include "run/progress_channel.h"
+#include "suite/schema.h"
+
+namespace dlhost {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// One whole line to stdout in one write(), so a launcher forwarding several ranks never
+// interleaves two of them.
+void emit_line(const std::string& line) {
+  std::string text = line + "\n";
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = write(STDOUT_FILENO, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+// Rank 0's record in `path` (written whole, then renamed into place); nothing when path is "" or
+// its folder is not on this node (a rank 0 on another host: the parent reads stdout then).
+void write_record_file(const std::string& path, const std::string& text) {
+  if (path.empty()) return;
+  const std::string part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::binary);
+    if (!out || !(out << text) || !out.flush()) return;
+  }
+  std::rename(part.c_str(), path.c_str());
+}
+
+}  // namespace
+
+int case_local_main(int ranks, const std::string& job_json) {
+  // One process per rank, all in this process group (so the case's kill reaches them), each told
+  // its place by DLHOST_RANK / DLHOST_WORLD_SIZE. The first rank to fail ends the others, as
+  // mpirun does, so none waits forever in a collective.
+  return run_local_ranks(ranks, {self_exe(), "case-worker", job_json}, "case-local");
+}
+
+int case_worker_main(const std::string& job_json) {
+  die_with_launcher();
+  CaseJob job = job_from_json(nlohmann::json::parse(job_json));
+  RunContext ctx;
+  try {
+    ctx.rank = detect_rank_env();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "case-worker: %s\n", e.what());
+    return 3;
+  }
+  if (ctx.rank.size > 1) {
+    // First thing, so that the parent tells a rank the launcher never started from one that
+    // started and waits (StartupWatch).
+    const std::string rank = std::to_string(ctx.rank.rank);
+    emit_line(kStageMarker + rank + " started");
+    ctx.on_stage = [rank](const char* stage) { emit_line(kStageMarker + rank + " " + stage); };
+    ctx.on_progress = [rank](int64_t step, int phase) {
+      emit_line(std::string(kProgressMarker) + rank + " " + std::to_string(step) + " " +
+                std::to_string(phase));
+    };
+  }
+  PluginRegistry registry;
+  if (job.plugin_files.empty())
+    registry.discover(job.plugin_folders, [&](const auto&) { return job.unsafe_plugins; });
+  for (const auto& file : job.plugin_files) registry.load_file(file);
+  std::vector<NetworkRef> networks = list_networks(registry);
+  // Query only the case's backend before the environment is described (query() is lazy: the
+  // comm is queried when the case finds it, and no other plugin is initialized here).
+  if (auto b = job.input.params.find("backend"); b != job.input.params.end() && b->is_string())
+    registry.find(DLHOST_PLUGIN_BACKEND, b->get<std::string>());
+  ctx.registry = &registry;
+  ctx.networks = &networks;
+  ctx.environment = capture_environment(registry);
+  ctx.suite_name = job.suite_name;
+  ctx.suite_path = job.suite_path;
+  attach_progress_publisher(ctx);  // rank 0's steps for the parent's progress line
+  json rec = run_case(job.input, ctx);
+  const std::string status = rec["status"].get<std::string>();
+  // A TIMEOUT is an orderly stop that every rank agreed on at the same step (train()), not a
+  // failure that leaves others waiting: the ranks end normally, so the launcher does not cut
+  // rank 0 off while it reports the case's record (with its timing).
+  bool ok = status == kStatusOk || status == kStatusSkipped || status == kStatusTimeout;
+  if (ctx.rank.rank == 0) {
+    std::string text = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    write_record_file(job.record_file, text);
+    emit_line(kRecordMarker + text);
+  } else if (!ok)
+    emit_line(kRankFailedMarker +
+              json{{"rank", ctx.rank.rank}, {"status", status}, {"reason", rec["reason"]}}.dump(
+                  -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  // A failed rank exits non-zero so the launcher ends the others instead of leaving them
+  // waiting in a collective. Without the exit handlers: MPI_Finalize there (comm_mpi registers
+  // it) waits for every other rank, which waits for this one in a collective, and the launcher
+  // never sees the exit (measured: the case then lasted until dlhost ended it).
+  if (ctx.rank.size > 1 && !ok) {
+    std::fflush(nullptr);
+    _exit(1);
+  }
+  return 0;
+}
+
+}  // namespace dlhost
