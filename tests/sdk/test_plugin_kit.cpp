@@ -439,6 +439,11 @@ struct OneNodeGraph {
   dlhost_tensor_desc x = sdk::make_struct<dlhost_tensor_desc>(DLHOST_TENSOR_DESC_STRUCT_SIZE);
   const dlhost_tensor_desc* tensors[1] = {&x};
   int32_t inputs[1] = {0};
+  // A weight and a bias the node may own (set_params gives their element counts).
+  dlhost_param_desc weight = sdk::make_struct<dlhost_param_desc>(DLHOST_PARAM_DESC_STRUCT_SIZE);
+  dlhost_param_desc bias = sdk::make_struct<dlhost_param_desc>(DLHOST_PARAM_DESC_STRUCT_SIZE);
+  const dlhost_param_desc* params[2] = {&weight, &bias};
+  int32_t param_ids[2] = {0, 1};
   dlhost_node node = sdk::make_struct<dlhost_node>(DLHOST_NODE_STRUCT_SIZE);
   dlhost_graph graph = sdk::make_struct<dlhost_graph>(DLHOST_GRAPH_STRUCT_SIZE);
   OneNodeGraph(int32_t op, const void* attrs) {
@@ -451,6 +456,14 @@ struct OneNodeGraph {
     node.attrs = attrs;
     graph.num_tensors = 1;
     graph.tensors = tensors;
+    graph.params = params;
+  }
+  void set_params(int64_t weight_count, int64_t bias_count = -1) {
+    weight.count = weight_count;
+    bias.count = bias_count;
+    node.num_params = bias_count < 0 ? 1 : 2;
+    node.params = param_ids;
+    graph.num_params = node.num_params;
   }
 };
 
@@ -468,6 +481,7 @@ TEST(GraphAccess, Conv2dGeometryWithStrideDilationAndGroups) {
   a.out_channels = 6, a.kernel_h = 3, a.kernel_w = 2, a.stride_h = 2, a.stride_w = 1;
   a.pad_h = 1, a.pad_w = 0, a.dilation_h = 2, a.dilation_w = 1, a.groups = 3;
   OneNodeGraph g(DLHOST_OP_CONV2D, &a);
+  g.set_params(6 * 1 * 3 * 2);  // W [OC, C / groups, KH, KW], no bias
   sdk::Geometry2d geo = sdk::conv2d_geometry(g.graph, g.node);
   EXPECT_EQ(geo.n, 2);
   EXPECT_EQ(geo.c, 3);
@@ -477,6 +491,46 @@ TEST(GraphAccess, Conv2dGeometryWithStrideDilationAndGroups) {
   EXPECT_EQ(geo.groups, 3);
   a.groups = 4;  // 3 channels do not split into 4 groups
   EXPECT_NE(thrown_by([&] { sdk::conv2d_geometry(g.graph, g.node); }).find("group"),
+            std::string::npos);
+}
+
+TEST(GraphAccess, Conv2dRefusesAWeightOfAnotherSizeOrAMissingBias) {
+  auto a = sdk::make_struct<dlhost_conv2d_attrs>(DLHOST_CONV2D_ATTRS_STRUCT_SIZE);
+  a.out_channels = 4, a.kernel_h = a.kernel_w = 3, a.stride_h = a.stride_w = 1;
+  a.dilation_h = a.dilation_w = 1, a.groups = 1, a.has_bias = 1;
+  OneNodeGraph g(DLHOST_OP_CONV2D, &a);
+  g.set_params(4 * 3 * 3 * 3, 4);
+  EXPECT_EQ(sdk::conv2d_geometry(g.graph, g.node).oh, 5);
+  g.set_params(4 * 3 * 3 * 3 - 1, 4);
+  std::string why = thrown_by([&] { sdk::conv2d_geometry(g.graph, g.node); });
+  EXPECT_NE(why.find("node 'n1' parameter 0 has 107 elements, its geometry needs 108"),
+            std::string::npos)
+      << why;
+  g.set_params(4 * 3 * 3 * 3);  // has_bias but one parameter
+  why = thrown_by([&] { sdk::conv2d_geometry(g.graph, g.node); });
+  EXPECT_NE(why.find("lacks parameter 1"), std::string::npos) << why;
+}
+
+TEST(GraphAccess, FcGeometryFlattensAfterTheKeptDims) {
+  auto a = sdk::make_struct<dlhost_fc_attrs>(DLHOST_FC_ATTRS_STRUCT_SIZE);
+  a.out_features = 5, a.has_bias = 1, a.batch_dims = 1;
+  OneNodeGraph g(DLHOST_OP_FC, &a);
+  g.set_params(5 * 3 * 7 * 6, 5);
+  sdk::FcGeometry fc = sdk::fc_geometry(g.graph, g.node);
+  EXPECT_EQ(fc.rows, 2);
+  EXPECT_EQ(fc.in, 3 * 7 * 6);  // the fan-in: C x H x W
+  EXPECT_EQ(fc.out, 5);
+  EXPECT_TRUE(fc.bias);
+  a.batch_dims = 2;  // per position of [N, C, ...]: rows N x C
+  g.set_params(5 * 7 * 6, 5);
+  fc = sdk::fc_geometry(g.graph, g.node);
+  EXPECT_EQ(fc.rows, 2 * 3);
+  EXPECT_EQ(fc.in, 7 * 6);
+  a.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE_1_0;  // a 1.0 host: no batch_dims, 1 kept
+  g.set_params(5 * 3 * 7 * 6, 5);
+  EXPECT_EQ(sdk::fc_geometry(g.graph, g.node).rows, 2);
+  a.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE, a.batch_dims = 4;  // keeps every dim: no features
+  EXPECT_NE(thrown_by([&] { sdk::fc_geometry(g.graph, g.node); }).find("keeps 4 leading dims"),
             std::string::npos);
 }
 
@@ -531,8 +585,8 @@ TEST(Graph, OpNamesFollowTheEnum) {
   EXPECT_EQ(sdk::op_name(DLHOST_OP_CONV2D), "conv2d");
   EXPECT_EQ(sdk::op_name(DLHOST_OP_SOFTMAX_CROSS_ENTROPY), "softmax_cross_entropy");
   EXPECT_EQ(sdk::op_name(DLHOST_OP_GLOBAL_AVG_POOL), "global_avg_pool");  // the last of 1.1
-  EXPECT_EQ(sdk::op_name(DLHOST_OP_LAYER_NORM), "layer_norm");  // the first of 1.4
-  EXPECT_EQ(sdk::op_name(DLHOST_OP_TIED_FC), "tied_fc");        // the last of 1.4
+  EXPECT_EQ(sdk::op_name(DLHOST_OP_LAYER_NORM), "layer_norm");            // the first of 1.4
+  EXPECT_EQ(sdk::op_name(DLHOST_OP_TIED_FC), "tied_fc");                  // the last of 1.4
   EXPECT_EQ(sdk::op_name(DLHOST_OP_TIED_FC + 1), "op 20");
   EXPECT_EQ(sdk::op_name(0), "op 0");
 }
