@@ -170,6 +170,10 @@ class Model {
   }
 };
 
+// The context of a backend that keeps nothing per opened device (a CPU backend whose models
+// hold everything): Backend<NoContext>.
+struct NoContext {};
+
 // The backend itself, one object per library. ContextT is the author's context type.
 template <class ContextT>
 class Backend {
