@@ -19,6 +19,7 @@
 #include "dlhost/comm_kit.hpp"
 #include "dlhost/cpu_kit.hpp"
 #include "dlhost/graph_access.hpp"
+#include "dlhost/network_kit.hpp"
 
 namespace {
 
@@ -605,3 +606,153 @@ TEST(CpuInfo, DescribesThisMachine) {
 }
 
 }  // namespace
+
+// --- the network kit -------------------------------------------------------------------------
+
+// What the fake builder's `input` saw: the network's per-sample dims.
+std::vector<int64_t>& built_dims() {
+  static std::vector<int64_t> dims;
+  return dims;
+}
+
+std::vector<sdk::Network> two_networks() {
+  auto wide = [](sdk::Builder& b, const sdk::Options& o) {
+    b.input("data", {o.get_int("width", 3)});
+  };
+  auto broken = [](sdk::Builder&, const sdk::Options&) { sdk::unimplemented("needs an op"); };
+  return {{"wide", "MNIST", 64, 256, sdk::sgd_optimizer(0.05f, 0.9f, 1e-4f, 5.0f), wide, "w"},
+          {"broken", "synthetic", 8, 8, sdk::adamw_optimizer(1e-3f, 0.01f, 1e-8f), broken, "b"}};
+}
+
+TEST(NetworkKit, FillsTheTableFromTheList) {
+  const dlhost_plugin* p = sdk::network_plugin<two_networks>(host(), {"nets", "1.2.3", "two"});
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->kind, DLHOST_PLUGIN_NETWORK);
+  EXPECT_STREQ(p->version, "1.2.3");
+  const dlhost_network_api& api = *p->network;
+  ASSERT_EQ(api.count(), 2);
+  const dlhost_network_info* info = nullptr;
+  ASSERT_EQ(code_of(api.info(0, &info)), DLHOST_CODE_OK);
+  EXPECT_STREQ(info->name, "wide");
+  EXPECT_EQ(info->cpu_batch, 64);
+  EXPECT_EQ(info->gpu_batch, 256);
+  EXPECT_EQ(info->optimizer->kind, DLHOST_OPTIMIZER_SGD);
+  EXPECT_FLOAT_EQ(info->optimizer->momentum, 0.9f);
+  EXPECT_FLOAT_EQ(info->optimizer->clip_norm, 5.0f);
+  ASSERT_EQ(code_of(api.info(1, &info)), DLHOST_CODE_OK);
+  EXPECT_EQ(info->optimizer->kind, DLHOST_OPTIMIZER_ADAMW);
+  EXPECT_FLOAT_EQ(info->optimizer->beta2, 0.999f);
+  std::string message;
+  EXPECT_EQ(code_of(api.info(2, &info), &message), DLHOST_CODE_OUT_OF_RANGE);
+  EXPECT_NE(message.find("nets: info: no network 2 (2 network(s))"), std::string::npos) << message;
+  EXPECT_EQ(code_of(api.info(0, nullptr)), DLHOST_CODE_INVALID_ARGUMENT);
+}
+
+TEST(NetworkKit, BuildsWithTheCasesOptionsAndChecksTheBuilder) {
+  const dlhost_plugin* p = sdk::network_plugin<two_networks>(host(), {"nets", "1.2.3", "two"});
+  auto builder = sdk::make_struct<dlhost_builder_api>(DLHOST_BUILDER_API_STRUCT_SIZE);
+  builder.input = [](dlhost_graph_builder*, const char*, int32_t, int32_t rank, const int64_t* dims,
+                     int32_t* out) -> dlhost_status* {
+    built_dims().assign(dims, dims + rank);
+    *out = 0;
+    return nullptr;
+  };
+  ASSERT_EQ(code_of(p->network->build(0, &builder, nullptr, nullptr)), DLHOST_CODE_OK);
+  EXPECT_EQ(built_dims(), std::vector<int64_t>{3});  // no options: the builder's fallback
+  std::string message;
+  EXPECT_EQ(code_of(p->network->build(1, &builder, nullptr, nullptr), &message),
+            DLHOST_CODE_UNIMPLEMENTED);
+  EXPECT_NE(message.find("needs an op"), std::string::npos) << message;
+  EXPECT_EQ(code_of(p->network->build(0, nullptr, nullptr, nullptr), &message),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("builder table missing"), std::string::npos) << message;
+  EXPECT_EQ(code_of(p->network->build(-1, &builder, nullptr, nullptr)), DLHOST_CODE_OUT_OF_RANGE);
+}
+
+// --- the CPU kit's model ------------------------------------------------------------------------
+
+// x [2, 2] (input) and the loss sum(x * w), w one parameter of 4: forward and backward by hand.
+struct DotGraph {
+  dlhost_tensor_desc x = sdk::make_struct<dlhost_tensor_desc>(DLHOST_TENSOR_DESC_STRUCT_SIZE);
+  dlhost_tensor_desc loss = sdk::make_struct<dlhost_tensor_desc>(DLHOST_TENSOR_DESC_STRUCT_SIZE);
+  dlhost_param_desc w = sdk::make_struct<dlhost_param_desc>(DLHOST_PARAM_DESC_STRUCT_SIZE);
+  const dlhost_tensor_desc* tensors[2] = {&x, &loss};
+  const dlhost_param_desc* params[1] = {&w};
+  int32_t inputs[1] = {0};
+  dlhost_graph graph = sdk::make_struct<dlhost_graph>(DLHOST_GRAPH_STRUCT_SIZE);
+  DotGraph() {
+    x.dtype = loss.dtype = DLHOST_DTYPE_F32;
+    x.rank = 2, x.dims[0] = 2, x.dims[1] = 2, x.name = "x";
+    loss.id = 1, loss.name = "loss";
+    w.count = 4;
+    graph.num_tensors = 2, graph.tensors = tensors;
+    graph.num_params = 1, graph.params = params;
+    graph.num_inputs = 1, graph.inputs = inputs;
+    graph.loss = 1;
+  }
+};
+
+class DotModel final : public sdk::CpuModel {
+ public:
+  using CpuModel::CpuModel;
+  void forward() override {
+    double s = 0;
+    for (size_t i = 0; i < 4; ++i) s += double(tensor(0).value[i]) * param(0).value[i];
+    tensor(1).value[0] = float(s);
+  }
+  void backward(const dlhost_grad_ready* ready) override {
+    begin_backward();
+    for (size_t i = 0; i < 4; ++i) param(0).grad[i] = tensor(1).grad[0] * tensor(0).value[i];
+    grad_ready(ready, {0});
+  }
+};
+
+TEST(CpuKit, CpuModelHoldsTheBuffersAndStepsSgdInTheDocumentedOrder) {
+  DotGraph g;
+  auto opt = sdk::sgd_optimizer(0.5f, 0.9f, 0.1f, 1.0f);  // clipping bites: ||g|| = ||x|| = 5.48
+  DotModel m(g.graph, opt);
+  const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1};
+  m.set_input(0, x, sizeof x);
+  m.write_param(0, DLHOST_PARAM_VALUE, w, sizeof w);
+  m.forward();
+  EXPECT_FLOAT_EQ(m.loss(), 10.0f);
+  int calls = 0;
+  dlhost_grad_ready ready{DLHOST_GRAD_READY_STRUCT_SIZE, &calls,
+                          [](void* user, int32_t) { ++*static_cast<int*>(user); }};
+  m.backward(&ready);
+  EXPECT_EQ(calls, 1);
+  m.update();
+  float after[4];
+  m.read_param(0, DLHOST_PARAM_VALUE, after, sizeof after);
+  const double scale = 1.0 / std::sqrt(30.0);  // clip on the raw gradient x
+  for (int i = 0; i < 4; ++i)                  // v = scale g + wd w (no velocity yet); w -= lr v
+    EXPECT_NEAR(after[i], 1.0 - 0.5 * (scale * x[i] + 0.1 * 1.0), 1e-6) << i;
+  float read[4];
+  m.read_tensor(0, read, sizeof read);
+  EXPECT_EQ(read[3], 4.0f);
+  dlhost_buffer value = sdk::make_struct<dlhost_buffer>(DLHOST_BUFFER_STRUCT_SIZE);
+  m.param_buffers(0, &value, nullptr);
+  EXPECT_EQ(value.bytes, 16u);
+  EXPECT_EQ(value.memory_space, DLHOST_MEMORY_HOST);
+}
+
+TEST(CpuKit, CpuModelRefusesWrongSizesInputsAndOptimizers) {
+  DotGraph g;
+  DotModel m(g.graph, sdk::sgd_optimizer(0.1f));
+  const float x[4] = {};
+  EXPECT_NE(thrown_by([&] { m.set_input(0, x, 12); }).find("x takes 16 bytes, got 12"),
+            std::string::npos);
+  EXPECT_NE(thrown_by([&] { m.set_input(1, x, 4); }).find("tensor 1 is not an input"),
+            std::string::npos);
+  EXPECT_NE(thrown_by([&] { m.write_param(0, DLHOST_PARAM_VALUE, nullptr, 16); }).find("got NULL"),
+            std::string::npos);
+  EXPECT_NE(
+      thrown_by([&] { m.read_param(1, DLHOST_PARAM_VALUE, nullptr, 16); }).find("no parameter 1"),
+      std::string::npos);
+  EXPECT_NE(thrown_by([&] { m.write_param(0, 7, x, 16); }).find("unknown parameter part 7"),
+            std::string::npos);
+  EXPECT_NE(thrown_by([&] {
+              DotModel(g.graph, sdk::adamw_optimizer(1e-3f, 0.f, 1e-8f));
+            }).find("SGD only"),
+            std::string::npos);
+}
