@@ -756,3 +756,116 @@ TEST(CpuKit, CpuModelRefusesWrongSizesInputsAndOptimizers) {
             }).find("SGD only"),
             std::string::npos);
 }
+
+// --- the backend kit's device virtuals ----------------------------------------------------------
+
+// A model that says where its stream is and how much it holds; every other device call takes
+// the kit's CPU defaults.
+class StreamModel final : public sdk::Model {
+ public:
+  void set_input(int32_t, const void*, size_t) override {}
+  void forward() override {}
+  void backward(const dlhost_grad_ready*) override {}
+  void update() override {}
+  void synchronize() override { ++synchronized; }
+  float loss() const override { return 0; }
+  void param_buffers(int32_t, dlhost_buffer*, dlhost_buffer*) override {}
+  void read_param(int32_t, int32_t, void*, size_t) override {}
+  void write_param(int32_t, int32_t, const void*, size_t) override {}
+  sdk::ModelInfo info() const override {
+    sdk::ModelInfo i;
+    i.param_bytes = 96;
+    return i;
+  }
+  dlhost_stream model_stream() override {
+    auto s = sdk::make_struct<dlhost_stream>(DLHOST_STREAM_STRUCT_SIZE);
+    s.kind = DLHOST_STREAM_HOST_QUEUE, s.device = 0, s.handle = this;
+    return s;
+  }
+  int synchronized = 0;
+};
+
+class DeviceBackend final : public sdk::Backend<sdk::NoContext> {
+ public:
+  sdk::Device device(int32_t) const override { return sdk::cpu_device("generic"); }
+  std::string library() const override { return "devlib 1.0"; }
+  bool device_virtuals() const override { return true; }
+  std::unique_ptr<sdk::NoContext> open(int32_t, const sdk::Options&) override {
+    return std::make_unique<sdk::NoContext>();
+  }
+  std::unique_ptr<sdk::Model> compile(sdk::NoContext&, const dlhost_graph&,
+                                      const dlhost_optimizer_desc&, const sdk::Options&) override {
+    return std::make_unique<StreamModel>();
+  }
+};
+
+template <class Ext>
+const Ext* find(const dlhost_plugin* p, int32_t type) {
+  return reinterpret_cast<const Ext*>(dlhost_find_extension(p->extensions, type));
+}
+
+TEST(BackendKit, PublishesTheDeviceVirtualsWithCpuDefaults) {
+  // A backend that does not ask for them publishes none (gpu_cudnn links its own).
+  EXPECT_EQ(find<dlhost_stream_ext>(backend_plugin(), DLHOST_EXT_STREAM), nullptr);
+  const dlhost_plugin* p = sdk::backend_plugin<DeviceBackend>(host(), {"dev", "1.0", "double"});
+  const auto* stream = find<dlhost_stream_ext>(p, DLHOST_EXT_STREAM);
+  const auto* events = find<dlhost_events_ext>(p, DLHOST_EXT_EVENTS);
+  const auto* memory = find<dlhost_device_memory_ext>(p, DLHOST_EXT_DEVICE_MEMORY);
+  ASSERT_TRUE(stream && events && memory);
+  EXPECT_EQ(memory->struct_size, DLHOST_DEVICE_MEMORY_EXT_STRUCT_SIZE);
+  dlhost_context* context = nullptr;
+  dlhost_model* model = nullptr;
+  ASSERT_EQ(code_of(p->backend->context_create(0, nullptr, &context)), DLHOST_CODE_OK);
+  auto graph = sdk::make_struct<dlhost_graph>(DLHOST_GRAPH_STRUCT_SIZE);
+  auto opt = sdk::sgd_optimizer(0.1f);
+  ASSERT_EQ(code_of(p->backend->compile(context, &graph, &opt, nullptr, &model)), DLHOST_CODE_OK);
+
+  auto s = sdk::make_struct<dlhost_stream>(DLHOST_STREAM_STRUCT_SIZE);
+  ASSERT_EQ(code_of(stream->model_stream(model, &s)), DLHOST_CODE_OK);
+  EXPECT_EQ(s.kind, DLHOST_STREAM_HOST_QUEUE);
+  EXPECT_EQ(s.handle, static_cast<void*>(reinterpret_cast<sdk::Model*>(model)));
+
+  // Events on the host clock, after the model synchronized.
+  dlhost_event *start = nullptr, *end = nullptr;
+  ASSERT_EQ(code_of(events->event_create(model, &start)), DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(events->event_create(model, &end)), DLHOST_CODE_OK);
+  double ms = -1;
+  std::string message;
+  EXPECT_EQ(code_of(events->event_elapsed_ms(start, end, &ms), &message),
+            DLHOST_CODE_FAILED_PRECONDITION);
+  EXPECT_NE(message.find("never recorded"), std::string::npos) << message;
+  ASSERT_EQ(code_of(events->event_record(start)), DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(events->event_record(end)), DLHOST_CODE_OK);
+  int32_t done = 0;
+  ASSERT_EQ(code_of(events->event_query(end, &done)), DLHOST_CODE_OK);
+  EXPECT_EQ(done, 1);
+  ASSERT_EQ(code_of(events->event_elapsed_ms(start, end, &ms)), DLHOST_CODE_OK);
+  EXPECT_GE(ms, 0.0);
+  EXPECT_EQ(reinterpret_cast<StreamModel*>(model)->synchronized, 2);
+  events->event_destroy(start);
+  events->event_destroy(end);
+
+  // Memory: statistics from memory_in_use, host buffers, copies with and without the model.
+  auto stats = sdk::make_struct<dlhost_memory_stats>(DLHOST_MEMORY_STATS_STRUCT_SIZE);
+  ASSERT_EQ(code_of(memory->memory_stats(model, &stats)), DLHOST_CODE_OK);
+  EXPECT_EQ(stats.in_use_bytes, 96u);
+  auto buffer = sdk::make_struct<dlhost_buffer>(DLHOST_BUFFER_STRUCT_SIZE);
+  ASSERT_EQ(code_of(memory->buffer_alloc(context, 16, DLHOST_DTYPE_F32, &buffer)), DLHOST_CODE_OK);
+  EXPECT_EQ(buffer.memory_space, DLHOST_MEMORY_HOST);
+  const float in[2] = {1.5f, -2.0f};
+  float out[2] = {};
+  ASSERT_EQ(code_of(memory->copy_from_host(context, nullptr, in, &buffer, 8, 8)), DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(memory->copy_to_host(context, model, &buffer, 8, out, 8)), DLHOST_CODE_OK);
+  EXPECT_EQ(out[1], -2.0f);
+  EXPECT_EQ(code_of(memory->copy_to_host(context, nullptr, &buffer, 12, out, 8), &message),
+            DLHOST_CODE_OUT_OF_RANGE);
+  EXPECT_NE(message.find("bytes [12, 20) of a buffer of 16"), std::string::npos) << message;
+  auto on_device = buffer;
+  on_device.memory_space = DLHOST_MEMORY_DEVICE;  // the defaults never touch device memory
+  EXPECT_EQ(code_of(memory->copy_device(model, &buffer, 0, &on_device, 0, 4)),
+            DLHOST_CODE_UNIMPLEMENTED);
+  EXPECT_EQ(code_of(memory->input_buffer(model, 0, &buffer)), DLHOST_CODE_UNIMPLEMENTED);
+  memory->buffer_free(context, &buffer);
+  p->backend->model_destroy(model);
+  p->backend->context_destroy(context);
+}
