@@ -17,46 +17,12 @@ namespace sdk = dlhost::sdk;
 
 namespace {
 
-std::string node_label(const dlhost_node& node) {
-  return std::string("node '") + (node.name != nullptr ? node.name : "?") + "'";
-}
-
-void expect_inputs(const dlhost_node& node, int32_t count) {
-  if (node.num_inputs != count || (count > 0 && node.inputs == nullptr))
-    sdk::invalid("cpu_reference: " + node_label(node) + " has " + std::to_string(node.num_inputs) +
-                 " inputs, its op takes " + std::to_string(count));
-}
+using sdk::node_label;
 
 // The node's attribute struct, refused when it is missing or shorter than `min_size`.
 template <class Attrs>
 const Attrs& attrs_of(const dlhost_node& node, size_t min_size) {
   return sdk::node_attrs<Attrs>(node, min_size);
-}
-
-// Names of the ops of ABI 1.4, indexed by dlhost_op, for messages.
-const char* op_name(int32_t op) {
-  static const char* const kNames[] = {"?",
-                                       "input",
-                                       "fc",
-                                       "conv2d",
-                                       "pool2d",
-                                       "activation",
-                                       "softmax_cross_entropy",
-                                       "mse_loss",
-                                       "batch_norm",
-                                       "dropout",
-                                       "add",
-                                       "lrn",
-                                       "embedding",
-                                       "lstm",
-                                       "global_avg_pool",
-                                       "layer_norm",
-                                       "gelu",
-                                       "attention",
-                                       "position_embedding",
-                                       "tied_fc"};
-  const int32_t known = static_cast<int32_t>(sizeof(kNames) / sizeof(kNames[0]));
-  return op > 0 && op < known ? kNames[op] : "unknown to ABI 1.4";
 }
 
 }  // namespace
@@ -65,7 +31,7 @@ const char* op_name(int32_t op) {
 
 Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
              const Settings& settings)
-    : settings_(settings) {
+    : graph_(&graph), settings_(settings) {
   if (graph.struct_size < DLHOST_GRAPH_STRUCT_SIZE)
     sdk::invalid("cpu_reference: graph struct smaller than ABI 1.0's");
   if (optimizer.struct_size < DLHOST_OPTIMIZER_DESC_STRUCT_SIZE_1_0)
@@ -142,6 +108,7 @@ Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
       sdk::invalid("cpu_reference: node struct smaller than ABI 1.0's");
     lower(static_cast<uint32_t>(i), node);
   }
+  graph_ = nullptr;  // borrowed for compile only
   implementation_ =
       "reference: textbook loops (float32 values, double sums), im2col + OpenBLAS sgemm";
 }
@@ -200,32 +167,20 @@ void Model::lower(uint32_t index, const dlhost_node& node) {
       lower_transformer(index, node, step);
       break;
     default:
-      sdk::unimplemented("cpu_reference: op " + std::to_string(node.op) + " (" + op_name(node.op) +
-                         ") of " + node_label(node) + " is not implemented");
+      sdk::unimplemented("cpu_reference: op " + std::to_string(node.op) + " (" +
+                         sdk::op_name(node.op) + ") of " + node_label(node) +
+                         " is not implemented");
   }
   step_of_node_[index] = static_cast<int32_t>(steps_.size());
   steps_.push_back(std::move(step));
 }
 
 void Model::lower_fc(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
-  const auto& a = attrs_of<dlhost_fc_attrs>(node, DLHOST_FC_ATTRS_STRUCT_SIZE_1_0);
-  int32_t batch_dims = DLHOST_HAS_FIELD(&a, dlhost_fc_attrs, batch_dims) ? a.batch_dims : 1;
-  if (batch_dims == 0) batch_dims = 1;
+  const FcShape s = sdk::fc_geometry(*graph_, node);  // checks inputs, attributes, W and b
   const int32_t x = node.inputs[0], y = node.output;
-  const Tensor& in = tensor(x);
-  if (batch_dims < 1 || batch_dims >= static_cast<int32_t>(in.dims.size()))
-    sdk::unimplemented("cpu_reference: " + node_label(node) + ": fc batch_dims " +
-                       std::to_string(batch_dims) + " on a rank-" + std::to_string(in.dims.size()) +
-                       " input");
-  FcShape s;
-  s.rows = 1;
-  for (int32_t d = 0; d < batch_dims; ++d) s.rows *= in.dims[d];
-  s.in = in.count / s.rows;
-  s.out = a.out_features;
-  if (node.num_params != (a.has_bias ? 2 : 1) || param(node.params[0]).count != s.out * s.in ||
-      tensor(y).count != s.rows * s.out)
-    sdk::invalid("cpu_reference: " + node_label(node) + ": fc shapes do not agree");
+  if (tensor(y).count != s.rows * s.out)
+    sdk::invalid("cpu_reference: " + node_label(node) + ": fc output does not agree");
+  const auto& a = attrs_of<dlhost_fc_attrs>(node, DLHOST_FC_ATTRS_STRUCT_SIZE_1_0);
   Param& w = param(node.params[0]);
   Param* b = a.has_bias ? &param(node.params[1]) : nullptr;
   float *X = value(x), *Y = value(y), *dX = grad(x), *dY = grad(y);
@@ -237,33 +192,10 @@ void Model::lower_fc(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_conv2d(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
+  const ConvShape s = sdk::conv2d_geometry(*graph_, node);  // checks inputs, attributes, W and b
   const auto& a = attrs_of<dlhost_conv2d_attrs>(node, DLHOST_CONV2D_ATTRS_STRUCT_SIZE);
   const int32_t x = node.inputs[0], y = node.output;
-  const Tensor &in = tensor(x), &out = tensor(y);
-  if (in.dims.size() != 4 || out.dims.size() != 4)
-    sdk::invalid("cpu_reference: " + node_label(node) + ": conv2d wants NCHW tensors");
-  ConvShape s;
-  s.batch = in.dims[0];
-  s.in_c = in.dims[1];
-  s.in_h = in.dims[2];
-  s.in_w = in.dims[3];
-  s.out_c = out.dims[1];
-  s.out_h = out.dims[2];
-  s.out_w = out.dims[3];
-  s.kernel_h = a.kernel_h;
-  s.kernel_w = a.kernel_w;
-  s.stride_h = a.stride_h;
-  s.stride_w = a.stride_w;
-  s.pad_h = a.pad_h;
-  s.pad_w = a.pad_w;
-  s.dilation_h = a.dilation_h;
-  s.dilation_w = a.dilation_w;
-  s.groups = a.groups;
-  if (s.groups <= 0 || s.in_c % s.groups != 0 || s.out_c % s.groups != 0 ||
-      s.out_c != a.out_channels || node.num_params != (a.has_bias ? 2 : 1) ||
-      param(node.params[0]).count != s.out_c * (s.in_c / s.groups) * s.kernel_h * s.kernel_w)
-    sdk::invalid("cpu_reference: " + node_label(node) + ": conv2d shapes do not agree");
+  expect_output(node, {s.n, s.oc, s.oh, s.ow});
   Param& w = param(node.params[0]);
   Param* b = a.has_bias ? &param(node.params[1]) : nullptr;
   float *X = value(x), *Y = value(y), *dX = grad(x), *dY = grad(y);
@@ -276,38 +208,24 @@ void Model::lower_conv2d(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_pool2d(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
   const auto& a = attrs_of<dlhost_pool2d_attrs>(node, DLHOST_POOL2D_ATTRS_STRUCT_SIZE);
   if (a.kind != DLHOST_POOL_MAX && a.kind != DLHOST_POOL_AVG)
     sdk::unimplemented("cpu_reference: " + node_label(node) + ": pooling kind " +
                        std::to_string(a.kind));
-  const int32_t x = node.inputs[0], y = node.output;
-  const Tensor &in = tensor(x), &out = tensor(y);
-  if (in.dims.size() != 4 || out.dims.size() != 4)
-    sdk::invalid("cpu_reference: " + node_label(node) + ": pool2d wants NCHW tensors");
   PoolShape s;
-  s.batch = in.dims[0];
-  s.channels = in.dims[1];
-  s.in_h = in.dims[2];
-  s.in_w = in.dims[3];
-  s.out_h = out.dims[2];
-  s.out_w = out.dims[3];
-  s.kernel_h = a.kernel_h;
-  s.kernel_w = a.kernel_w;
-  s.stride_h = a.stride_h;
-  s.stride_w = a.stride_w;
-  s.pad_h = a.pad_h;
-  s.pad_w = a.pad_w;
+  static_cast<sdk::Geometry2d&>(s) = sdk::pool2d_geometry(*graph_, node);
+  const int32_t x = node.inputs[0], y = node.output;
+  expect_output(node, {s.n, s.c, s.oh, s.ow});
   s.max = a.kind == DLHOST_POOL_MAX;
   s.count_include_pad = a.count_include_pad != 0;
   float *X = value(x), *Y = value(y), *dX = grad(x), *dY = grad(y);
-  int64_t* argmax = s.max ? scratch_indices(out.count) : nullptr;
+  int64_t* argmax = s.max ? scratch_indices(tensor(y).count) : nullptr;
   step.forward = [=] { pool2d_forward(s, X, Y, argmax); };
   step.backward = [=] { pool2d_backward(s, argmax, dY, dX); };
 }
 
 void Model::lower_activation(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
+  sdk::expect_inputs(*graph_, node, 1);
   const auto& a = attrs_of<dlhost_activation_attrs>(node, DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE);
   Activation kind;
   switch (a.kind) {
@@ -332,7 +250,7 @@ void Model::lower_activation(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_softmax_cross_entropy(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 2);
+  sdk::expect_inputs(*graph_, node, 2);
   const int32_t x = node.inputs[0], labels = node.inputs[1], y = node.output;
   const Tensor& logits = tensor(x);
   if (logits.dims.size() < 2)
@@ -348,7 +266,7 @@ void Model::lower_softmax_cross_entropy(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_mse_loss(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 2);
+  sdk::expect_inputs(*graph_, node, 2);
   const int32_t x = node.inputs[0], t = node.inputs[1], y = node.output;
   const int64_t n = tensor(x).count;
   if (tensor(t).count != n)
@@ -360,7 +278,7 @@ void Model::lower_mse_loss(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_batch_norm(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
+  sdk::expect_inputs(*graph_, node, 1);
   const auto& a = attrs_of<dlhost_batch_norm_attrs>(node, DLHOST_BATCH_NORM_ATTRS_STRUCT_SIZE);
   const int32_t x = node.inputs[0], y = node.output;
   const Tensor& in = tensor(x);
@@ -391,7 +309,7 @@ void Model::lower_batch_norm(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_dropout(uint32_t index, const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
+  sdk::expect_inputs(*graph_, node, 1);
   const auto& a = attrs_of<dlhost_dropout_attrs>(node, DLHOST_DROPOUT_ATTRS_STRUCT_SIZE);
   if (!(a.probability >= 0.0f && a.probability < 1.0f))
     sdk::invalid("cpu_reference: " + node_label(node) + ": dropout probability outside [0, 1)");
@@ -407,7 +325,7 @@ void Model::lower_dropout(uint32_t index, const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_add(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 2);
+  sdk::expect_inputs(*graph_, node, 2);
   const int32_t a = node.inputs[0], b = node.inputs[1], y = node.output;
   const int64_t n = tensor(y).count;
   if (tensor(a).count != n || tensor(b).count != n)
@@ -418,7 +336,7 @@ void Model::lower_add(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_lrn(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
+  sdk::expect_inputs(*graph_, node, 1);
   const auto& a = attrs_of<dlhost_lrn_attrs>(node, DLHOST_LRN_ATTRS_STRUCT_SIZE);
   const int32_t x = node.inputs[0], y = node.output;
   const Tensor& in = tensor(x);
@@ -439,7 +357,7 @@ void Model::lower_lrn(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_embedding(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
+  sdk::expect_inputs(*graph_, node, 1);
   const auto& a = attrs_of<dlhost_embedding_attrs>(node, DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE);
   const int32_t x = node.inputs[0], y = node.output;
   const int64_t rows = tensor(x).count;
@@ -455,7 +373,7 @@ void Model::lower_embedding(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_lstm(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
+  sdk::expect_inputs(*graph_, node, 1);
   const auto& a = attrs_of<dlhost_lstm_attrs>(node, DLHOST_LSTM_ATTRS_STRUCT_SIZE);
   const int32_t x = node.inputs[0], y = node.output;
   const Tensor& in = tensor(x);
@@ -521,7 +439,7 @@ void Model::lower_lstm(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_global_avg_pool(const dlhost_node& node, Step& step) {
-  expect_inputs(node, 1);
+  sdk::expect_inputs(*graph_, node, 1);
   const int32_t x = node.inputs[0], y = node.output;
   const Tensor& in = tensor(x);
   if (in.dims.size() != 4)
@@ -533,6 +451,13 @@ void Model::lower_global_avg_pool(const dlhost_node& node, Step& step) {
 }
 
 // --- accessors -------------------------------------------------------------------------------
+
+void Model::expect_output(const dlhost_node& node, std::initializer_list<int64_t> dims) const {
+  const Tensor& out = tensor(node.output);
+  if (!std::equal(out.dims.begin(), out.dims.end(), dims.begin(), dims.end()))
+    sdk::invalid("cpu_reference: " + node_label(node) + ": its output's shape is not what its " +
+                 sdk::op_name(node.op) + " geometry gives");
+}
 
 const Model::Tensor& Model::tensor(int32_t id) const {
   if (id < 0 || id >= static_cast<int32_t>(tensors_.size()))

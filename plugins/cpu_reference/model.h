@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,8 @@ class Model final : public dlhost::sdk::Model {
   void adamw_update_all(float grad_scale);
 
   // Checked accessors used while lowering.
+  // The output of `node` has exactly `dims` (what the SDK's geometry computed from its input).
+  void expect_output(const dlhost_node& node, std::initializer_list<int64_t> dims) const;
   const Tensor& tensor(int32_t id) const;
   float* value(int32_t tensor_id);
   float* grad(int32_t tensor_id);  // null when the tensor takes no gradient
@@ -106,6 +109,7 @@ class Model final : public dlhost::sdk::Model {
   double* scratch_doubles(int64_t count, double fill);
   int64_t* scratch_indices(int64_t count);
 
+  const dlhost_graph* graph_ = nullptr;  // the graph being compiled: borrowed, null afterwards
   std::vector<Tensor> tensors_;
   std::vector<Param> params_;
   std::vector<Step> steps_;

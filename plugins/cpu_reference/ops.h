@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "dlhost/graph_access.hpp"
+
 namespace cpu_reference {
 
 // C = alpha * op(A) * op(B) + beta * C for row-major matrices; op(X) is X or X^T. C is m x n and
@@ -27,21 +29,17 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 // --- fully connected -------------------------------------------------------------------------
 
 // `rows` is the product of the kept leading dimensions (N, or N*T for a per-step layer).
-struct FcShape {
-  int64_t rows = 0, in = 0, out = 0;
-};
+// The SDK's geometry (graph_access.hpp): rows x in -> rows x out.
+using FcShape = dlhost::sdk::FcGeometry;
 void fc_forward(const FcShape& s, const float* x, const float* w, const float* b, float* y);
 void fc_backward(const FcShape& s, const float* x, const float* w, const float* dy, float* dx,
                  float* dw, float* db);
 
 // --- 2-D convolution -------------------------------------------------------------------------
 
-struct ConvShape {
-  int64_t batch = 0, in_c = 0, in_h = 0, in_w = 0;
-  int64_t out_c = 0, out_h = 0, out_w = 0;
-  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  int64_t dilation_h = 1, dilation_w = 1, groups = 1;
-};
+// The SDK's geometry (graph_access.hpp): n c h w -> n oc oh ow, kernel, stride, pad, dilation,
+// groups.
+using ConvShape = dlhost::sdk::Geometry2d;
 // Elements of the im2col scratch one (sample, group) needs: (C/groups * KH * KW) x (OH * OW).
 int64_t conv2d_col_size(const ConvShape& s);
 void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
@@ -51,9 +49,8 @@ void conv2d_backward(const ConvShape& s, const float* x, const float* w, const f
 
 // --- pooling ---------------------------------------------------------------------------------
 
-struct PoolShape {
-  int64_t batch = 0, channels = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
-  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+// The SDK's geometry (graph_access.hpp: n c h w -> n c oh ow) and the pooling's kind.
+struct PoolShape : dlhost::sdk::Geometry2d {
   bool max = true;                // else average
   bool count_include_pad = true;  // average only
 };

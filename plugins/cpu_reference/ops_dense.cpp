@@ -75,17 +75,17 @@ namespace {
 // col[(c*KH + p)*KW + q, i*OW + j] = x[c, i*sh - ph + p*dh, j*sw - pw + q*dw] for the Cg channels
 // of one group of one sample (`x` points at the group's first channel).
 void im2col(const ConvShape& s, int64_t channels, const float* x, float* col) {
-  const int64_t pixels = s.out_h * s.out_w;
+  const int64_t pixels = s.oh * s.ow;
   for (int64_t c = 0; c < channels; ++c)
-    for (int64_t p = 0; p < s.kernel_h; ++p)
-      for (int64_t q = 0; q < s.kernel_w; ++q) {
-        float* row = col + ((c * s.kernel_h + p) * s.kernel_w + q) * pixels;
-        for (int64_t i = 0; i < s.out_h; ++i) {
-          const int64_t y = i * s.stride_h - s.pad_h + p * s.dilation_h;
-          for (int64_t j = 0; j < s.out_w; ++j) {
-            const int64_t xx = j * s.stride_w - s.pad_w + q * s.dilation_w;
-            const bool inside = y >= 0 && y < s.in_h && xx >= 0 && xx < s.in_w;
-            row[i * s.out_w + j] = inside ? x[(c * s.in_h + y) * s.in_w + xx] : 0.0f;
+    for (int64_t p = 0; p < s.kh; ++p)
+      for (int64_t q = 0; q < s.kw; ++q) {
+        float* row = col + ((c * s.kh + p) * s.kw + q) * pixels;
+        for (int64_t i = 0; i < s.oh; ++i) {
+          const int64_t y = i * s.sh - s.ph + p * s.dh;
+          for (int64_t j = 0; j < s.ow; ++j) {
+            const int64_t xx = j * s.sw - s.pw + q * s.dw;
+            const bool inside = y >= 0 && y < s.h && xx >= 0 && xx < s.w;
+            row[i * s.ow + j] = inside ? x[(c * s.h + y) * s.w + xx] : 0.0f;
           }
         }
       }
@@ -93,18 +93,18 @@ void im2col(const ConvShape& s, int64_t channels, const float* x, float* col) {
 
 // The adjoint of im2col: dx[c, y, x] += every col entry that was read from it.
 void col2im_add(const ConvShape& s, int64_t channels, const float* col, float* dx) {
-  const int64_t pixels = s.out_h * s.out_w;
+  const int64_t pixels = s.oh * s.ow;
   for (int64_t c = 0; c < channels; ++c)
-    for (int64_t p = 0; p < s.kernel_h; ++p)
-      for (int64_t q = 0; q < s.kernel_w; ++q) {
-        const float* row = col + ((c * s.kernel_h + p) * s.kernel_w + q) * pixels;
-        for (int64_t i = 0; i < s.out_h; ++i) {
-          const int64_t y = i * s.stride_h - s.pad_h + p * s.dilation_h;
-          if (y < 0 || y >= s.in_h) continue;
-          for (int64_t j = 0; j < s.out_w; ++j) {
-            const int64_t xx = j * s.stride_w - s.pad_w + q * s.dilation_w;
-            if (xx < 0 || xx >= s.in_w) continue;
-            dx[(c * s.in_h + y) * s.in_w + xx] += row[i * s.out_w + j];
+    for (int64_t p = 0; p < s.kh; ++p)
+      for (int64_t q = 0; q < s.kw; ++q) {
+        const float* row = col + ((c * s.kh + p) * s.kw + q) * pixels;
+        for (int64_t i = 0; i < s.oh; ++i) {
+          const int64_t y = i * s.sh - s.ph + p * s.dh;
+          if (y < 0 || y >= s.h) continue;
+          for (int64_t j = 0; j < s.ow; ++j) {
+            const int64_t xx = j * s.sw - s.pw + q * s.dw;
+            if (xx < 0 || xx >= s.w) continue;
+            dx[(c * s.h + y) * s.w + xx] += row[i * s.ow + j];
           }
         }
       }
@@ -112,52 +112,50 @@ void col2im_add(const ConvShape& s, int64_t channels, const float* col, float* d
 
 }  // namespace
 
-int64_t conv2d_col_size(const ConvShape& s) {
-  return s.in_c / s.groups * s.kernel_h * s.kernel_w * s.out_h * s.out_w;
-}
+int64_t conv2d_col_size(const ConvShape& s) { return s.c / s.groups * s.kh * s.kw * s.oh * s.ow; }
 
 void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
                     float* col) {
-  const int64_t cg = s.in_c / s.groups, og = s.out_c / s.groups;
-  const int64_t taps = cg * s.kernel_h * s.kernel_w;  // one row of W
-  const int64_t pixels = s.out_h * s.out_w;
-  for (int64_t n = 0; n < s.batch; ++n)
+  const int64_t cg = s.c / s.groups, og = s.oc / s.groups;
+  const int64_t taps = cg * s.kh * s.kw;  // one row of W
+  const int64_t pixels = s.oh * s.ow;
+  for (int64_t n = 0; n < s.n; ++n)
     for (int64_t g = 0; g < s.groups; ++g) {
-      im2col(s, cg, x + (n * s.in_c + g * cg) * s.in_h * s.in_w, col);
-      float* y_g = y + (n * s.out_c + g * og) * pixels;
+      im2col(s, cg, x + (n * s.c + g * cg) * s.h * s.w, col);
+      float* y_g = y + (n * s.oc + g * og) * pixels;
       gemm(false, false, og, pixels, taps, 1.0f, w + g * og * taps, taps, col, pixels, 0.0f, y_g,
            pixels);
     }
   if (b == nullptr) return;
-  for (int64_t n = 0; n < s.batch; ++n)
-    for (int64_t o = 0; o < s.out_c; ++o)
-      for (int64_t p = 0; p < pixels; ++p) y[(n * s.out_c + o) * pixels + p] += b[o];
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t o = 0; o < s.oc; ++o)
+      for (int64_t p = 0; p < pixels; ++p) y[(n * s.oc + o) * pixels + p] += b[o];
 }
 
 void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx,
                      float* dw, float* db, float* col) {
-  const int64_t cg = s.in_c / s.groups, og = s.out_c / s.groups;
-  const int64_t taps = cg * s.kernel_h * s.kernel_w;
-  const int64_t pixels = s.out_h * s.out_w;
-  for (int64_t i = 0; i < s.out_c * taps; ++i) dw[i] = 0.0f;
-  for (int64_t n = 0; n < s.batch; ++n)
+  const int64_t cg = s.c / s.groups, og = s.oc / s.groups;
+  const int64_t taps = cg * s.kh * s.kw;
+  const int64_t pixels = s.oh * s.ow;
+  for (int64_t i = 0; i < s.oc * taps; ++i) dw[i] = 0.0f;
+  for (int64_t n = 0; n < s.n; ++n)
     for (int64_t g = 0; g < s.groups; ++g) {
-      const float* dy_g = dy + (n * s.out_c + g * og) * pixels;
+      const float* dy_g = dy + (n * s.oc + g * og) * pixels;
       // dW_g += dy_g * col^T, with the columns this sample's forward pass read.
-      im2col(s, cg, x + (n * s.in_c + g * cg) * s.in_h * s.in_w, col);
+      im2col(s, cg, x + (n * s.c + g * cg) * s.h * s.w, col);
       gemm(false, true, og, taps, pixels, 1.0f, dy_g, pixels, col, pixels, 1.0f, dw + g * og * taps,
            taps);
       if (dx == nullptr) continue;
       // dcol = W_g^T * dy_g, then back to the image (reusing the same scratch).
       gemm(true, false, taps, pixels, og, 1.0f, w + g * og * taps, taps, dy_g, pixels, 0.0f, col,
            pixels);
-      col2im_add(s, cg, col, dx + (n * s.in_c + g * cg) * s.in_h * s.in_w);
+      col2im_add(s, cg, col, dx + (n * s.c + g * cg) * s.h * s.w);
     }
   if (db == nullptr) return;
-  for (int64_t o = 0; o < s.out_c; ++o) {
+  for (int64_t o = 0; o < s.oc; ++o) {
     double sum = 0;
-    for (int64_t n = 0; n < s.batch; ++n)
-      for (int64_t p = 0; p < pixels; ++p) sum += dy[(n * s.out_c + o) * pixels + p];
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t p = 0; p < pixels; ++p) sum += dy[(n * s.oc + o) * pixels + p];
     db[o] = static_cast<float>(sum);
   }
 }

@@ -18,36 +18,36 @@ namespace cpu_reference {
 // The graph resolves the output size (floor or ceil mode); this code only follows it.
 
 void pool2d_forward(const PoolShape& s, const float* x, float* y, int64_t* argmax) {
-  for (int64_t plane = 0; plane < s.batch * s.channels; ++plane) {
-    const float* xp = x + plane * s.in_h * s.in_w;
-    for (int64_t i = 0; i < s.out_h; ++i)
-      for (int64_t j = 0; j < s.out_w; ++j) {
-        int64_t h0 = i * s.stride_h - s.pad_h, w0 = j * s.stride_w - s.pad_w;
-        int64_t h1 = std::min(h0 + s.kernel_h, s.in_h + s.pad_h);
-        int64_t w1 = std::min(w0 + s.kernel_w, s.in_w + s.pad_w);
+  for (int64_t plane = 0; plane < s.n * s.c; ++plane) {
+    const float* xp = x + plane * s.h * s.w;
+    for (int64_t i = 0; i < s.oh; ++i)
+      for (int64_t j = 0; j < s.ow; ++j) {
+        int64_t h0 = i * s.sh - s.ph, w0 = j * s.sw - s.pw;
+        int64_t h1 = std::min(h0 + s.kh, s.h + s.ph);
+        int64_t w1 = std::min(w0 + s.kw, s.w + s.pw);
         const int64_t window_size = (h1 - h0) * (w1 - w0);
         h0 = std::max<int64_t>(h0, 0);
         w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, s.in_h);
-        w1 = std::min(w1, s.in_w);
-        const int64_t out = plane * s.out_h * s.out_w + i * s.out_w + j;
+        h1 = std::min(h1, s.h);
+        w1 = std::min(w1, s.w);
+        const int64_t out = plane * s.oh * s.ow + i * s.ow + j;
         if (s.max) {
           int64_t best = -1;
           float best_value = -std::numeric_limits<float>::infinity();
           for (int64_t a = h0; a < h1; ++a)
             for (int64_t b = w0; b < w1; ++b)
-              if (best < 0 || xp[a * s.in_w + b] > best_value) {
-                best = a * s.in_w + b;
+              if (best < 0 || xp[a * s.w + b] > best_value) {
+                best = a * s.w + b;
                 best_value = xp[best];
               }
           // A window with no valid element cannot come out of the graph's size rules; it would
           // read 0 and pass no gradient.
           y[out] = best < 0 ? 0.0f : best_value;
-          argmax[out] = best < 0 ? -1 : plane * s.in_h * s.in_w + best;
+          argmax[out] = best < 0 ? -1 : plane * s.h * s.w + best;
         } else {
           double sum = 0;
           for (int64_t a = h0; a < h1; ++a)
-            for (int64_t b = w0; b < w1; ++b) sum += xp[a * s.in_w + b];
+            for (int64_t b = w0; b < w1; ++b) sum += xp[a * s.w + b];
           const int64_t valid = (h1 - h0) * (w1 - w0);
           const int64_t divisor = s.count_include_pad ? window_size : valid;
           y[out] = divisor > 0 ? static_cast<float>(sum / static_cast<double>(divisor)) : 0.0f;
@@ -58,30 +58,30 @@ void pool2d_forward(const PoolShape& s, const float* x, float* y, int64_t* argma
 
 void pool2d_backward(const PoolShape& s, const int64_t* argmax, const float* dy, float* dx) {
   if (dx == nullptr) return;
-  for (int64_t plane = 0; plane < s.batch * s.channels; ++plane) {
-    float* dxp = dx + plane * s.in_h * s.in_w;
-    for (int64_t i = 0; i < s.out_h; ++i)
-      for (int64_t j = 0; j < s.out_w; ++j) {
-        const int64_t out = plane * s.out_h * s.out_w + i * s.out_w + j;
+  for (int64_t plane = 0; plane < s.n * s.c; ++plane) {
+    float* dxp = dx + plane * s.h * s.w;
+    for (int64_t i = 0; i < s.oh; ++i)
+      for (int64_t j = 0; j < s.ow; ++j) {
+        const int64_t out = plane * s.oh * s.ow + i * s.ow + j;
         if (s.max) {
           if (argmax[out] >= 0) dx[argmax[out]] += dy[out];
           continue;
         }
         // Same window arithmetic as forward: each valid element gets dy / divisor.
-        int64_t h0 = i * s.stride_h - s.pad_h, w0 = j * s.stride_w - s.pad_w;
-        int64_t h1 = std::min(h0 + s.kernel_h, s.in_h + s.pad_h);
-        int64_t w1 = std::min(w0 + s.kernel_w, s.in_w + s.pad_w);
+        int64_t h0 = i * s.sh - s.ph, w0 = j * s.sw - s.pw;
+        int64_t h1 = std::min(h0 + s.kh, s.h + s.ph);
+        int64_t w1 = std::min(w0 + s.kw, s.w + s.pw);
         const int64_t window_size = (h1 - h0) * (w1 - w0);
         h0 = std::max<int64_t>(h0, 0);
         w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, s.in_h);
-        w1 = std::min(w1, s.in_w);
+        h1 = std::min(h1, s.h);
+        w1 = std::min(w1, s.w);
         const int64_t valid = (h1 - h0) * (w1 - w0);
         const int64_t divisor = s.count_include_pad ? window_size : valid;
         if (divisor <= 0) continue;
         const float share = dy[out] / static_cast<float>(divisor);
         for (int64_t a = h0; a < h1; ++a)
-          for (int64_t b = w0; b < w1; ++b) dxp[a * s.in_w + b] += share;
+          for (int64_t b = w0; b < w1; ++b) dxp[a * s.w + b] += share;
       }
   }
 }

@@ -2,29 +2,10 @@
 // (ImageNet, synthetic data), AlexNet-R and ResNet-56 (CIFAR-10). Where the tools of the paper
 // built a network differently, the default follows the DLBench Caffe definition and the other
 // form is an option (see each builder and its description in plugin.cpp).
-#include <cstdlib>
 
 #include "networks.h"
 
 namespace dlhost::networks_paper {
-
-bool Options::flag(const char* key, bool fallback) const {
-  auto v = sdk::option(o_, key);
-  if (!v) return fallback;
-  if (*v == "true" || *v == "1") return true;
-  if (*v == "false" || *v == "0") return false;
-  sdk::invalid(std::string("option '") + key + "' must be true or false, got '" + *v + "'");
-}
-
-double Options::number(const char* key, double fallback) const {
-  auto v = sdk::option(o_, key);
-  if (!v) return fallback;
-  char* end = nullptr;
-  double parsed = std::strtod(v->c_str(), &end);
-  if (end == v->c_str() || *end != '\0')
-    sdk::invalid(std::string("option '") + key + "' must be a number, got '" + *v + "'");
-  return parsed;
-}
 
 int32_t conv(Builder& b, const std::string& name, int32_t x, int64_t out, int64_t kernel,
              int64_t stride, int64_t pad, bool bias) {
@@ -61,9 +42,9 @@ void build_lenet(Builder& b, const Options&) {
 // 0 gives 5x5 pool5), dropout (0.5; 0 removes the layers, as the TensorFlow script did), lrn
 // (false; true adds the original paper's LRN after conv1 and conv2).
 void build_alexnet(Builder& b, const Options& o) {
-  int64_t pad1 = o.integer("conv1_pad", 2);
-  double drop = o.number("dropout", 0.5);
-  bool lrn = o.flag("lrn", false);
+  int64_t pad1 = o.get_int("conv1_pad", 2);
+  double drop = o.get_double("dropout", 0.5);
+  bool lrn = o.get_bool("lrn", false);
   int32_t x = b.input("data", {3, 224, 224});
   int32_t labels = b.labels();
   x = b.relu("relu1", conv(b, "conv1", x, 96, 11, 4, pad1));
@@ -86,7 +67,7 @@ void build_alexnet(Builder& b, const Options& o) {
 // cuda-convnet's layers-18pct without LRN, as DLBench ran it. Option pool_ceil (true: Caffe's
 // ceil-mode pooling, 89,578 parameters; false: floor, 85,098).
 void build_alexnet_r(Builder& b, const Options& o) {
-  bool ceil_mode = o.flag("pool_ceil", true);
+  bool ceil_mode = o.get_bool("pool_ceil", true);
   int32_t x = b.input("data", {3, 32, 32});
   int32_t labels = b.labels();
   x = conv(b, "conv1", x, 32, 5, 1, 2);
@@ -148,7 +129,7 @@ void build_resnet50(Builder& b, const Options&) {
 // and projection shortcuts without batch norm: 855,578 parameters) or "he" (He et al.: BN before
 // the add, ReLU after it, projections with batch norm: 855,770).
 void build_resnet56(Builder& b, const Options& o) {
-  std::string variant = o.text("variant", "dlbench");
+  std::string variant = o.get_string("variant", "dlbench");
   if (variant != "dlbench" && variant != "he")
     sdk::invalid("option 'variant' must be 'dlbench' or 'he', got '" + variant + "'");
   bool he = variant == "he";

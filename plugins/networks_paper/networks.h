@@ -4,7 +4,7 @@
 #ifndef DLHOST_NETWORKS_PAPER_NETWORKS_H
 #define DLHOST_NETWORKS_PAPER_NETWORKS_H
 
-#include <dlhost/dlhost.hpp>
+#include <dlhost/network_kit.hpp>
 
 #include <string>
 
@@ -13,21 +13,7 @@ namespace dlhost::networks_paper {
 using sdk::Builder;
 
 // The case's options for this plugin (`options: {networks_paper: {...}}` in a suite).
-class Options {
- public:
-  explicit Options(const dlhost_options* o) : o_(o) {}
-  int64_t integer(const char* key, int64_t fallback) const {
-    return sdk::option_int(o_, key, fallback);
-  }
-  bool flag(const char* key, bool fallback) const;
-  double number(const char* key, double fallback) const;
-  std::string text(const char* key, const std::string& fallback) const {
-    return sdk::option(o_, key).value_or(fallback);
-  }
-
- private:
-  const dlhost_options* o_;
-};
+using sdk::Options;
 
 // A convolution with square kernel, stride and padding.
 int32_t conv(Builder& b, const std::string& name, int32_t x, int64_t out, int64_t kernel,

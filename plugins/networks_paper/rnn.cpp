@@ -18,8 +18,8 @@ void language_model(Builder& b, int64_t steps) {
 
 }  // namespace
 
-void build_lstm32(Builder& b, const Options& o) { language_model(b, o.integer("steps", 32)); }
-void build_lstm64(Builder& b, const Options& o) { language_model(b, o.integer("steps", 64)); }
-void build_lstm_ptb(Builder& b, const Options& o) { language_model(b, o.integer("steps", 32)); }
+void build_lstm32(Builder& b, const Options& o) { language_model(b, o.get_int("steps", 32)); }
+void build_lstm64(Builder& b, const Options& o) { language_model(b, o.get_int("steps", 64)); }
+void build_lstm_ptb(Builder& b, const Options& o) { language_model(b, o.get_int("steps", 32)); }
 
 }  // namespace dlhost::networks_paper

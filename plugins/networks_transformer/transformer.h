@@ -3,7 +3,7 @@
 #ifndef DLHOST_NETWORKS_TRANSFORMER_TRANSFORMER_H
 #define DLHOST_NETWORKS_TRANSFORMER_TRANSFORMER_H
 
-#include <dlhost/dlhost.hpp>
+#include <dlhost/network_kit.hpp>
 
 #include <cstdint>
 

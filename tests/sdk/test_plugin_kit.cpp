@@ -19,6 +19,7 @@
 #include "dlhost/comm_kit.hpp"
 #include "dlhost/cpu_kit.hpp"
 #include "dlhost/graph_access.hpp"
+#include "dlhost/network_kit.hpp"
 
 namespace {
 
@@ -439,6 +440,11 @@ struct OneNodeGraph {
   dlhost_tensor_desc x = sdk::make_struct<dlhost_tensor_desc>(DLHOST_TENSOR_DESC_STRUCT_SIZE);
   const dlhost_tensor_desc* tensors[1] = {&x};
   int32_t inputs[1] = {0};
+  // A weight and a bias the node may own (set_params gives their element counts).
+  dlhost_param_desc weight = sdk::make_struct<dlhost_param_desc>(DLHOST_PARAM_DESC_STRUCT_SIZE);
+  dlhost_param_desc bias = sdk::make_struct<dlhost_param_desc>(DLHOST_PARAM_DESC_STRUCT_SIZE);
+  const dlhost_param_desc* params[2] = {&weight, &bias};
+  int32_t param_ids[2] = {0, 1};
   dlhost_node node = sdk::make_struct<dlhost_node>(DLHOST_NODE_STRUCT_SIZE);
   dlhost_graph graph = sdk::make_struct<dlhost_graph>(DLHOST_GRAPH_STRUCT_SIZE);
   OneNodeGraph(int32_t op, const void* attrs) {
@@ -451,6 +457,14 @@ struct OneNodeGraph {
     node.attrs = attrs;
     graph.num_tensors = 1;
     graph.tensors = tensors;
+    graph.params = params;
+  }
+  void set_params(int64_t weight_count, int64_t bias_count = -1) {
+    weight.count = weight_count;
+    bias.count = bias_count;
+    node.num_params = bias_count < 0 ? 1 : 2;
+    node.params = param_ids;
+    graph.num_params = node.num_params;
   }
 };
 
@@ -468,6 +482,7 @@ TEST(GraphAccess, Conv2dGeometryWithStrideDilationAndGroups) {
   a.out_channels = 6, a.kernel_h = 3, a.kernel_w = 2, a.stride_h = 2, a.stride_w = 1;
   a.pad_h = 1, a.pad_w = 0, a.dilation_h = 2, a.dilation_w = 1, a.groups = 3;
   OneNodeGraph g(DLHOST_OP_CONV2D, &a);
+  g.set_params(6 * 1 * 3 * 2);  // W [OC, C / groups, KH, KW], no bias
   sdk::Geometry2d geo = sdk::conv2d_geometry(g.graph, g.node);
   EXPECT_EQ(geo.n, 2);
   EXPECT_EQ(geo.c, 3);
@@ -477,6 +492,46 @@ TEST(GraphAccess, Conv2dGeometryWithStrideDilationAndGroups) {
   EXPECT_EQ(geo.groups, 3);
   a.groups = 4;  // 3 channels do not split into 4 groups
   EXPECT_NE(thrown_by([&] { sdk::conv2d_geometry(g.graph, g.node); }).find("group"),
+            std::string::npos);
+}
+
+TEST(GraphAccess, Conv2dRefusesAWeightOfAnotherSizeOrAMissingBias) {
+  auto a = sdk::make_struct<dlhost_conv2d_attrs>(DLHOST_CONV2D_ATTRS_STRUCT_SIZE);
+  a.out_channels = 4, a.kernel_h = a.kernel_w = 3, a.stride_h = a.stride_w = 1;
+  a.dilation_h = a.dilation_w = 1, a.groups = 1, a.has_bias = 1;
+  OneNodeGraph g(DLHOST_OP_CONV2D, &a);
+  g.set_params(4 * 3 * 3 * 3, 4);
+  EXPECT_EQ(sdk::conv2d_geometry(g.graph, g.node).oh, 5);
+  g.set_params(4 * 3 * 3 * 3 - 1, 4);
+  std::string why = thrown_by([&] { sdk::conv2d_geometry(g.graph, g.node); });
+  EXPECT_NE(why.find("node 'n1' parameter 0 has 107 elements, its geometry needs 108"),
+            std::string::npos)
+      << why;
+  g.set_params(4 * 3 * 3 * 3);  // has_bias but one parameter
+  why = thrown_by([&] { sdk::conv2d_geometry(g.graph, g.node); });
+  EXPECT_NE(why.find("lacks parameter 1"), std::string::npos) << why;
+}
+
+TEST(GraphAccess, FcGeometryFlattensAfterTheKeptDims) {
+  auto a = sdk::make_struct<dlhost_fc_attrs>(DLHOST_FC_ATTRS_STRUCT_SIZE);
+  a.out_features = 5, a.has_bias = 1, a.batch_dims = 1;
+  OneNodeGraph g(DLHOST_OP_FC, &a);
+  g.set_params(5 * 3 * 7 * 6, 5);
+  sdk::FcGeometry fc = sdk::fc_geometry(g.graph, g.node);
+  EXPECT_EQ(fc.rows, 2);
+  EXPECT_EQ(fc.in, 3 * 7 * 6);  // the fan-in: C x H x W
+  EXPECT_EQ(fc.out, 5);
+  EXPECT_TRUE(fc.bias);
+  a.batch_dims = 2;  // per position of [N, C, ...]: rows N x C
+  g.set_params(5 * 7 * 6, 5);
+  fc = sdk::fc_geometry(g.graph, g.node);
+  EXPECT_EQ(fc.rows, 2 * 3);
+  EXPECT_EQ(fc.in, 7 * 6);
+  a.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE_1_0;  // a 1.0 host: no batch_dims, 1 kept
+  g.set_params(5 * 3 * 7 * 6, 5);
+  EXPECT_EQ(sdk::fc_geometry(g.graph, g.node).rows, 2);
+  a.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE, a.batch_dims = 4;  // keeps every dim: no features
+  EXPECT_NE(thrown_by([&] { sdk::fc_geometry(g.graph, g.node); }).find("keeps 4 leading dims"),
             std::string::npos);
 }
 
@@ -531,8 +586,8 @@ TEST(Graph, OpNamesFollowTheEnum) {
   EXPECT_EQ(sdk::op_name(DLHOST_OP_CONV2D), "conv2d");
   EXPECT_EQ(sdk::op_name(DLHOST_OP_SOFTMAX_CROSS_ENTROPY), "softmax_cross_entropy");
   EXPECT_EQ(sdk::op_name(DLHOST_OP_GLOBAL_AVG_POOL), "global_avg_pool");  // the last of 1.1
-  EXPECT_EQ(sdk::op_name(DLHOST_OP_LAYER_NORM), "layer_norm");  // the first of 1.4
-  EXPECT_EQ(sdk::op_name(DLHOST_OP_TIED_FC), "tied_fc");        // the last of 1.4
+  EXPECT_EQ(sdk::op_name(DLHOST_OP_LAYER_NORM), "layer_norm");            // the first of 1.4
+  EXPECT_EQ(sdk::op_name(DLHOST_OP_TIED_FC), "tied_fc");                  // the last of 1.4
   EXPECT_EQ(sdk::op_name(DLHOST_OP_TIED_FC + 1), "op 20");
   EXPECT_EQ(sdk::op_name(0), "op 0");
 }
@@ -551,3 +606,266 @@ TEST(CpuInfo, DescribesThisMachine) {
 }
 
 }  // namespace
+
+// --- the network kit -------------------------------------------------------------------------
+
+// What the fake builder's `input` saw: the network's per-sample dims.
+std::vector<int64_t>& built_dims() {
+  static std::vector<int64_t> dims;
+  return dims;
+}
+
+std::vector<sdk::Network> two_networks() {
+  auto wide = [](sdk::Builder& b, const sdk::Options& o) {
+    b.input("data", {o.get_int("width", 3)});
+  };
+  auto broken = [](sdk::Builder&, const sdk::Options&) { sdk::unimplemented("needs an op"); };
+  return {{"wide", "MNIST", 64, 256, sdk::sgd_optimizer(0.05f, 0.9f, 1e-4f, 5.0f), wide, "w"},
+          {"broken", "synthetic", 8, 8, sdk::adamw_optimizer(1e-3f, 0.01f, 1e-8f), broken, "b"}};
+}
+
+TEST(NetworkKit, FillsTheTableFromTheList) {
+  const dlhost_plugin* p = sdk::network_plugin<two_networks>(host(), {"nets", "1.2.3", "two"});
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->kind, DLHOST_PLUGIN_NETWORK);
+  EXPECT_STREQ(p->version, "1.2.3");
+  const dlhost_network_api& api = *p->network;
+  ASSERT_EQ(api.count(), 2);
+  const dlhost_network_info* info = nullptr;
+  ASSERT_EQ(code_of(api.info(0, &info)), DLHOST_CODE_OK);
+  EXPECT_STREQ(info->name, "wide");
+  EXPECT_EQ(info->cpu_batch, 64);
+  EXPECT_EQ(info->gpu_batch, 256);
+  EXPECT_EQ(info->optimizer->kind, DLHOST_OPTIMIZER_SGD);
+  EXPECT_FLOAT_EQ(info->optimizer->momentum, 0.9f);
+  EXPECT_FLOAT_EQ(info->optimizer->clip_norm, 5.0f);
+  ASSERT_EQ(code_of(api.info(1, &info)), DLHOST_CODE_OK);
+  EXPECT_EQ(info->optimizer->kind, DLHOST_OPTIMIZER_ADAMW);
+  EXPECT_FLOAT_EQ(info->optimizer->beta2, 0.999f);
+  std::string message;
+  EXPECT_EQ(code_of(api.info(2, &info), &message), DLHOST_CODE_OUT_OF_RANGE);
+  EXPECT_NE(message.find("nets: info: no network 2 (2 network(s))"), std::string::npos) << message;
+  EXPECT_EQ(code_of(api.info(0, nullptr)), DLHOST_CODE_INVALID_ARGUMENT);
+}
+
+TEST(NetworkKit, BuildsWithTheCasesOptionsAndChecksTheBuilder) {
+  const dlhost_plugin* p = sdk::network_plugin<two_networks>(host(), {"nets", "1.2.3", "two"});
+  auto builder = sdk::make_struct<dlhost_builder_api>(DLHOST_BUILDER_API_STRUCT_SIZE);
+  builder.input = [](dlhost_graph_builder*, const char*, int32_t, int32_t rank, const int64_t* dims,
+                     int32_t* out) -> dlhost_status* {
+    built_dims().assign(dims, dims + rank);
+    *out = 0;
+    return nullptr;
+  };
+  ASSERT_EQ(code_of(p->network->build(0, &builder, nullptr, nullptr)), DLHOST_CODE_OK);
+  EXPECT_EQ(built_dims(), std::vector<int64_t>{3});  // no options: the builder's fallback
+  std::string message;
+  EXPECT_EQ(code_of(p->network->build(1, &builder, nullptr, nullptr), &message),
+            DLHOST_CODE_UNIMPLEMENTED);
+  EXPECT_NE(message.find("needs an op"), std::string::npos) << message;
+  EXPECT_EQ(code_of(p->network->build(0, nullptr, nullptr, nullptr), &message),
+            DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("builder table missing"), std::string::npos) << message;
+  EXPECT_EQ(code_of(p->network->build(-1, &builder, nullptr, nullptr)), DLHOST_CODE_OUT_OF_RANGE);
+}
+
+// --- the CPU kit's model ------------------------------------------------------------------------
+
+// x [2, 2] (input) and the loss sum(x * w), w one parameter of 4: forward and backward by hand.
+struct DotGraph {
+  dlhost_tensor_desc x = sdk::make_struct<dlhost_tensor_desc>(DLHOST_TENSOR_DESC_STRUCT_SIZE);
+  dlhost_tensor_desc loss = sdk::make_struct<dlhost_tensor_desc>(DLHOST_TENSOR_DESC_STRUCT_SIZE);
+  dlhost_param_desc w = sdk::make_struct<dlhost_param_desc>(DLHOST_PARAM_DESC_STRUCT_SIZE);
+  const dlhost_tensor_desc* tensors[2] = {&x, &loss};
+  const dlhost_param_desc* params[1] = {&w};
+  int32_t inputs[1] = {0};
+  dlhost_graph graph = sdk::make_struct<dlhost_graph>(DLHOST_GRAPH_STRUCT_SIZE);
+  DotGraph() {
+    x.dtype = loss.dtype = DLHOST_DTYPE_F32;
+    x.rank = 2, x.dims[0] = 2, x.dims[1] = 2, x.name = "x";
+    loss.id = 1, loss.name = "loss";
+    w.count = 4;
+    graph.num_tensors = 2, graph.tensors = tensors;
+    graph.num_params = 1, graph.params = params;
+    graph.num_inputs = 1, graph.inputs = inputs;
+    graph.loss = 1;
+  }
+};
+
+class DotModel final : public sdk::CpuModel {
+ public:
+  using CpuModel::CpuModel;
+  void forward() override {
+    double s = 0;
+    for (size_t i = 0; i < 4; ++i) s += double(tensor(0).value[i]) * param(0).value[i];
+    tensor(1).value[0] = float(s);
+  }
+  void backward(const dlhost_grad_ready* ready) override {
+    begin_backward();
+    for (size_t i = 0; i < 4; ++i) param(0).grad[i] = tensor(1).grad[0] * tensor(0).value[i];
+    grad_ready(ready, {0});
+  }
+};
+
+TEST(CpuKit, CpuModelHoldsTheBuffersAndStepsSgdInTheDocumentedOrder) {
+  DotGraph g;
+  auto opt = sdk::sgd_optimizer(0.5f, 0.9f, 0.1f, 1.0f);  // clipping bites: ||g|| = ||x|| = 5.48
+  DotModel m(g.graph, opt);
+  const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1};
+  m.set_input(0, x, sizeof x);
+  m.write_param(0, DLHOST_PARAM_VALUE, w, sizeof w);
+  m.forward();
+  EXPECT_FLOAT_EQ(m.loss(), 10.0f);
+  int calls = 0;
+  dlhost_grad_ready ready{DLHOST_GRAD_READY_STRUCT_SIZE, &calls,
+                          [](void* user, int32_t) { ++*static_cast<int*>(user); }};
+  m.backward(&ready);
+  EXPECT_EQ(calls, 1);
+  m.update();
+  float after[4];
+  m.read_param(0, DLHOST_PARAM_VALUE, after, sizeof after);
+  const double scale = 1.0 / std::sqrt(30.0);  // clip on the raw gradient x
+  for (int i = 0; i < 4; ++i)                  // v = scale g + wd w (no velocity yet); w -= lr v
+    EXPECT_NEAR(after[i], 1.0 - 0.5 * (scale * x[i] + 0.1 * 1.0), 1e-6) << i;
+  float read[4];
+  m.read_tensor(0, read, sizeof read);
+  EXPECT_EQ(read[3], 4.0f);
+  dlhost_buffer value = sdk::make_struct<dlhost_buffer>(DLHOST_BUFFER_STRUCT_SIZE);
+  m.param_buffers(0, &value, nullptr);
+  EXPECT_EQ(value.bytes, 16u);
+  EXPECT_EQ(value.memory_space, DLHOST_MEMORY_HOST);
+}
+
+TEST(CpuKit, CpuModelRefusesWrongSizesInputsAndOptimizers) {
+  DotGraph g;
+  DotModel m(g.graph, sdk::sgd_optimizer(0.1f));
+  const float x[4] = {};
+  EXPECT_NE(thrown_by([&] { m.set_input(0, x, 12); }).find("x takes 16 bytes, got 12"),
+            std::string::npos);
+  EXPECT_NE(thrown_by([&] { m.set_input(1, x, 4); }).find("tensor 1 is not an input"),
+            std::string::npos);
+  EXPECT_NE(thrown_by([&] { m.write_param(0, DLHOST_PARAM_VALUE, nullptr, 16); }).find("got NULL"),
+            std::string::npos);
+  EXPECT_NE(
+      thrown_by([&] { m.read_param(1, DLHOST_PARAM_VALUE, nullptr, 16); }).find("no parameter 1"),
+      std::string::npos);
+  EXPECT_NE(thrown_by([&] { m.write_param(0, 7, x, 16); }).find("unknown parameter part 7"),
+            std::string::npos);
+  EXPECT_NE(thrown_by([&] {
+              DotModel(g.graph, sdk::adamw_optimizer(1e-3f, 0.f, 1e-8f));
+            }).find("SGD only"),
+            std::string::npos);
+}
+
+// --- the backend kit's device virtuals ----------------------------------------------------------
+
+// A model that says where its stream is and how much it holds; every other device call takes
+// the kit's CPU defaults.
+class StreamModel final : public sdk::Model {
+ public:
+  void set_input(int32_t, const void*, size_t) override {}
+  void forward() override {}
+  void backward(const dlhost_grad_ready*) override {}
+  void update() override {}
+  void synchronize() override { ++synchronized; }
+  float loss() const override { return 0; }
+  void param_buffers(int32_t, dlhost_buffer*, dlhost_buffer*) override {}
+  void read_param(int32_t, int32_t, void*, size_t) override {}
+  void write_param(int32_t, int32_t, const void*, size_t) override {}
+  sdk::ModelInfo info() const override {
+    sdk::ModelInfo i;
+    i.param_bytes = 96;
+    return i;
+  }
+  dlhost_stream model_stream() override {
+    auto s = sdk::make_struct<dlhost_stream>(DLHOST_STREAM_STRUCT_SIZE);
+    s.kind = DLHOST_STREAM_HOST_QUEUE, s.device = 0, s.handle = this;
+    return s;
+  }
+  int synchronized = 0;
+};
+
+class DeviceBackend final : public sdk::Backend<sdk::NoContext> {
+ public:
+  sdk::Device device(int32_t) const override { return sdk::cpu_device("generic"); }
+  std::string library() const override { return "devlib 1.0"; }
+  bool device_virtuals() const override { return true; }
+  std::unique_ptr<sdk::NoContext> open(int32_t, const sdk::Options&) override {
+    return std::make_unique<sdk::NoContext>();
+  }
+  std::unique_ptr<sdk::Model> compile(sdk::NoContext&, const dlhost_graph&,
+                                      const dlhost_optimizer_desc&, const sdk::Options&) override {
+    return std::make_unique<StreamModel>();
+  }
+};
+
+template <class Ext>
+const Ext* find(const dlhost_plugin* p, int32_t type) {
+  return reinterpret_cast<const Ext*>(dlhost_find_extension(p->extensions, type));
+}
+
+TEST(BackendKit, PublishesTheDeviceVirtualsWithCpuDefaults) {
+  // A backend that does not ask for them publishes none (gpu_cudnn links its own).
+  EXPECT_EQ(find<dlhost_stream_ext>(backend_plugin(), DLHOST_EXT_STREAM), nullptr);
+  const dlhost_plugin* p = sdk::backend_plugin<DeviceBackend>(host(), {"dev", "1.0", "double"});
+  const auto* stream = find<dlhost_stream_ext>(p, DLHOST_EXT_STREAM);
+  const auto* events = find<dlhost_events_ext>(p, DLHOST_EXT_EVENTS);
+  const auto* memory = find<dlhost_device_memory_ext>(p, DLHOST_EXT_DEVICE_MEMORY);
+  ASSERT_TRUE(stream && events && memory);
+  EXPECT_EQ(memory->struct_size, DLHOST_DEVICE_MEMORY_EXT_STRUCT_SIZE);
+  dlhost_context* context = nullptr;
+  dlhost_model* model = nullptr;
+  ASSERT_EQ(code_of(p->backend->context_create(0, nullptr, &context)), DLHOST_CODE_OK);
+  auto graph = sdk::make_struct<dlhost_graph>(DLHOST_GRAPH_STRUCT_SIZE);
+  auto opt = sdk::sgd_optimizer(0.1f);
+  ASSERT_EQ(code_of(p->backend->compile(context, &graph, &opt, nullptr, &model)), DLHOST_CODE_OK);
+
+  auto s = sdk::make_struct<dlhost_stream>(DLHOST_STREAM_STRUCT_SIZE);
+  ASSERT_EQ(code_of(stream->model_stream(model, &s)), DLHOST_CODE_OK);
+  EXPECT_EQ(s.kind, DLHOST_STREAM_HOST_QUEUE);
+  EXPECT_EQ(s.handle, static_cast<void*>(reinterpret_cast<sdk::Model*>(model)));
+
+  // Events on the host clock, after the model synchronized.
+  dlhost_event *start = nullptr, *end = nullptr;
+  ASSERT_EQ(code_of(events->event_create(model, &start)), DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(events->event_create(model, &end)), DLHOST_CODE_OK);
+  double ms = -1;
+  std::string message;
+  EXPECT_EQ(code_of(events->event_elapsed_ms(start, end, &ms), &message),
+            DLHOST_CODE_FAILED_PRECONDITION);
+  EXPECT_NE(message.find("never recorded"), std::string::npos) << message;
+  ASSERT_EQ(code_of(events->event_record(start)), DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(events->event_record(end)), DLHOST_CODE_OK);
+  int32_t done = 0;
+  ASSERT_EQ(code_of(events->event_query(end, &done)), DLHOST_CODE_OK);
+  EXPECT_EQ(done, 1);
+  ASSERT_EQ(code_of(events->event_elapsed_ms(start, end, &ms)), DLHOST_CODE_OK);
+  EXPECT_GE(ms, 0.0);
+  EXPECT_EQ(reinterpret_cast<StreamModel*>(model)->synchronized, 2);
+  events->event_destroy(start);
+  events->event_destroy(end);
+
+  // Memory: statistics from memory_in_use, host buffers, copies with and without the model.
+  auto stats = sdk::make_struct<dlhost_memory_stats>(DLHOST_MEMORY_STATS_STRUCT_SIZE);
+  ASSERT_EQ(code_of(memory->memory_stats(model, &stats)), DLHOST_CODE_OK);
+  EXPECT_EQ(stats.in_use_bytes, 96u);
+  auto buffer = sdk::make_struct<dlhost_buffer>(DLHOST_BUFFER_STRUCT_SIZE);
+  ASSERT_EQ(code_of(memory->buffer_alloc(context, 16, DLHOST_DTYPE_F32, &buffer)), DLHOST_CODE_OK);
+  EXPECT_EQ(buffer.memory_space, DLHOST_MEMORY_HOST);
+  const float in[2] = {1.5f, -2.0f};
+  float out[2] = {};
+  ASSERT_EQ(code_of(memory->copy_from_host(context, nullptr, in, &buffer, 8, 8)), DLHOST_CODE_OK);
+  ASSERT_EQ(code_of(memory->copy_to_host(context, model, &buffer, 8, out, 8)), DLHOST_CODE_OK);
+  EXPECT_EQ(out[1], -2.0f);
+  EXPECT_EQ(code_of(memory->copy_to_host(context, nullptr, &buffer, 12, out, 8), &message),
+            DLHOST_CODE_OUT_OF_RANGE);
+  EXPECT_NE(message.find("bytes [12, 20) of a buffer of 16"), std::string::npos) << message;
+  auto on_device = buffer;
+  on_device.memory_space = DLHOST_MEMORY_DEVICE;  // the defaults never touch device memory
+  EXPECT_EQ(code_of(memory->copy_device(model, &buffer, 0, &on_device, 0, 4)),
+            DLHOST_CODE_UNIMPLEMENTED);
+  EXPECT_EQ(code_of(memory->input_buffer(model, 0, &buffer)), DLHOST_CODE_UNIMPLEMENTED);
+  memory->buffer_free(context, &buffer);
+  p->backend->model_destroy(model);
+  p->backend->context_destroy(context);
+}

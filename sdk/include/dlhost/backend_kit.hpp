@@ -20,9 +20,12 @@
 #ifndef DLHOST_BACKEND_KIT_HPP
 #define DLHOST_BACKEND_KIT_HPP
 
+#include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -133,6 +136,22 @@ struct ModelInfo {
   uint64_t workspace_bytes = 0;
 };
 
+// An event on a model's stream (DLHOST_EXT_EVENTS), for a backend whose Backend::
+// device_virtuals() is true. The default, HostClockEvent, suits a model that computes on the
+// calling thread or can drain its work: record() synchronizes the model and reads the clock.
+class Event {
+ public:
+  virtual ~Event() = default;
+  // After all work enqueued on the model's stream so far; does not block (a device's event).
+  virtual void record() = 0;
+  // True when the work before the record has finished; does not block.
+  virtual bool done() = 0;
+  // Blocks until the work before the record has finished.
+  virtual void synchronize() = 0;
+  // Milliseconds of device time from `start` to this event, both finished.
+  virtual double elapsed_ms_since(Event& start) = 0;
+};
+
 // A compiled training graph (see dlhost_backend.h for each call's contract). Every buffer is
 // allocated by the backend's compile; the step calls allocate nothing.
 class Model {
@@ -168,7 +187,99 @@ class Model {
     ModelInfo i = info();
     return i.param_bytes + i.workspace_bytes;
   }
+
+  // --- Device virtuals: published (dlhost_device.h) when Backend::device_virtuals() is true. The
+  // defaults are a CPU's (host memory, the model's own synchronize); a device backend overrides
+  // what its device does differently.
+  // The stream every call on the model enqueues to (DLHOST_EXT_STREAM); none by default.
+  virtual dlhost_stream model_stream() {
+    unimplemented(std::string(detail::plugin_name()) + ": the model exports no stream");
+  }
+  virtual std::unique_ptr<Event> create_event();
+  // DLHOST_EXT_DEVICE_MEMORY on this model: by default what memory_in_use() says, as in use and
+  // as the peak, with the device's free and total unknown (0).
+  virtual dlhost_memory_stats memory_stats() {
+    auto m = make_struct<dlhost_memory_stats>(DLHOST_MEMORY_STATS_STRUCT_SIZE);
+    m.in_use_bytes = m.peak_bytes = memory_in_use();
+    return m;
+  }
+  // Copies ordered on the model's stream (copy_to_host/from_host wait, copy_device does not);
+  // the defaults copy host memory (a buffer in device memory is UNIMPLEMENTED).
+  virtual void copy_to_host(const dlhost_buffer& src, uint64_t offset, void* dst, uint64_t bytes);
+  virtual void copy_from_host(const void* src, const dlhost_buffer& dst, uint64_t offset,
+                              uint64_t bytes);
+  virtual void copy_device(const dlhost_buffer& src, uint64_t src_offset, const dlhost_buffer& dst,
+                           uint64_t dst_offset, uint64_t bytes);
+  // The buffer holding input `tensor`, for per-step uploads; none by default.
+  virtual dlhost_buffer input_buffer(int32_t tensor) {
+    unimplemented(std::string(detail::plugin_name()) + ": no input buffer for tensor " +
+                  std::to_string(tensor));
+  }
 };
+
+namespace detail {
+// The host-memory range [offset, offset + bytes) of `b`, or an error naming the call: outside
+// the buffer is OUT_OF_RANGE, device memory UNIMPLEMENTED (the default copies only host memory).
+inline char* host_range(const char* call, const dlhost_buffer& b, uint64_t offset, uint64_t bytes) {
+  if (b.memory_space != DLHOST_MEMORY_HOST)
+    fail(DLHOST_CODE_UNIMPLEMENTED, std::string(plugin_name()) + ": " + call +
+                                        ": the default copies host memory only; override it");
+  if (offset > b.bytes || bytes > b.bytes - offset)
+    fail(DLHOST_CODE_OUT_OF_RANGE,
+         std::string(plugin_name()) + ": " + call + ": bytes [" + std::to_string(offset) + ", " +
+             std::to_string(offset + bytes) + ") of a buffer of " + std::to_string(b.bytes));
+  return static_cast<char*>(b.data) + offset;
+}
+}  // namespace detail
+
+// The default event: the host clock, read after the model has synchronized.
+class HostClockEvent final : public Event {
+ public:
+  explicit HostClockEvent(Model& model) : model_(model) {}
+  void record() override {
+    model_.synchronize();
+    at_ = std::chrono::steady_clock::now();
+    recorded_ = true;
+  }
+  bool done() override { return recorded_; }
+  void synchronize() override {}
+  double elapsed_ms_since(Event& start) override {
+    auto* s = dynamic_cast<HostClockEvent*>(&start);
+    if (s == nullptr || !s->recorded_ || !recorded_)
+      fail(DLHOST_CODE_FAILED_PRECONDITION,
+           std::string(detail::plugin_name()) + ": event_elapsed_ms: an event was never recorded");
+    return std::chrono::duration<double, std::milli>(at_ - s->at_).count();
+  }
+
+ private:
+  Model& model_;
+  std::chrono::steady_clock::time_point at_{};
+  bool recorded_ = false;
+};
+
+inline std::unique_ptr<Event> Model::create_event() {
+  return std::make_unique<HostClockEvent>(*this);
+}
+inline void Model::copy_to_host(const dlhost_buffer& src, uint64_t offset, void* dst,
+                                uint64_t bytes) {
+  synchronize();
+  std::memcpy(dst, detail::host_range("copy_to_host", src, offset, bytes), bytes);
+}
+inline void Model::copy_from_host(const void* src, const dlhost_buffer& dst, uint64_t offset,
+                                  uint64_t bytes) {
+  synchronize();
+  std::memcpy(detail::host_range("copy_from_host", dst, offset, bytes), src, bytes);
+}
+inline void Model::copy_device(const dlhost_buffer& src, uint64_t src_offset,
+                               const dlhost_buffer& dst, uint64_t dst_offset, uint64_t bytes) {
+  synchronize();
+  std::memmove(detail::host_range("copy_device", dst, dst_offset, bytes),
+               detail::host_range("copy_device", src, src_offset, bytes), bytes);
+}
+
+// The context of a backend that keeps nothing per opened device (a CPU backend whose models
+// hold everything): Backend<NoContext>.
+struct NoContext {};
 
 // The backend itself, one object per library. ContextT is the author's context type.
 template <class ContextT>
@@ -198,6 +309,42 @@ class Backend {
   // filled up to its struct_size: the host calls what it finds unchecked. Called once, after the
   // kit has linked its own, so that capabilities, options and these come from one chain.
   virtual void link_extensions(ExtensionChain& chain) const { (void)chain; }
+  // True to publish the stream, events and device memory extensions from the Model's device
+  // virtuals and the context-level ones below (plugin-sdk.md, "Device backends"); a backend that
+  // links its own tables through link_extensions leaves it false.
+  virtual bool device_virtuals() const { return false; }
+  // Context-level device memory (DLHOST_EXT_DEVICE_MEMORY): buffers for the host's own use
+  // (comm-bench, gradient arenas) and page-locked host memory. The defaults are host memory.
+  virtual dlhost_buffer alloc_buffer(ContextT& context, uint64_t bytes, int32_t dtype) {
+    (void)context;
+    auto b = make_struct<dlhost_buffer>(DLHOST_BUFFER_STRUCT_SIZE);
+    b.data = ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t(64));
+    b.bytes = bytes, b.dtype = dtype, b.memory_space = DLHOST_MEMORY_HOST, b.device = -1;
+    return b;
+  }
+  virtual void free_buffer(ContextT& context, const dlhost_buffer& buffer) {
+    (void)context;
+    ::operator delete(buffer.data, std::align_val_t(64));
+  }
+  virtual void* host_alloc(ContextT& context, uint64_t bytes) {
+    (void)context;
+    return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t(64));
+  }
+  virtual void host_free(ContextT& context, void* data) {
+    (void)context;
+    ::operator delete(data, std::align_val_t(64));
+  }
+  // A copy with no model: ordered after all of the context's work (the default: host memory).
+  virtual void copy_to_host(ContextT& context, const dlhost_buffer& src, uint64_t offset, void* dst,
+                            uint64_t bytes) {
+    (void)context;
+    std::memcpy(dst, detail::host_range("copy_to_host", src, offset, bytes), bytes);
+  }
+  virtual void copy_from_host(ContextT& context, const void* src, const dlhost_buffer& dst,
+                              uint64_t offset, uint64_t bytes) {
+    (void)context;
+    std::memcpy(detail::host_range("copy_from_host", dst, offset, bytes), src, bytes);
+  }
   // `device` is already checked against device_count(), and "precision" against capabilities().
   virtual std::unique_ptr<ContextT> open(int32_t device, const Options& options) = 0;
   // Graph and optimizer are borrowed for the call and already checked for struct_size.
@@ -328,9 +475,138 @@ struct BackendTable {
         read_ext.read_tensor = read_tensor;
         chain.link(&read_ext);
       }
+      if (backend().device_virtuals()) link_device_extensions(chain);
       backend().link_extensions(chain);
     });
     return chain.head();
+  }
+
+  // --- the device extensions over the device virtuals --------------------------------------
+  static Context& context(dlhost_context* c, const char* call) {
+    return deref(reinterpret_cast<Context*>(c), call, "context");
+  }
+  static Event& event(dlhost_event* e, const char* call) {
+    return deref(reinterpret_cast<Event*>(e), call, "event");
+  }
+  template <class F>
+  static void quietly(const char* call, F&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      log(DLHOST_LOG_ERROR, plugin_name(), std::string(call) + ": " + e.what());
+    }
+  }
+  static void link_device_extensions(ExtensionChain& chain) {
+    static dlhost_stream_ext stream_ext =
+        make_struct<dlhost_stream_ext>(DLHOST_STREAM_EXT_STRUCT_SIZE);
+    stream_ext.type = DLHOST_EXT_STREAM;
+    stream_ext.model_stream = [](dlhost_model* m, dlhost_stream* out) {
+      return guard([&] {
+        const dlhost_stream s = model(m, "model_stream").model_stream();
+        if (deref(out, "model_stream", "out").struct_size < DLHOST_STREAM_STRUCT_SIZE)
+          invalid(std::string(plugin_name()) + ": model_stream: out older than ABI 1.2");
+        out->kind = s.kind, out->device = s.device, out->handle = s.handle;
+      });
+    };
+    chain.link(&stream_ext);
+    static dlhost_events_ext events = make_struct<dlhost_events_ext>(DLHOST_EVENTS_EXT_STRUCT_SIZE);
+    events.type = DLHOST_EXT_EVENTS;
+    events.event_create = [](dlhost_model* m, dlhost_event** out) {
+      return guard([&] {
+        Model& mod = model(m, "event_create");
+        deref(out, "event_create", "out");
+        *out = reinterpret_cast<dlhost_event*>(mod.create_event().release());
+      });
+    };
+    events.event_destroy = [](dlhost_event* e) { delete reinterpret_cast<Event*>(e); };
+    events.event_record = [](dlhost_event* e) {
+      return guard([&] { event(e, "event_record").record(); });
+    };
+    events.event_query = [](dlhost_event* e, int32_t* done) {
+      return guard([&] { deref(done, "event_query", "done") = event(e, "event_query").done(); });
+    };
+    events.event_synchronize = [](dlhost_event* e) {
+      return guard([&] { event(e, "event_synchronize").synchronize(); });
+    };
+    events.event_elapsed_ms = [](dlhost_event* start, dlhost_event* end, double* ms) {
+      return guard([&] {
+        Event& s = event(start, "event_elapsed_ms");
+        deref(ms, "event_elapsed_ms", "ms") = event(end, "event_elapsed_ms").elapsed_ms_since(s);
+      });
+    };
+    chain.link(&events);
+    static dlhost_device_memory_ext memory =
+        make_struct<dlhost_device_memory_ext>(DLHOST_DEVICE_MEMORY_EXT_STRUCT_SIZE);
+    memory.type = DLHOST_EXT_DEVICE_MEMORY;
+    memory.memory_stats = [](dlhost_model* m, dlhost_memory_stats* out) {
+      return guard([&] {
+        const dlhost_memory_stats st = model(m, "memory_stats").memory_stats();
+        deref(out, "memory_stats", "out");
+        if (DLHOST_HAS_FIELD(out, dlhost_memory_stats, in_use_bytes))
+          out->in_use_bytes = st.in_use_bytes;
+        if (DLHOST_HAS_FIELD(out, dlhost_memory_stats, peak_bytes)) out->peak_bytes = st.peak_bytes;
+        if (DLHOST_HAS_FIELD(out, dlhost_memory_stats, free_bytes)) out->free_bytes = st.free_bytes;
+        if (DLHOST_HAS_FIELD(out, dlhost_memory_stats, total_bytes))
+          out->total_bytes = st.total_bytes;
+      });
+    };
+    memory.buffer_alloc = [](dlhost_context* c, uint64_t bytes, int32_t dtype, dlhost_buffer* out) {
+      return guard([&] {
+        Context& ctx = context(c, "buffer_alloc");
+        deref(out, "buffer_alloc", "out");
+        const dlhost_buffer b = backend().alloc_buffer(ctx, bytes, dtype);
+        fill_buffer(out, b.data, b.bytes, b.dtype, b.memory_space, b.device);
+      });
+    };
+    // The two frees return nothing: an error there can only be logged.
+    memory.buffer_free = [](dlhost_context* c, const dlhost_buffer* b) {
+      if (c != nullptr && b != nullptr)
+        quietly("buffer_free", [&] { backend().free_buffer(context(c, ""), *b); });
+    };
+    memory.copy_to_host = [](dlhost_context* c, dlhost_model* m, const dlhost_buffer* src,
+                             uint64_t offset, void* dst, uint64_t bytes) {
+      return guard([&] {
+        const dlhost_buffer& from = deref(src, "copy_to_host", "src");
+        if (dst == nullptr) null_argument("copy_to_host", "dst");
+        if (m != nullptr) return model(m, "copy_to_host").copy_to_host(from, offset, dst, bytes);
+        backend().copy_to_host(context(c, "copy_to_host"), from, offset, dst, bytes);
+      });
+    };
+    memory.copy_from_host = [](dlhost_context* c, dlhost_model* m, const void* src,
+                               const dlhost_buffer* dst, uint64_t offset, uint64_t bytes) {
+      return guard([&] {
+        const dlhost_buffer& to = deref(dst, "copy_from_host", "dst");
+        if (src == nullptr) null_argument("copy_from_host", "src");
+        if (m != nullptr) return model(m, "copy_from_host").copy_from_host(src, to, offset, bytes);
+        backend().copy_from_host(context(c, "copy_from_host"), src, to, offset, bytes);
+      });
+    };
+    memory.host_alloc = [](dlhost_context* c, uint64_t bytes, void** out) {
+      return guard([&] {
+        Context& ctx = context(c, "host_alloc");
+        deref(out, "host_alloc", "out") = backend().host_alloc(ctx, bytes);
+      });
+    };
+    memory.host_free = [](dlhost_context* c, void* p) {
+      if (c != nullptr && p != nullptr)
+        quietly("host_free", [&] { backend().host_free(context(c, ""), p); });
+    };
+    memory.copy_device = [](dlhost_model* m, const dlhost_buffer* src, uint64_t src_offset,
+                            const dlhost_buffer* dst, uint64_t dst_offset, uint64_t bytes) {
+      return guard([&] {
+        model(m, "copy_device")
+            .copy_device(deref(src, "copy_device", "src"), src_offset,
+                         deref(dst, "copy_device", "dst"), dst_offset, bytes);
+      });
+    };
+    memory.input_buffer = [](dlhost_model* m, int32_t tensor, dlhost_buffer* out) {
+      return guard([&] {
+        const dlhost_buffer b = model(m, "input_buffer").input_buffer(tensor);
+        fill_buffer(&deref(out, "input_buffer", "out"), b.data, b.bytes, b.dtype, b.memory_space,
+                    b.device);
+      });
+    };
+    chain.link(&memory);
   }
   static dlhost_status* context_create(int32_t device, const dlhost_options* options,
                                        dlhost_context** out) {

@@ -159,6 +159,14 @@ inline double option_double(const dlhost_options* options, const char* key, doub
   return parsed;
 }
 
+inline bool option_bool(const dlhost_options* options, const char* key, bool fallback) {
+  auto value = option(options, key);
+  if (!value) return fallback;
+  if (*value == "true" || *value == "1") return true;
+  if (*value == "false" || *value == "0") return false;
+  invalid(std::string("option '") + key + "' must be true or false, got '" + *value + "'");
+}
+
 // Bytes per element of a dlhost_dtype; 0 for a value the ABI does not define.
 inline size_t dtype_size(int32_t dtype) {
   switch (dtype) {
@@ -189,6 +197,10 @@ class Builder {
  public:
   Builder(const dlhost_builder_api* api, dlhost_graph_builder* builder)
       : api_(api), builder_(builder) {}
+
+  // True when the host's builder has ABI 1.4's Transformer ops (layer_norm ... tied_fc): a
+  // network that needs them checks first and is UNIMPLEMENTED on an older host.
+  bool has_transformer_ops() const { return DLHOST_HAS_FIELD(api_, dlhost_builder_api, tied_fc); }
 
   int32_t input(const std::string& name, std::initializer_list<int64_t> per_sample_dims,
                 dlhost_dtype dtype = DLHOST_DTYPE_F32) {

@@ -1,7 +1,8 @@
 // graph_access.hpp — reading the graph a backend compiles, one way for every backend: a node's
 // typed attributes with the struct_size check, its inputs checked by count and range, and the
 // geometry of a 2-D convolution or pooling (output size, padding, ceil mode) computed once from
-// the input tensor and the attributes, as dlhost_graph.h defines it.
+// the input tensor and the attributes, as dlhost_graph.h defines it; a fully connected layer's
+// rows and fan-in likewise; parameters checked against the sizes the geometry implies.
 //
 // Every check throws sdk::invalid (INVALID_ARGUMENT) with "<plugin>: node '<name>' ..." so that a
 // malformed graph is refused at compile with the node named. Header-only, compiled into the
@@ -72,6 +73,46 @@ inline const dlhost_tensor_desc& input_tensor(const dlhost_graph& graph, const d
   return *graph.tensors[node.inputs[i]];
 }
 
+// Refuses a node whose parameter `i` is missing or does not hold `count` elements (a weight of
+// the wrong size would be read out of bounds by every kernel).
+inline void expect_param(const dlhost_graph& graph, const dlhost_node& node, int32_t i,
+                         int64_t count) {
+  if (i >= node.num_params || node.params == nullptr || node.params[i] < 0 ||
+      node.params[i] >= graph.num_params)
+    invalid(std::string(detail::plugin_name()) + ": " + node_label(node) + " (" + op_name(node.op) +
+            ") lacks parameter " + std::to_string(i));
+  if (graph.params[node.params[i]]->count != count)
+    invalid(std::string(detail::plugin_name()) + ": " + node_label(node) + " parameter " +
+            std::to_string(i) + " has " + std::to_string(graph.params[node.params[i]]->count) +
+            " elements, its geometry needs " + std::to_string(count));
+}
+
+// A fully connected layer's sizes: `rows` positions (the kept leading dims: N, or N x T with
+// batch_dims 2) of `in` features each (the rest of the input flattened: the fan-in) to `out`.
+struct FcGeometry {
+  int64_t rows = 0, in = 0, out = 0;
+  bool bias = false;
+};
+
+// fc: the input's first batch_dims dims are kept (1 when the field is absent: ABI 1.0), the rest
+// flattened; W is [out, in], b [out]. Checks the inputs and the parameters' sizes.
+inline FcGeometry fc_geometry(const dlhost_graph& graph, const dlhost_node& node) {
+  expect_inputs(graph, node, 1);
+  const auto& a = node_attrs<dlhost_fc_attrs>(node);
+  int32_t keep = DLHOST_HAS_FIELD(&a, dlhost_fc_attrs, batch_dims) ? a.batch_dims : 1;
+  if (keep == 0) keep = 1;
+  const dlhost_tensor_desc& x = input_tensor(graph, node, 0);
+  if (keep < 1 || keep >= x.rank)
+    invalid(std::string(detail::plugin_name()) + ": " + node_label(node) + " keeps " +
+            std::to_string(keep) + " leading dims of a rank-" + std::to_string(x.rank) + " input");
+  FcGeometry g;
+  g.rows = 1, g.in = 1, g.out = a.out_features, g.bias = a.has_bias != 0;
+  for (int32_t k = 0; k < x.rank; ++k) (k < keep ? g.rows : g.in) *= x.dims[k];
+  expect_param(graph, node, 0, g.out * g.in);
+  if (g.bias) expect_param(graph, node, 1, g.out);
+  return g;
+}
+
 // A 2-D window op's sizes, NCHW: input n c h w, output oc oh ow.
 struct Geometry2d {
   int64_t n = 0, c = 0, h = 0, w = 0;
@@ -110,6 +151,8 @@ inline Geometry2d conv2d_geometry(const dlhost_graph& graph, const dlhost_node& 
   if (g.oh < 1 || g.ow < 1)
     invalid(std::string(detail::plugin_name()) + ": " + node_label(node) +
             " has a kernel larger than its padded input");
+  expect_param(graph, node, 0, g.oc * (g.c / g.groups) * g.kh * g.kw);  // W [OC, C/groups, KH, KW]
+  if (a.has_bias) expect_param(graph, node, 1, g.oc);
   return g;
 }
 

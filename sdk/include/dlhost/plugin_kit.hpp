@@ -52,6 +52,17 @@ class Options {
   // the plugin, the key, the value and the range otherwise ("cpu_mxnet: option threads=5000 out
   // of range [0, 4096]"). E.g. the host-set threads: get_int_in("threads", 0, 0, kMaxThreads).
   int64_t get_int_in(const char* key, int64_t fallback, int64_t lo, int64_t hi) const;
+  // A number, a flag ("true"/"false"/"1"/"0") or a string, or `fallback` when absent;
+  // INVALID_ARGUMENT naming the key when the value is not of the type.
+  double get_double(const char* key, double fallback) const {
+    return options_ == nullptr ? fallback : option_double(options_, key, fallback);
+  }
+  bool get_bool(const char* key, bool fallback) const {
+    return options_ == nullptr ? fallback : option_bool(options_, key, fallback);
+  }
+  std::string get_string(const char* key, const std::string& fallback) const {
+    return get(key).value_or(fallback);
+  }
   const dlhost_options* raw() const { return options_; }
 
  private:
