@@ -49,9 +49,6 @@ constexpr const char* kRecordMarker = "@@DLHOST_RECORD@@ ";
 constexpr const char* kProgressMarker = "@@DLHOST_PROGRESS@@ ";
 constexpr const char* kRankFailedMarker = "@@DLHOST_RANK_FAILED@@ ";
 constexpr const char* kStageMarker = "@@DLHOST_STAGE@@ ";
-// How long the ranks of a multi-rank case may all wait for each other at start-up, with none
-// moving on, when the case sets no `startup_timeout` (StartupWatch).
-constexpr double kDefaultStartupTimeoutS = 60;
 // How long the launcher of a multi-rank case may go on after a rank reported its failure before
 // the case is ended: the launcher ends the other ranks when one exits non-zero, at once.
 constexpr double kFailedRankLingerS = 10;
@@ -687,8 +684,7 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
     try {
       hosts = std::make_unique<TestHosts>(
           test_host_count(job.input.params),
-          static_cast<int>(case_value_if<int64_t>(job.input.params, "ranks_per_node").value_or(1)),
-          link);
+          static_cast<int>(case_value<int64_t>(job.input.params, "ranks_per_node")), link);
     } catch (const std::exception& e) {
       return parent_record(job, environment, kStatusFailed,
                            std::string("cannot make the test hosts: ") + e.what(), 0.0, started_at);
@@ -722,10 +718,8 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
     place = [&hosts](int rank, bool processes) {
       return " (" + hosts->rank_host(rank, processes) + ")";
     };
-  StartupWatch watch{
-      ranks,
-      case_value_if<double>(job.input.params, "startup_timeout").value_or(kDefaultStartupTimeoutS),
-      comm, place, Clock::now()};
+  StartupWatch watch{ranks, case_value<double>(job.input.params, "startup_timeout"), comm, place,
+                     Clock::now()};
   Outcome outcome =
       supervise(child, output, limits, start, interrupted, ranks > 1 ? &watch : nullptr);
   double duration = std::chrono::duration<double>(Clock::now() - start).count();

@@ -194,19 +194,18 @@ class CreationLock {
 
 Interconnect case_interconnect(const json& params) {
   Interconnect link;
-  if (auto p = case_value_if<std::string>(params, "interconnect")) link.profile = *p;
-  if (link.profile == "10gbe") link.gbit = 10;
-  if (link.profile == "1gbe") link.gbit = 1;
+  link.profile = case_value<std::string>(params, "interconnect");
+  if (const LinkProfile* named = find_link_profile(link.profile)) link.gbit = named->gbit;
   if (link.profile == "custom") {
-    link.gbit = case_value_if<double>(params, "link_gbit").value_or(0.0);
-    link.latency_us = case_value_if<double>(params, "link_latency_us").value_or(0.0);
+    link.gbit = case_value<double>(params, "link_gbit");
+    link.latency_us = case_value<double>(params, "link_latency_us");
   }
   return link;
 }
 
 int test_host_count(const json& params) {
   const int64_t ranks = case_value<int64_t>(params, "ranks");
-  const int64_t per_host = case_value_if<int64_t>(params, "ranks_per_node").value_or(1);
+  const int64_t per_host = case_value<int64_t>(params, "ranks_per_node");
   return static_cast<int>((ranks + per_host - 1) / per_host);
 }
 
