@@ -346,4 +346,20 @@ TEST(ProjectCommand, FitOverTheLinkPerWorldSize) {
     std::filesystem::remove(f);
 }
 
+// --link-gbit / --link-latency-us as comm-bench and the suite keys name them; the first names
+// stay accepted as the same options. The defaults come from the key table.
+TEST(ProjectCommand, LinkOptionsAndTheirOldNames) {
+  CLI::App app;
+  dlhost::Command c = add_command(app);
+  ASSERT_NE(c.sub, nullptr);
+  EXPECT_TRUE(c.run_without_plugins);
+  EXPECT_EQ(c.sub->get_option("--link-gbit"), c.sub->get_option("--bandwidth-gbit"));
+  EXPECT_EQ(c.sub->get_option("--link-latency-us"), c.sub->get_option("--latency-us"));
+  EXPECT_EQ(c.sub->get_option("--interconnect")->get_default_str(), "loopback");
+  EXPECT_EQ(c.sub->get_option("--bucket-mb")->get_default_str(), "25");
+  const Options o;
+  EXPECT_EQ(o.interconnect, "loopback");
+  EXPECT_EQ(o.bucket_mb, 25);
+}
+
 }  // namespace

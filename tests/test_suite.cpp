@@ -14,10 +14,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "suite/schema.h"
 #include "suite/skip.h"
 
 namespace dlhost {
@@ -146,6 +148,104 @@ TEST_F(suite_loader, DefaultsAreFilledInKeyOrder) {
       R"("evaluate":false})");
   EXPECT_EQ(s.cases[0].id, "fcn5.cpu_onednn.t0");
   EXPECT_EQ(s.cases[0].skip_reason, "");
+}
+
+// What an absent key means comes from the key table, and never enters a case: the case above
+// keeps its params (and so its params_hash and id) whatever the table says unset means.
+TEST(key_table, UnsetValuesAreReadNotFilledIn) {
+  const nlohmann::ordered_json none = nlohmann::ordered_json::object();
+  EXPECT_EQ(case_value<double>(none, "startup_timeout"), 60);
+  EXPECT_EQ(case_value<int64_t>(none, "ranks_per_node"), 1);
+  EXPECT_EQ(case_value<std::string>(none, "interconnect"), "loopback");
+  EXPECT_EQ(case_value<int64_t>(none, "memory_limit_mb"), 0);
+  EXPECT_EQ(case_value<std::string>(none, "fused_step"), "auto");
+  EXPECT_EQ(case_value<double>(none, "link_gbit"), 0);
+  EXPECT_EQ(key_default<double>("bucket_mb"), 25);
+  // A case's own value wins over both.
+  EXPECT_EQ(case_value<double>(nlohmann::ordered_json{{"startup_timeout", 5}}, "startup_timeout"),
+            5);
+  // No one value: the network's or the host's choice, said in words.
+  EXPECT_FALSE(case_value_if<double>(none, "lr"));
+  EXPECT_THROW(case_value<int64_t>(none, "batch"), std::logic_error);
+  for (const KeySpec& k : key_specs()) {
+    EXPECT_FALSE(!k.def.is_null() && !k.unset.is_null()) << k.name << ": a default and an unset";
+    EXPECT_FALSE(!k.unset.is_null() && k.unset_means.empty()) << k.name << ": unset unexplained";
+  }
+}
+
+// The keys a multi-rank case may differ in from the 1-rank case it is compared with.
+TEST(key_table, LaunchOnlyKeys) {
+  const std::vector<std::string> launch = launch_only_keys();
+  const std::set<std::string> got(launch.begin(), launch.end());
+  EXPECT_EQ(got,
+            (std::set<std::string>{"ranks", "comm", "launcher", "launcher_args", "ranks_per_node",
+                                   "overlap", "bucket_mb", "tags", "oversubscribe", "timeout",
+                                   "interconnect", "link_gbit", "link_latency_us"}));
+}
+
+// One table of named links: the `interconnect` key's choices, the test hosts' bandwidths and
+// the projection's nominal latencies.
+TEST(key_table, LinkProfiles) {
+  EXPECT_EQ(find_key_spec("interconnect")->choices,
+            (std::vector<std::string>{"loopback", "10gbe", "1gbe", "custom"}));
+  ASSERT_NE(find_link_profile("1gbe"), nullptr);
+  EXPECT_EQ(find_link_profile("1gbe")->gbit, 1);
+  EXPECT_EQ(find_link_profile("1gbe")->latency_us, 50);
+  EXPECT_EQ(find_link_profile("10gbe")->gbit, 10);
+  EXPECT_EQ(find_link_profile("10gbe")->latency_us, 10);
+  EXPECT_EQ(find_link_profile("token-ring"), nullptr);
+}
+
+// docs/suite-format.md's table of case keys against key_specs(): the same names in the same
+// order; a default the doc gives in backticks is the table's; "absent" rows are keys without a
+// default, and say what unset means as the table does (a backticked value: the unset value).
+TEST(key_table, DocTableMatchesKeySpecs) {
+  std::ifstream doc(std::string(DLHOST_TEST_SOURCE_DIR) + "/docs/suite-format.md");
+  ASSERT_TRUE(doc) << "docs/suite-format.md";
+  std::vector<std::pair<std::string, std::string>> rows;  // key, default column
+  bool in_table = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("| key ", 0) == 0 && line.find("| type") != std::string::npos) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table || line.rfind("|--", 0) == 0) continue;
+    if (line.rfind("| `", 0) != 0) break;
+    const size_t name_end = line.find('`', 3);
+    const size_t last = line.rfind('|', line.size() - 2);
+    std::string column = line.substr(last + 1, line.size() - last - 2);
+    column = column.substr(column.find_first_not_of(' '));
+    column = column.substr(0, column.find_last_not_of(' ') + 1);
+    rows.emplace_back(line.substr(3, name_end - 3), column);
+  }
+  std::vector<std::string> names;
+  for (const auto& r : rows) names.push_back(r.first);
+  ASSERT_EQ(names, case_key_names());
+  auto text = [](const nlohmann::ordered_json& v) {
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  auto backticked = [](const std::string& s, size_t from) {
+    const size_t a = s.find('`', from);
+    const size_t b = a == std::string::npos ? a : s.find('`', a + 1);
+    return b == std::string::npos ? std::string() : s.substr(a + 1, b - a - 1);
+  };
+  for (const auto& [name, column] : rows) {
+    const KeySpec& k = *find_key_spec(name);
+    if (!k.def.is_null()) {
+      EXPECT_EQ(column.rfind("`" + text(k.def) + "`", 0), 0u) << name << ": " << column;
+      continue;
+    }
+    EXPECT_TRUE(column.rfind("absent", 0) == 0 || column == "—") << name << ": " << column;
+    std::string plain = column;
+    plain.erase(std::remove(plain.begin(), plain.end(), '`'), plain.end());
+    if (!k.unset_means.empty()) {
+      EXPECT_NE(plain.find(k.unset_means), std::string::npos) << name << ": " << column;
+    }
+    const std::string shown = column.rfind("absent: `", 0) == 0 ? backticked(column, 0) : "";
+    if (!shown.empty()) {
+      EXPECT_EQ(shown, text(k.unset)) << name << ": " << column;
+    }
+  }
 }
 
 TEST_F(suite_loader, ValuesKeepTheirTypes) {

@@ -1,10 +1,36 @@
-"""optimizers.py: each seed network's SGD settings (lr, momentum, weight_decay, clip_norm), as
-plugins/networks_paper/plugin.cpp sets them and `dlhost networks` lists them; shared by the peers
-so that every tool trains with the same optimizer."""
-OPTIMIZERS = {
-    "fcn5": (0.01, 0, 0, 0), "fcn8": (0.01, 0, 0, 0), "fcnr": (0.05, 0.9, 0, 0),
-    "alexnet": (0.01, 0, 0, 0), "resnet50": (0.01, 0, 0, 0),
-    "lstm32": (1.0, 0, 0, 5.0), "lstm64": (1.0, 0, 0, 5.0), "lstm_ptb": (1.0, 0, 0, 5.0),
-    "alexnet_r": (0.01, 0.9, 0, 0), "resnet56": (0.01, 0.9, 1e-4, 0),
-    "lenet": (0.01, 0.9, 5e-4, 0), "autoencoder": (0.01, 0.9, 5e-4, 0),
-}
+"""optimizers.py: each network's SGD settings (lr, momentum, weight_decay, clip_norm), read from
+`dlhost networks --json` (what the network plugin sets), so that every peer trains with the same
+optimizer as dlhost and no copy of the figures can drift from the plugin's. The dlhost executable
+is $DLHOST, else build/host/dlhost of this checkout (build it first)."""
+import json
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _float32(v):
+    # The plugin holds float32 figures; `networks --json` widens them (0.01 -> 0.00999999977...).
+    return float(f"{float(v):.7g}")
+
+
+def _load():
+    exe = os.environ.get("DLHOST") or os.path.join(ROOT, "build", "host", "dlhost")
+    try:
+        p = subprocess.run([exe, "networks", "--json"], capture_output=True, text=True,
+                           timeout=300)
+    except OSError as e:
+        raise SystemExit(f"optimizers.py: cannot run {exe} (set DLHOST or build dlhost): {e}")
+    if p.returncode != 0:
+        raise SystemExit(f"optimizers.py: `{exe} networks --json` failed:\n{p.stderr[-1500:]}")
+    settings = {}
+    for n in json.loads(p.stdout):
+        o = n.get("optimizer", {})
+        if o.get("kind") != "sgd":
+            continue  # the peers train with SGD only
+        settings[n["name"]] = tuple(_float32(o.get(k, 0))
+                                    for k in ("lr", "momentum", "weight_decay", "clip_norm"))
+    return settings
+
+
+OPTIMIZERS = _load()

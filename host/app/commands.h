@@ -1,6 +1,7 @@
-// commands.h — the subcommands main.cpp wires to the command line: `plugins` and `networks`
-// (list_commands.cpp), `validate` and `run` (run_command.cpp). Each returns the process's exit
-// code. Not thread-safe (they print, and `run` installs signal handlers).
+// commands.h — the subcommands of host/app, each registered through the one Command shape
+// (core/subcommand.h): `plugins` and `networks` (list_commands.cpp), `validate` and `run`
+// (run_command.cpp), `new-backend` (new_backend.cpp). Each returns the process's exit code.
+// Not thread-safe (they print, and `run` installs signal handlers).
 #pragma once
 
 #include <string>
@@ -13,11 +14,15 @@
 
 namespace dlhost {
 
-// `verbose`: also each plugin's declared options and a backend's capabilities.
 // `dlhost new-backend NAME`: writes a buildable backend plugin with every op UNIMPLEMENTED.
 Command add_new_backend_command(CLI::App& app);
 
-// `folders`: every folder searched, in order (--plugin-path ones first), for the `searched:` line.
+// `dlhost plugins` and `dlhost networks`. `folders`: every folder searched, in order
+// (--plugin-path ones first), for the `searched:` line; main fills it before the command runs.
+Command add_plugins_command(CLI::App& app, const std::vector<std::string>& folders);
+Command add_networks_command(CLI::App& app);
+
+// `verbose`: also each plugin's declared options and a backend's capabilities.
 int cmd_plugins(const PluginRegistry& registry, bool as_json, bool verbose,
                 const std::vector<std::string>& folders);
 int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool describe);
@@ -35,6 +40,11 @@ struct RunOptions {
   size_t max_cases = SuiteLimits{}.max_cases;
   std::vector<std::string> command_line;  // this dlhost's argv, repeated in the resume hint
 };
+
+// `dlhost run` and `dlhost validate`; main completes the options after parsing (--quick, the
+// command line, what plugin discovery found) before the command runs.
+Command add_run_command(CLI::App& app, RunOptions& o, bool& quick);
+Command add_validate_command(CLI::App& app, RunOptions& o);
 
 // Loads the suite and says whether it is valid and how many of its cases are skipped here.
 int cmd_validate(const PluginRegistry& registry, const std::vector<NetworkRef>& networks,

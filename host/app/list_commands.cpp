@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -263,6 +264,39 @@ int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool des
     if (describe) std::printf("    %s\n", j["description"].get<std::string>().c_str());
   }
   return errors ? 1 : 0;
+}
+
+Command add_plugins_command(CLI::App& app, const std::vector<std::string>& folders) {
+  struct Flags {
+    bool json = false, verbose = false;
+  };
+  auto f = std::make_shared<Flags>();
+  Command c;
+  c.sub = app.add_subcommand(
+      "plugins", "List the plugins found, their devices, and the files refused (with why)");
+  c.sub->add_flag("--json", f->json, "Print JSON");
+  c.sub->add_flag("-v,--verbose", f->verbose,
+                  "Also list each plugin's options and each backend's capabilities");
+  c.run = [f, &folders](const PluginRegistry& registry, const std::vector<NetworkRef>&) {
+    return cmd_plugins(registry, f->json, f->verbose, folders);
+  };
+  return c;
+}
+
+Command add_networks_command(CLI::App& app) {
+  struct Flags {
+    bool json = false, describe = false;
+  };
+  auto f = std::make_shared<Flags>();
+  Command c;
+  c.sub = app.add_subcommand(
+      "networks", "List the networks: input shape, parameters, forward FLOPs per sample");
+  c.sub->add_flag("--json", f->json, "Print JSON");
+  c.sub->add_flag("-d,--describe", f->describe, "Print each network's description");
+  c.run = [f](const PluginRegistry&, const std::vector<NetworkRef>& networks) {
+    return cmd_networks(networks, f->json, f->describe);
+  };
+  return c;
 }
 
 }  // namespace dlhost

@@ -1,8 +1,10 @@
 // main.cpp — the dlhost command line: global flags and logging, plugin discovery, and the wiring
 // of every subcommand (plugins, networks, validate, run, conform, comm-bench, report, export,
 // compare, project, and the internal case-worker / case-local) to the function that runs it.
-// Nothing here measures or decides: the subcommands live in commands.h, conform/, commbench/,
-// report/ and project/.
+// Nothing here measures or decides: every subcommand registers itself through the one Command
+// shape (core/subcommand.h) from its own file (commands.h, conform/, commbench/, report/,
+// project/); main collects them, parses, discovers plugins when the chosen one needs them, and
+// runs it.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +13,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,63 +31,6 @@
 namespace {
 
 using namespace dlhost;
-
-// The suite loader names a missing file itself (exit 2), so `suite` has no ExistingFile check.
-void add_max_cases(CLI::App* sub, RunOptions& o) {
-  sub->add_option("--max-cases", o.max_cases,
-                  "Refuse a suite that expands to more cases than this (counted before they are "
-                  "built)")
-      ->capture_default_str()
-      // An unsigned option took "-1" as 2^64-1 (issue 32): a count is a positive number.
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            const bool count = !v.empty() && v.size() < 16 &&
-                               v.find_first_not_of("0123456789") == std::string::npos &&
-                               v.find_first_not_of('0') != std::string::npos;
-            return count ? std::string() : "a number of cases, 1 or more, got '" + v + "'";
-          },
-          ""));
-}
-
-CLI::App* add_run(CLI::App& app, RunOptions& o, bool& quick) {
-  auto* run = app.add_subcommand("run",
-                                 "Run a suite: one line per case as it ends (and, on a terminal, a "
-                                 "live line with the running case's step and an ETA), one JSON "
-                                 "record per case appended to the results file");
-  run->add_option("suite", o.suite, "Suite file (YAML)")->required();
-  add_max_cases(run, o);
-  run->add_option("--case", o.cases, "Run only this case id (repeatable)");
-  run->add_flag("--dry-run", o.dry_run, "Print the expanded matrix and exit");
-  run->add_flag("-q,--quiet", o.quiet, "Print only errors and the final summary");
-  run->add_flag("--quick", quick,
-                "A fast look: 1 warm-up and 3 timed mini-batches per case (same as --set warmup=1 "
-                "--set iterations=3)");
-  run->add_option("-o,--output", o.output,
-                  "Results file (JSON lines, appended); default results/<suite>-<time>.jsonl");
-  run->add_option("--resume", o.resume,
-                  "Append to this results file, running only the cases it has no record of; a "
-                  "file of another suite, or with a case recorded under other parameters, is "
-                  "refused")
-      ->excludes(run->get_option("--output"));
-  run->add_option("--launcher-arg", o.launcher_args,
-                  "Extra argument for mpirun/srun of multi-rank cases, after the suite's "
-                  "launcher_args (repeatable; e.g. --launcher-arg=--hostfile --launcher-arg=hosts)")
-      ->allow_extra_args(false);
-  run->add_flag("--no-isolate", o.in_process,
-                "Run cases inside this process (for debuggers); a crash then ends the suite");
-  run->add_option("--set", o.overrides,
-                  "Override a suite key for every case, e.g. --set iterations=5 (repeatable)");
-  return run;
-}
-
-CLI::App* add_validate(CLI::App& app, RunOptions& o) {
-  auto* validate =
-      app.add_subcommand("validate", "Check a suite (keys, types, names) without running it");
-  validate->add_option("suite", o.suite, "Suite file (YAML)")->required();
-  add_max_cases(validate, o);
-  validate->add_option("--set", o.overrides, "Override a suite key, as for run");
-  return validate;
-}
 
 // The level travels to case workers (and ranks) through the environment.
 void set_up_logging(bool verbose, bool level_given, std::string log_level) {
@@ -110,6 +57,29 @@ void refuse_early_exit() {
                "after this point ran\n");
   std::fflush(stdout);
   _exit(2);
+}
+
+// Internal: one case in this process, for `run` (see case_process.h), its ranks started here,
+// and the plugin probe; hidden from --help.
+Commands add_internal_commands(CLI::App& app) {
+  struct Args {
+    std::string worker_job, local_job;
+    int local_ranks = 0;
+    std::vector<std::string> probe_files;
+  };
+  auto a = std::make_shared<Args>();
+  Commands c;
+  auto* worker = app.add_subcommand("case-worker", "")->group("");
+  worker->add_option("job", a->worker_job)->required();
+  c.add({worker, {}, [a] { return case_worker_main(a->worker_job); }});
+  auto* local = app.add_subcommand("case-local", "")->group("");
+  local->add_option("ranks", a->local_ranks)->required();
+  local->add_option("job", a->local_job)->required();
+  c.add({local, {}, [a] { return case_local_main(a->local_ranks, a->local_job); }});
+  auto* probe = app.add_subcommand("plugin-probe", "")->group("");
+  probe->add_option("files", a->probe_files);
+  c.add({probe, {}, [a] { return plugin_probe_main(a->probe_files); }});
+  return c;
 }
 
 int run_main(int argc, char** argv);
@@ -159,37 +129,22 @@ int run_main(int argc, char** argv) {
                  "Extra plugin folder, searched before the build folder, DLHOST_PLUGIN_PATH and "
                  "the install folder (repeatable; before or after the subcommand)");
 
-  bool as_json = false, describe = false;
-  auto* plugins = app.add_subcommand(
-      "plugins", "List the plugins found, their devices, and the files refused (with why)");
-  plugins->add_flag("--json", as_json, "Print JSON");
-  bool plugins_verbose = false;
-  plugins->add_flag("-v,--verbose", plugins_verbose,
-                    "Also list each plugin's options and each backend's capabilities");
-  auto* nets = app.add_subcommand(
-      "networks", "List the networks: input shape, parameters, forward FLOPs per sample");
-  nets->add_flag("--json", as_json, "Print JSON");
-  nets->add_flag("-d,--describe", describe, "Print each network's description");
+  // Every subcommand, registered through the one Command shape (core/subcommand.h). `folders`
+  // and the RunOptions are completed after parsing, before the chosen command runs.
+  std::vector<std::string> folders;
   RunOptions run_opts, validate_opts;
   bool quick = false;
-  add_run(app, run_opts, quick);
-  auto* validate = add_validate(app, validate_opts);
-  std::vector<Command> commands{add_conform_command(app), add_comm_bench_command(app),
-                                add_new_backend_command(app)};
-  auto report_commands = dlhost::report::add_commands(app);  // report, export, compare
-  auto project_command = dlhost::project::add_command(app);
-
-  // Internal: one case in this process, for `run` (see case_process.h).
-  std::string worker_job, local_job;
-  int local_ranks = 0;
-  auto* worker = app.add_subcommand("case-worker", "")->group("");
-  worker->add_option("job", worker_job)->required();
-  auto* local = app.add_subcommand("case-local", "")->group("");
-  local->add_option("ranks", local_ranks)->required();
-  local->add_option("job", local_job)->required();
-  std::vector<std::string> probe_files;
-  auto* probe = app.add_subcommand("plugin-probe", "")->group("");
-  probe->add_option("files", probe_files);
+  Commands commands;
+  commands.add(add_plugins_command(app, folders));
+  commands.add(add_networks_command(app));
+  commands.add(add_run_command(app, run_opts, quick));
+  commands.add(add_validate_command(app, validate_opts));
+  commands.add(add_conform_command(app));
+  commands.add(add_comm_bench_command(app));
+  commands.add(add_new_backend_command(app));
+  commands.add(report::add_commands(app));  // report, export, compare
+  commands.add(project::add_command(app));
+  commands.add(add_internal_commands(app));
 
   try {
     app.parse(argc, argv);
@@ -199,18 +154,16 @@ int run_main(int argc, char** argv) {
   if (quick) run_opts.overrides.insert(run_opts.overrides.begin(), {"warmup=1", "iterations=3"});
   set_up_logging(verbose, app.get_option("--log-level")->count() > 0, log_level);
 
-  // A case worker loads the plugins its job names, nothing else.
-  if (*worker) return case_worker_main(worker_job);
-  if (*local) return case_local_main(local_ranks, local_job);
-  if (*probe) return plugin_probe_main(probe_files);
-  if (auto rc = report_commands.run_chosen()) return *rc;  // they read files, not plugins
-  if (auto rc = project_command.run_chosen()) return *rc;
+  const Command* chosen = commands.chosen();
+  if (chosen == nullptr) throw std::logic_error("no subcommand chosen");  // require_subcommand
+  // The internal ones load what their job names; report and project read files, not plugins.
+  if (chosen->run_without_plugins) return chosen->run_without_plugins();
   std::atexit(refuse_early_exit);
   run_opts.command_line.assign(argv, argv + argc);
   validate_opts.command_line = run_opts.command_line;
 
   PluginRegistry registry;
-  std::vector<std::string> folders = plugin_dirs;
+  folders = plugin_dirs;
   for (const auto& f : PluginRegistry::default_search_path()) folders.push_back(f);
   // Each library is tried in a child process first: one that crashes or exits while it loads
   // is refused, and neither this process nor a case worker loads it.
@@ -220,13 +173,7 @@ int run_main(int argc, char** argv) {
   });
   run_opts.plugin_folders = folders;
   std::vector<NetworkRef> networks = list_networks(registry);
-
-  for (const auto& c : commands)
-    if (*c.sub) return c.run(registry, networks);
-  if (*plugins) return cmd_plugins(registry, as_json, plugins_verbose, folders);
-  if (*nets) return cmd_networks(networks, as_json, describe);
-  if (*validate) return cmd_validate(registry, networks, validate_opts);
-  return cmd_run(registry, networks, run_opts);
+  return chosen->run(registry, networks);
 }
 
 }  // namespace

@@ -184,7 +184,7 @@ json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const R
   // The case stops itself at its timeout (keeping its steps); the kill is the backstop.
   limits.timeout_s = timeout * 1.1 + 5.0;
   limits.case_timeout_s = timeout;
-  limits.memory_limit_mb = case_value_if<int64_t>(c.params, "memory_limit_mb").value_or(0);
+  limits.memory_limit_mb = case_value<int64_t>(c.params, "memory_limit_mb");
   limits.launcher_args = o.launcher_args;
   return run_case_in_child(job, limits, ctx.environment, &g_interrupted);
 }
@@ -395,6 +395,77 @@ int cmd_run(const PluginRegistry& registry, const std::vector<NetworkRef>& netwo
                out_path);
   for (const auto& line : warning_lines(environment_warnings(ctx.environment))) console.note(line);
   return run_cases(selected, *suite, o, ctx, *writer, console, channel.get());
+}
+
+namespace {
+
+// The suite loader names a missing file itself (exit 2), so `suite` has no ExistingFile check.
+void add_max_cases(CLI::App* sub, RunOptions& o) {
+  sub->add_option("--max-cases", o.max_cases,
+                  "Refuse a suite that expands to more cases than this (counted before they are "
+                  "built)")
+      ->capture_default_str()
+      // An unsigned option took "-1" as 2^64-1 (issue 32): a count is a positive number.
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            const bool count = !v.empty() && v.size() < 16 &&
+                               v.find_first_not_of("0123456789") == std::string::npos &&
+                               v.find_first_not_of('0') != std::string::npos;
+            return count ? std::string() : "a number of cases, 1 or more, got '" + v + "'";
+          },
+          ""));
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app, RunOptions& o, bool& quick) {
+  auto* run = app.add_subcommand("run",
+                                 "Run a suite: one line per case as it ends (and, on a terminal, a "
+                                 "live line with the running case's step and an ETA), one JSON "
+                                 "record per case appended to the results file");
+  run->add_option("suite", o.suite, "Suite file (YAML)")->required();
+  add_max_cases(run, o);
+  run->add_option("--case", o.cases, "Run only this case id (repeatable)");
+  run->add_flag("--dry-run", o.dry_run, "Print the expanded matrix and exit");
+  run->add_flag("-q,--quiet", o.quiet, "Print only errors and the final summary");
+  run->add_flag("--quick", quick,
+                "A fast look: 1 warm-up and 3 timed mini-batches per case (same as --set warmup=1 "
+                "--set iterations=3)");
+  run->add_option("-o,--output", o.output,
+                  "Results file (JSON lines, appended); default results/<suite>-<time>.jsonl");
+  run->add_option("--resume", o.resume,
+                  "Append to this results file, running only the cases it has no record of; a "
+                  "file of another suite, or with a case recorded under other parameters, is "
+                  "refused")
+      ->excludes(run->get_option("--output"));
+  run->add_option("--launcher-arg", o.launcher_args,
+                  "Extra argument for mpirun/srun of multi-rank cases, after the suite's "
+                  "launcher_args (repeatable; e.g. --launcher-arg=--hostfile --launcher-arg=hosts)")
+      ->allow_extra_args(false);
+  run->add_flag("--no-isolate", o.in_process,
+                "Run cases inside this process (for debuggers); a crash then ends the suite");
+  run->add_option("--set", o.overrides,
+                  "Override a suite key for every case, e.g. --set iterations=5 (repeatable)");
+  Command c;
+  c.sub = run;
+  c.run = [&o](const PluginRegistry& registry, const std::vector<NetworkRef>& networks) {
+    return cmd_run(registry, networks, o);
+  };
+  return c;
+}
+
+Command add_validate_command(CLI::App& app, RunOptions& o) {
+  auto* validate =
+      app.add_subcommand("validate", "Check a suite (keys, types, names) without running it");
+  validate->add_option("suite", o.suite, "Suite file (YAML)")->required();
+  add_max_cases(validate, o);
+  validate->add_option("--set", o.overrides, "Override a suite key, as for run");
+  Command c;
+  c.sub = validate;
+  c.run = [&o](const PluginRegistry& registry, const std::vector<NetworkRef>& networks) {
+    return cmd_validate(registry, networks, o);
+  };
+  return c;
 }
 
 }  // namespace dlhost

@@ -53,6 +53,7 @@
 #include "core/graph.h"
 #include "core/handles.h"
 #include "core/host_api.h"
+#include "core/link_profiles.h"
 #include "distributed/rank_env.h"
 #include "distributed/store_address.h"
 #include "launch/launcher.h"
@@ -703,8 +704,11 @@ std::string launch_unfit(const Options& o) {
   if (o.ranks < 2)
     return "--ranks " + std::to_string(o.ranks) + ": over an interconnect it takes 2 or more";
   const std::string& name = o.interconnect;
-  if (name != "loopback" && name != "10gbe" && name != "1gbe" && name != "custom")
-    return "unknown --interconnect '" + name + "' (loopback, 10gbe, 1gbe, custom)";
+  if (find_link_profile(name) == nullptr) {
+    std::string names;
+    for (const LinkProfile& l : link_profiles()) names += (names.empty() ? "" : ", ") + l.name;
+    return "unknown --interconnect '" + name + "' (" + names + ")";
+  }
   if ((o.link_gbit != 0 || o.link_latency_us != 0) && name != "custom")
     return "--link-gbit and --link-latency-us go with --interconnect custom";
   if (name == "custom" && !(o.link_gbit > 0) && !(o.link_latency_us > 0))

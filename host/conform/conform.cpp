@@ -33,6 +33,7 @@
 #include "core/graph.h"
 #include "core/handles.h"
 #include "core/host_api.h"
+#include "core/number_text.h"
 #include "core/synthetic.h"
 #include "dlhost/dlhost.hpp"
 
@@ -270,12 +271,6 @@ Outcome forward_backward(const LoadedPlugin& plugin, const Graph& graph,
 
 std::vector<int64_t> param_dims(const dlhost_param_desc& p) {
   return std::vector<int64_t>(p.dims, p.dims + p.rank);
-}
-
-std::string fmt(const char* format, double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
 }
 
 const char* fd_verdict_name(conform::FdVerdict v) {

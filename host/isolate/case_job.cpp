@@ -50,14 +50,14 @@ CaseJob job_from_json(const nlohmann::json& j) {
 }
 
 Interconnect case_interconnect(const json& params) {
-  return link_profile(case_value_if<std::string>(params, "interconnect").value_or("loopback"),
-                      case_value_if<double>(params, "link_gbit").value_or(0.0),
-                      case_value_if<double>(params, "link_latency_us").value_or(0.0));
+  return link_profile(case_value<std::string>(params, "interconnect"),
+                      case_value<double>(params, "link_gbit"),
+                      case_value<double>(params, "link_latency_us"));
 }
 
 int test_host_count(const json& params) {
   return test_host_count(case_value<int64_t>(params, "ranks"),
-                         case_value_if<int64_t>(params, "ranks_per_node").value_or(1));
+                         case_value<int64_t>(params, "ranks_per_node"));
 }
 
 }  // namespace dlhost

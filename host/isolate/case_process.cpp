@@ -281,8 +281,7 @@ std::unique_ptr<TestHosts> case_hosts(const CaseJob& job, const json& environmen
   try {
     return std::make_unique<TestHosts>(
         test_host_count(job.input.params),
-        static_cast<int>(case_value_if<int64_t>(job.input.params, "ranks_per_node").value_or(1)),
-        link);
+        static_cast<int>(case_value<int64_t>(job.input.params, "ranks_per_node")), link);
   } catch (const std::exception& e) {
     refused =
         parent_record(job, environment, kStatusFailed,
@@ -363,10 +362,8 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
     place = [&hosts](int rank, bool processes) {
       return " (" + hosts->rank_host(rank, processes) + ")";
     };
-  StartupWatch watch{
-      ranks,
-      case_value_if<double>(job.input.params, "startup_timeout").value_or(kDefaultStartupTimeoutS),
-      comm, place, Clock::now()};
+  StartupWatch watch{ranks, case_value<double>(job.input.params, "startup_timeout"), comm, place,
+                     Clock::now()};
   Outcome outcome =
       supervise(group, output, limits, start, interrupted, ranks > 1 ? &watch : nullptr);
   double duration = std::chrono::duration<double>(Clock::now() - start).count();

@@ -20,9 +20,8 @@ inline constexpr const char* kRecordMarker = "@@DLHOST_RECORD@@ ";
 inline constexpr const char* kProgressMarker = "@@DLHOST_PROGRESS@@ ";
 inline constexpr const char* kRankFailedMarker = "@@DLHOST_RANK_FAILED@@ ";
 inline constexpr const char* kStageMarker = "@@DLHOST_STAGE@@ ";
-// How long the ranks of a multi-rank case may all wait for each other at start-up, with none
-// moving on, when the case sets no `startup_timeout` (StartupWatch).
-inline constexpr double kDefaultStartupTimeoutS = 60;
+// How long the ranks of a multi-rank case may all wait for each other at start-up when the case
+// sets no `startup_timeout` is the key table's unset value (suite/schema.cpp), read there.
 
 // What the workers said on stdout.
 struct WorkerReports {

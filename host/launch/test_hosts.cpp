@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "core/environment.h"
+#include "core/link_profiles.h"
 
 extern char** environ;
 
@@ -194,8 +195,8 @@ class CreationLock {
 Interconnect link_profile(const std::string& profile, double link_gbit, double link_latency_us) {
   Interconnect link;
   link.profile = profile;
-  if (link.profile == "10gbe") link.gbit = 10;
-  if (link.profile == "1gbe") link.gbit = 1;
+  // The bandwidth only: the latency is the veth's and bridge's (no netem qdisc needed).
+  if (const LinkProfile* named = find_link_profile(link.profile)) link.gbit = named->gbit;
   if (link.profile == "custom") {
     link.gbit = link_gbit;
     link.latency_us = link_latency_us;

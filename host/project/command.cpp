@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/number_text.h"
 #include "project/projection.h"
 #include "report/records.h"
 
@@ -20,12 +21,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 using report::Record;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
 
 int per_rank_batch(const Record& r) {
   long long b = report::integer_at(r.data, "/distributed/per_rank_batch", 0);
@@ -84,7 +79,7 @@ Fit fit_of(const std::string& path, Algorithm algorithm) {
     throw std::runtime_error(path + ": " + e.what());
   }
   if (auto link = doc.find("interconnect"); link != doc.end() && link->is_object()) {
-    fit.interconnect = link->value("profile", "loopback");
+    fit.interconnect = link->value("profile", key_default<std::string>("interconnect"));
     auto number = [&](const char* key) {
       auto v = link->find(key);
       return v != link->end() && v->is_number() ? v->get<double>() : 0.0;
@@ -104,14 +99,16 @@ bool in_place_of(const std::string& path) {
   return c != doc.end() && c->is_object() && c->value("in_place", false);
 }
 
-// The link a measured record ran over: its interconnect block's profile, else loopback.
+// The link a measured record ran over: its interconnect block's profile, else its parameter,
+// else what the unset key means (loopback).
 std::string interconnect_of(const Record& r) {
+  const std::string unset = key_default<std::string>("interconnect");
   if (auto l = r.data.find("interconnect"); l != r.data.end() && l->is_object())
-    return l->value("profile", "loopback");
+    return l->value("profile", unset);
   if (auto p = r.data.find("params"); p != r.data.end() && p->is_object())
     if (auto i = p->find("interconnect"); i != p->end() && i->is_string())
       return i->get<std::string>();
-  return "loopback";
+  return unset;
 }
 
 std::string link_text(const Link& l) {
@@ -121,206 +118,282 @@ std::string link_text(const Link& l) {
          algorithm_name(l.algorithm) + " all-reduce; " + l.source;
 }
 
-}  // namespace
-
-Report run_projection(const Options& o) {
-  report::Inputs in;
-  for (const auto& f : o.results) report::read_results_file(f, in);
+// The OK 1-rank records with a backward profile (or the one --case names).
+std::vector<const Record*> profiled(const report::Inputs& in, const std::string& case_id) {
   std::vector<const Record*> profiles;
   for (const Record& r : in.records) {
-    if (!o.case_id.empty() ? report::case_id(r) != o.case_id
-                           : (!report::is_ok(r) || report::ranks(r) != 1 ||
-                              !report::has(r.data, "/backward_profile")))
+    if (!case_id.empty() ? report::case_id(r) != case_id
+                         : (!report::is_ok(r) || report::ranks(r) != 1 ||
+                            !report::has(r.data, "/backward_profile")))
       continue;
     profiles.push_back(&r);
   }
   if (profiles.empty())
     throw std::runtime_error(
-        o.case_id.empty() ? "no OK 1-rank record with a backward_profile in the results given"
-                          : "no record '" + o.case_id + "' in the results given");
-
-  const Algorithm algorithm = parse_algorithm(o.algorithm);
-  std::vector<Fit> fits;
-  json out{{"schema", "dlhost.project/1"}};
-  std::ostringstream text;
-  json fits_json = json::array();
-  for (const auto& file : o.comm_benches) {
-    Fit fit = fit_of(file, algorithm);
-    for (const Fit& f : fits)
-      if (f.ranks == fit.ranks)
-        throw std::invalid_argument("two comm-bench files of " + std::to_string(fit.ranks) +
-                                    " ranks: give one per world size");
-    const std::string where =
-        fit.interconnect == "loopback" ? "loopback" : fit.interconnect + " test hosts";
-    const bool in_place = in_place_of(file);
-    text << "fit of " << file << " (" << fit.ranks << " ranks over " << where << ", "
-         << (in_place ? "in place" : "separate buffers") << ", " << fit.points
-         << " all_reduce sizes): time = " << fmt("%.1f", fit.a_us) << " us + "
-         << fmt("%.4f", fit.b_us_per_byte * 1e3) << " ns/byte x size, worst point off by "
-         << fmt("%.0f", fit.max_relative_error * 100) << "%\n";
-    fits_json.push_back({{"file", file},
-                         {"ranks", fit.ranks},
-                         {"interconnect", fit.interconnect},
-                         {"in_place", in_place},
-                         {"a_us", fit.a_us},
-                         {"b_us_per_byte", fit.b_us_per_byte},
-                         {"alpha_us", fit.link.alpha_us},
-                         {"beta_us_per_byte", fit.link.beta_us_per_byte},
-                         {"algorithm", algorithm_name(fit.link.algorithm)},
-                         {"points", fit.points},
-                         {"max_relative_error", fit.max_relative_error}});
-    fits.push_back(fit);
-  }
-  if (!fits.empty()) {
-    out["fit"] = fits_json.front();  // the first file's, as before several were taken
-    out["fits"] = fits_json;
-  }
-  // The link for N ranks: over the fit of N ranks, else of the largest world below N, else of
-  // the smallest (an extrapolation by the algorithm's cost).
-  auto fit_for = [&](int n) -> const Fit* {
-    const Fit* best = nullptr;
-    for (const Fit& f : fits)
-      if (f.ranks <= n && (best == nullptr || f.ranks > best->ranks)) best = &f;
-    for (const Fit& f : fits)
-      if (best == nullptr || (best->ranks > n && f.ranks < best->ranks)) best = &f;
-    return best;
-  };
-  auto link_for = [&](int n) {
-    Link l = interconnect(o.interconnect, fit_for(n), o.bandwidth_gbit, o.latency_us, algorithm);
-    if (const Fit* f = fit_for(n); f != nullptr && f->ranks != n)
-      l.source += ", scaled from " + std::to_string(f->ranks) + " to " + std::to_string(n) +
-                  " ranks by the " + algorithm_name(l.algorithm) + " all-reduce's cost";
-    return l;
-  };
-  std::vector<int> shown = o.ranks;
-  json links_json = json::array();
-  for (int n : shown) {
-    const Link link = link_for(n);
-    text << "link for " << n << " ranks " << link_text(link) << "\n";
-    links_json.push_back({{"ranks", n},
-                          {"name", link.name},
-                          {"alpha_us", link.alpha_us},
-                          {"beta_us_per_byte", link.beta_us_per_byte},
-                          {"algorithm", algorithm_name(link.algorithm)},
-                          {"source", link.source}});
-  }
-  text << "buckets of " << fmt("%g", o.bucket_mb) << " MiB\n";
-  if (!links_json.empty()) out["link"] = links_json.front();
-  out["links"] = links_json;
-  out["bucket_mb"] = o.bucket_mb;
-
-  std::vector<Record> measured;
-  if (!o.compare.empty()) {
-    report::Inputs m;
-    for (const auto& f : o.compare) report::read_results_file(f, m);
-    for (const Record& r : m.records)
-      if (report::is_ok(r) && report::ranks(r) > 1) measured.push_back(r);
-  }
-
-  json projections = json::array(), comparisons = json::array();
-  for (const Record* r : profiles) {
-    const ComputeProfile prof = profile_of(*r);
-    uint64_t bytes = 0;
-    for (const auto& g : prof.gradients) bytes += g.bytes;
-    const std::string net = report::network(*r), be = report::backend(*r);
-    const int batch = per_rank_batch(*r);
-    text << "\n"
-         << report::case_id(*r) << " (" << net << ", " << be << ", batch " << batch
-         << " per rank): forward " << fmt("%.2f", prof.forward_ms) << " ms, backward "
-         << fmt("%.2f", prof.backward_ms) << " ms, update " << fmt("%.2f", prof.update_ms)
-         << " ms; " << prof.gradients.size() << " gradients, " << fmt("%.2f", bytes / 1048576.0)
-         << " MiB\n";
-    text << "  ranks  compute_ms  comm_ms  no-overlap: step_ms  eff   overlap: step_ms  "
-            "exposed_ms  eff\n";
-    for (int n : o.ranks) {
-      Projection p = project(prof, n, link_for(n), o.bucket_mb);
-      char line[256];
-      std::snprintf(line, sizeof(line),
-                    "  %5d  %10.2f  %7.2f  %19.2f  %4.2f  %16.2f  %10.2f  %4.2f\n", n, p.compute_ms,
-                    p.comm_ms, p.step_ms_no_overlap, p.efficiency_no_overlap, p.step_ms_overlap,
-                    p.exposed_ms_overlap, p.efficiency_overlap);
-      text << line;
-      projections.push_back({{"case_id", report::case_id(*r)},
-                             {"network", net},
-                             {"backend", be},
-                             {"per_rank_batch", batch},
-                             {"ranks", n},
-                             {"link_source", link_for(n).source},
-                             {"buckets", p.buckets.size()},
-                             {"compute_ms", p.compute_ms},
-                             {"comm_ms", p.comm_ms},
-                             {"step_ms_no_overlap", p.step_ms_no_overlap},
-                             {"efficiency_no_overlap", p.efficiency_no_overlap},
-                             {"step_ms_overlap", p.step_ms_overlap},
-                             {"exposed_ms_overlap", p.exposed_ms_overlap},
-                             {"efficiency_overlap", p.efficiency_overlap}});
-    }
-    for (const Record& m : measured) {
-      if (report::network(m) != net || report::backend(m) != be || per_rank_batch(m) != batch ||
-          interconnect_of(m) != o.interconnect)
-        continue;
-      const int n = report::ranks(m);
-      // Ranks beyond the cores share them: each computes slower than the profiled rank alone.
-      const long long cores = report::integer_at(m.data, "/environment/cores", 0);
-      const long long threads =
-          std::max<long long>(1, report::integer_at(m.data, "/params/threads", 1));
-      const bool oversubscribed = cores > 0 && n * threads > cores;
-      bool overlap = true;
-      if (auto d = m.data.find("distributed"); d != m.data.end() && d->contains("overlap"))
-        overlap = d->at("overlap").get<bool>();
-      const Link link = link_for(n);
-      Projection p = project(prof, n, link, o.bucket_mb);
-      const double predicted = overlap ? p.step_ms_overlap : p.step_ms_no_overlap;
-      const double got = report::step_median_ms(m);
-      const double error = got > 0 ? (predicted - got) / got * 100.0 : 0.0;
-      const double exposed = report::number_at(m.data, "/distributed/exposed_comm/median");
-      // The same projection from the compute the ranks measured in that run (ready times
-      // stretched with its backward): what is left is the error of the communication model
-      // alone, apart from ranks computing slower side by side than one rank alone.
-      ComputeProfile side_by_side = prof;
-      side_by_side.forward_ms = report::number_at(m.data, "/timing/forward/median");
-      side_by_side.backward_ms = report::number_at(m.data, "/timing/backward/median");
-      side_by_side.update_ms = report::number_at(m.data, "/timing/update/median");
-      const double stretch = prof.backward_ms > 0 ? side_by_side.backward_ms / prof.backward_ms : 1;
-      for (auto& g : side_by_side.gradients) g.ready_ms *= stretch;
-      Projection q = project(side_by_side, n, link, o.bucket_mb);
-      const double predicted_comm_only = overlap ? q.step_ms_overlap : q.step_ms_no_overlap;
-      const double error_comm_only = got > 0 ? (predicted_comm_only - got) / got * 100.0 : 0.0;
-      text << "  measured " << report::case_id(m) << ": " << n << " ranks"
-           << (oversubscribed ? " (oversubscribed: " + std::to_string(n * threads) +
-                                    " threads on " + std::to_string(cores) + " cores)"
-                              : std::string())
-           << ", overlap " << (overlap ? "on" : "off") << ", step " << fmt("%.2f", got)
-           << " ms (compute " << fmt("%.2f", side_by_side.compute_ms()) << ", exposed comm "
-           << fmt("%.2f", exposed) << " ms); projected " << fmt("%.2f", predicted)
-           << " ms (exposed " << fmt("%.2f", overlap ? p.exposed_ms_overlap : p.comm_ms)
-           << "): error " << fmt("%+.1f", error) << "%; from the measured compute "
-           << fmt("%.2f", predicted_comm_only) << " ms: error " << fmt("%+.1f", error_comm_only)
-           << "%\n";
-      comparisons.push_back({{"profile_case", report::case_id(*r)},
-                             {"measured_case", report::case_id(m)},
-                             {"network", net},
-                             {"ranks", n},
-                             {"interconnect", o.interconnect},
-                             {"oversubscribed", oversubscribed},
-                             {"overlap", overlap},
-                             {"measured_step_ms", got},
-                             {"measured_exposed_ms", exposed},
-                             {"projected_step_ms", predicted},
-                             {"error_percent", error},
-                             {"measured_compute_ms", side_by_side.compute_ms()},
-                             {"projected_step_ms_from_measured_compute", predicted_comm_only},
-                             {"error_percent_from_measured_compute", error_comm_only}});
-    }
-  }
-  out["projections"] = projections;
-  if (!o.compare.empty()) out["comparisons"] = comparisons;
-  return {text.str(), out.dump(2)};
+        case_id.empty() ? "no OK 1-rank record with a backward_profile in the results given"
+                        : "no record '" + case_id + "' in the results given");
+  return profiles;
 }
 
-std::optional<int> Command::run_chosen() const {
-  if (sub != nullptr && *sub) return run();
-  return std::nullopt;
+std::vector<FittedFile> fitted_files(const std::vector<std::string>& files, Algorithm algorithm) {
+  std::vector<FittedFile> fits;
+  for (const auto& file : files) {
+    Fit fit = fit_of(file, algorithm);
+    for (const FittedFile& f : fits)
+      if (f.fit.ranks == fit.ranks)
+        throw std::invalid_argument("two comm-bench files of " + std::to_string(fit.ranks) +
+                                    " ranks: give one per world size");
+    fits.push_back({file, fit, in_place_of(file)});
+  }
+  return fits;
+}
+
+// The link for N ranks: over the fit of N ranks, else of the largest world below N, else of the
+// smallest (an extrapolation by the algorithm's cost).
+Link link_for(int n, const std::vector<FittedFile>& fits, const Options& o, Algorithm algorithm) {
+  const Fit* best = nullptr;
+  for (const FittedFile& f : fits)
+    if (f.fit.ranks <= n && (best == nullptr || f.fit.ranks > best->ranks)) best = &f.fit;
+  for (const FittedFile& f : fits)
+    if (best == nullptr || (best->ranks > n && f.fit.ranks < best->ranks)) best = &f.fit;
+  Link l = interconnect(o.interconnect, best, o.bandwidth_gbit, o.latency_us, algorithm);
+  if (best != nullptr && best->ranks != n)
+    l.source += ", scaled from " + std::to_string(best->ranks) + " to " + std::to_string(n) +
+                " ranks by the " + algorithm_name(l.algorithm) + " all-reduce's cost";
+  return l;
+}
+
+// A measured multi-rank record against the projection of `prof` over `link`.
+Comparison compare_with(const Record& m, const ComputeProfile& prof, const Link& link,
+                        double bucket_mb) {
+  Comparison c;
+  c.measured_case = report::case_id(m);
+  c.ranks = report::ranks(m);
+  // Ranks beyond the cores share them: each computes slower than the profiled rank alone.
+  c.cores = report::integer_at(m.data, "/environment/cores", 0);
+  c.threads_total =
+      c.ranks * std::max<long long>(1, report::integer_at(m.data, "/params/threads", 1));
+  c.oversubscribed = c.cores > 0 && c.threads_total > c.cores;
+  if (auto d = m.data.find("distributed"); d != m.data.end() && d->contains("overlap"))
+    c.overlap = d->at("overlap").get<bool>();
+  const Projection p = project(prof, c.ranks, link, bucket_mb);
+  c.projected_step_ms = c.overlap ? p.step_ms_overlap : p.step_ms_no_overlap;
+  c.projected_exposed_ms = c.overlap ? p.exposed_ms_overlap : p.comm_ms;
+  c.measured_step_ms = report::step_median_ms(m);
+  const double got = c.measured_step_ms;
+  c.error_percent = got > 0 ? (c.projected_step_ms - got) / got * 100.0 : 0.0;
+  c.measured_exposed_ms = report::number_at(m.data, "/distributed/exposed_comm/median");
+  // The same projection from the compute the ranks measured in that run (ready times stretched
+  // with its backward): what is left is the error of the communication model alone, apart from
+  // ranks computing slower side by side than one rank alone.
+  ComputeProfile side_by_side = prof;
+  side_by_side.forward_ms = report::number_at(m.data, "/timing/forward/median");
+  side_by_side.backward_ms = report::number_at(m.data, "/timing/backward/median");
+  side_by_side.update_ms = report::number_at(m.data, "/timing/update/median");
+  const double stretch = prof.backward_ms > 0 ? side_by_side.backward_ms / prof.backward_ms : 1;
+  for (auto& g : side_by_side.gradients) g.ready_ms *= stretch;
+  c.measured_compute_ms = side_by_side.compute_ms();
+  const Projection q = project(side_by_side, c.ranks, link, bucket_mb);
+  c.projected_step_ms_from_measured_compute = c.overlap ? q.step_ms_overlap : q.step_ms_no_overlap;
+  c.error_percent_from_measured_compute =
+      got > 0 ? (c.projected_step_ms_from_measured_compute - got) / got * 100.0 : 0.0;
+  return c;
+}
+
+CaseProjection project_case(const Record& r, const Projected& out,
+                            const std::vector<Record>& measured, const Options& o,
+                            Algorithm algorithm) {
+  CaseProjection c;
+  c.case_id = report::case_id(r);
+  c.network = report::network(r);
+  c.backend = report::backend(r);
+  c.per_rank_batch = per_rank_batch(r);
+  c.profile = profile_of(r);
+  for (const auto& g : c.profile.gradients) c.gradient_bytes += g.bytes;
+  for (size_t i = 0; i < out.ranks.size(); ++i)
+    c.by_ranks.push_back(project(c.profile, out.ranks[i], out.links[i], out.bucket_mb));
+  for (const Record& m : measured) {
+    if (report::network(m) != c.network || report::backend(m) != c.backend ||
+        per_rank_batch(m) != c.per_rank_batch || interconnect_of(m) != out.interconnect)
+      continue;
+    const Link link = link_for(report::ranks(m), out.fits, o, algorithm);
+    c.comparisons.push_back(compare_with(m, c.profile, link, out.bucket_mb));
+  }
+  return c;
+}
+
+}  // namespace
+
+Projected compute(const Options& o) {
+  report::Inputs in;
+  for (const auto& f : o.results) report::read_results_file(f, in);
+  const std::vector<const Record*> profiles = profiled(in, o.case_id);
+  const Algorithm algorithm = parse_algorithm(o.algorithm);
+  Projected out;
+  out.fits = fitted_files(o.comm_benches, algorithm);
+  out.ranks = o.ranks;
+  out.bucket_mb = o.bucket_mb;
+  out.interconnect = o.interconnect;
+  out.compared = !o.compare.empty();
+  for (int n : o.ranks) out.links.push_back(link_for(n, out.fits, o, algorithm));
+  std::vector<Record> measured;
+  report::Inputs m;
+  for (const auto& f : o.compare) report::read_results_file(f, m);
+  for (const Record& r : m.records)
+    if (report::is_ok(r) && report::ranks(r) > 1) measured.push_back(r);
+  for (const Record* r : profiles)
+    out.cases.push_back(project_case(*r, out, measured, o, algorithm));
+  return out;
+}
+
+namespace {
+
+std::string fit_line(const FittedFile& f) {
+  const Fit& fit = f.fit;
+  const std::string where =
+      fit.interconnect == "loopback" ? "loopback" : fit.interconnect + " test hosts";
+  return "fit of " + f.file + " (" + std::to_string(fit.ranks) + " ranks over " + where + ", " +
+         (f.in_place ? "in place" : "separate buffers") + ", " + std::to_string(fit.points) +
+         " all_reduce sizes): time = " + fmt("%.1f", fit.a_us) + " us + " +
+         fmt("%.4f", fit.b_us_per_byte * 1e3) + " ns/byte x size, worst point off by " +
+         fmt("%.0f", fit.max_relative_error * 100) + "%\n";
+}
+
+std::string comparison_line(const Comparison& c) {
+  return "  measured " + c.measured_case + ": " + std::to_string(c.ranks) + " ranks" +
+         (c.oversubscribed ? " (oversubscribed: " + std::to_string(c.threads_total) +
+                                 " threads on " + std::to_string(c.cores) + " cores)"
+                           : std::string()) +
+         ", overlap " + (c.overlap ? "on" : "off") + ", step " + fmt("%.2f", c.measured_step_ms) +
+         " ms (compute " + fmt("%.2f", c.measured_compute_ms) + ", exposed comm " +
+         fmt("%.2f", c.measured_exposed_ms) + " ms); projected " +
+         fmt("%.2f", c.projected_step_ms) + " ms (exposed " + fmt("%.2f", c.projected_exposed_ms) +
+         "): error " + fmt("%+.1f", c.error_percent) + "%; from the measured compute " +
+         fmt("%.2f", c.projected_step_ms_from_measured_compute) + " ms: error " +
+         fmt("%+.1f", c.error_percent_from_measured_compute) + "%\n";
+}
+
+std::string case_text(const CaseProjection& c, const std::vector<int>& ranks) {
+  const ComputeProfile& prof = c.profile;
+  std::ostringstream text;
+  text << "\n"
+       << c.case_id << " (" << c.network << ", " << c.backend << ", batch " << c.per_rank_batch
+       << " per rank): forward " << fmt("%.2f", prof.forward_ms) << " ms, backward "
+       << fmt("%.2f", prof.backward_ms) << " ms, update " << fmt("%.2f", prof.update_ms) << " ms; "
+       << prof.gradients.size() << " gradients, " << fmt("%.2f", c.gradient_bytes / 1048576.0)
+       << " MiB\n";
+  text << "  ranks  compute_ms  comm_ms  no-overlap: step_ms  eff   overlap: step_ms  "
+          "exposed_ms  eff\n";
+  for (size_t i = 0; i < c.by_ranks.size(); ++i) {
+    const Projection& p = c.by_ranks[i];
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "  %5d  %10.2f  %7.2f  %19.2f  %4.2f  %16.2f  %10.2f  %4.2f\n", ranks[i],
+                  p.compute_ms, p.comm_ms, p.step_ms_no_overlap, p.efficiency_no_overlap,
+                  p.step_ms_overlap, p.exposed_ms_overlap, p.efficiency_overlap);
+    text << line;
+  }
+  for (const Comparison& m : c.comparisons) text << comparison_line(m);
+  return text.str();
+}
+
+json fit_json(const FittedFile& f) {
+  const Fit& fit = f.fit;
+  return {{"file", f.file},
+          {"ranks", fit.ranks},
+          {"interconnect", fit.interconnect},
+          {"in_place", f.in_place},
+          {"a_us", fit.a_us},
+          {"b_us_per_byte", fit.b_us_per_byte},
+          {"alpha_us", fit.link.alpha_us},
+          {"beta_us_per_byte", fit.link.beta_us_per_byte},
+          {"algorithm", algorithm_name(fit.link.algorithm)},
+          {"points", fit.points},
+          {"max_relative_error", fit.max_relative_error}};
+}
+
+json projection_json(const CaseProjection& c, int ranks, const Link& link, const Projection& p) {
+  return {{"case_id", c.case_id},
+          {"network", c.network},
+          {"backend", c.backend},
+          {"per_rank_batch", c.per_rank_batch},
+          {"ranks", ranks},
+          {"link_source", link.source},
+          {"buckets", p.buckets.size()},
+          {"compute_ms", p.compute_ms},
+          {"comm_ms", p.comm_ms},
+          {"step_ms_no_overlap", p.step_ms_no_overlap},
+          {"efficiency_no_overlap", p.efficiency_no_overlap},
+          {"step_ms_overlap", p.step_ms_overlap},
+          {"exposed_ms_overlap", p.exposed_ms_overlap},
+          {"efficiency_overlap", p.efficiency_overlap}};
+}
+
+json comparison_json(const CaseProjection& c, const Comparison& m, const std::string& link) {
+  return {{"profile_case", c.case_id},
+          {"measured_case", m.measured_case},
+          {"network", c.network},
+          {"ranks", m.ranks},
+          {"interconnect", link},
+          {"oversubscribed", m.oversubscribed},
+          {"overlap", m.overlap},
+          {"measured_step_ms", m.measured_step_ms},
+          {"measured_exposed_ms", m.measured_exposed_ms},
+          {"projected_step_ms", m.projected_step_ms},
+          {"error_percent", m.error_percent},
+          {"measured_compute_ms", m.measured_compute_ms},
+          {"projected_step_ms_from_measured_compute", m.projected_step_ms_from_measured_compute},
+          {"error_percent_from_measured_compute", m.error_percent_from_measured_compute}};
+}
+
+}  // namespace
+
+std::string text_report(const Projected& p) {
+  std::string text;
+  for (const FittedFile& f : p.fits) text += fit_line(f);
+  for (size_t i = 0; i < p.links.size(); ++i)
+    text += "link for " + std::to_string(p.ranks[i]) + " ranks " + link_text(p.links[i]) + "\n";
+  text += "buckets of " + fmt("%g", p.bucket_mb) + " MiB\n";
+  for (const CaseProjection& c : p.cases) text += case_text(c, p.ranks);
+  return text;
+}
+
+std::string json_report(const Projected& p) {
+  json out{{"schema", "dlhost.project/1"}};
+  json fits = json::array();
+  for (const FittedFile& f : p.fits) fits.push_back(fit_json(f));
+  if (!fits.empty()) {
+    out["fit"] = fits.front();  // the first file's, as before several were taken
+    out["fits"] = fits;
+  }
+  json links = json::array();
+  for (size_t i = 0; i < p.links.size(); ++i) {
+    const Link& l = p.links[i];
+    links.push_back({{"ranks", p.ranks[i]},
+                     {"name", l.name},
+                     {"alpha_us", l.alpha_us},
+                     {"beta_us_per_byte", l.beta_us_per_byte},
+                     {"algorithm", algorithm_name(l.algorithm)},
+                     {"source", l.source}});
+  }
+  if (!links.empty()) out["link"] = links.front();
+  out["links"] = links;
+  out["bucket_mb"] = p.bucket_mb;
+  json projections = json::array(), comparisons = json::array();
+  for (const CaseProjection& c : p.cases) {
+    for (size_t i = 0; i < c.by_ranks.size(); ++i)
+      projections.push_back(projection_json(c, p.ranks[i], p.links[i], c.by_ranks[i]));
+    for (const Comparison& m : c.comparisons)
+      comparisons.push_back(comparison_json(c, m, p.interconnect));
+  }
+  out["projections"] = projections;
+  if (p.compared) out["comparisons"] = comparisons;
+  return out.dump(2);
+}
+
+Report run_projection(const Options& o) {
+  const Projected p = compute(o);
+  return {text_report(p), json_report(p)};
 }
 
 Command add_command(CLI::App& app) {
@@ -347,15 +420,19 @@ Command add_command(CLI::App& app) {
       ->capture_default_str();
   s->add_option("--interconnect", o->interconnect, "loopback (as measured), 10gbe, 1gbe, custom")
       ->capture_default_str();
-  s->add_option("--bandwidth-gbit", o->bandwidth_gbit, "custom: link bandwidth, Gbit/s");
-  s->add_option("--latency-us", o->latency_us, "custom: link latency per message, us");
+  // The names of comm-bench and of the suite keys link_gbit / link_latency_us; the first names
+  // stay accepted, so that no script breaks.
+  s->add_option("--link-gbit,--bandwidth-gbit", o->bandwidth_gbit,
+                "custom: link bandwidth, Gbit/s");
+  s->add_option("--link-latency-us,--latency-us", o->latency_us,
+                "custom: link latency per message, us");
   s->add_option("--bucket-mb", o->bucket_mb, "Gradient bucket size, MiB (the runner's default)")
       ->capture_default_str();
   s->add_option("--compare", o->compare,
                 "Results files with measured multi-rank cases of the same network, backend and "
                 "per-rank batch: prints the projection's error against each");
   s->add_option("--json", o->json_out, "Also write the projection as JSON here");
-  c.run = [o] {
+  c.run_without_plugins = [o] {
     try {
       Report r = run_projection(*o);
       std::cout << r.text;

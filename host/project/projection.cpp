@@ -6,6 +6,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "suite/schema.h"
+
 namespace dlhost::project {
 
 double ring_allreduce_ms(uint64_t bytes, int ranks, const Link& link) {
@@ -162,20 +164,18 @@ Link interconnect(const std::string& name, const Fit* measured, double bandwidth
             ? "interconnect 'loopback' is what comm-bench measured here: give its --comm-bench file"
             : "interconnect 'loopback': the comm-bench file was measured over " +
                   measured->interconnect + " test hosts, not loopback");
-  } else if (name == "10gbe") {
-    link_gbit = 10;
-    link_latency_us = 10;
-  } else if (name == "1gbe") {
-    link_gbit = 1;
-    link_latency_us = 50;
   } else if (name == "custom") {
     if (!(bandwidth_gbit > 0))
-      throw std::invalid_argument("interconnect 'custom' needs --bandwidth-gbit above 0");
+      throw std::invalid_argument("interconnect 'custom' needs --link-gbit above 0");
     link_gbit = bandwidth_gbit;
     link_latency_us = latency_us;
+  } else if (const LinkProfile* named = find_link_profile(name)) {
+    link_gbit = named->gbit;
+    link_latency_us = named->latency_us;
   } else {
-    throw std::invalid_argument("unknown interconnect '" + name +
-                                "' (loopback, 10gbe, 1gbe, custom)");
+    std::string names;
+    for (const LinkProfile& l : link_profiles()) names += (names.empty() ? "" : ", ") + l.name;
+    throw std::invalid_argument("unknown interconnect '" + name + "' (" + names + ")");
   }
   // Bytes per us of the wire: Gbit/s * 1e9 / 8 / 1e6.
   const double wire_beta = 1.0 / (link_gbit * 1e3 / 8.0);

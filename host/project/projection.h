@@ -120,10 +120,10 @@ bool measured_on(const Fit& fit, const std::string& name, double bandwidth_gbit 
 // A named interconnect: "loopback" (the fit as measured; needs one), "10gbe", "1gbe", "custom"
 // (bandwidth in Gbit/s and latency in us as given). A fit measured over that very link (test
 // hosts, measured_on) is taken as it is. Otherwise the nominal link over the fit: the fit's alpha
-// plus the link's latency (10gbe 10 us, 1gbe 50 us, custom as given), beta the larger of the
-// fit's and the wire's 8 bits / bandwidth (the slower of the host and the wire). Without a fit
-// the link alone, with the given algorithm. Throws std::invalid_argument for an unknown name or a
-// missing fit/bandwidth.
+// plus the link's latency (link_profiles(): 10gbe 10 us, 1gbe 50 us; custom as given), beta the
+// larger of the fit's and the wire's 8 bits / bandwidth (the slower of the host and the wire).
+// Without a fit the link alone, with the given algorithm. Throws std::invalid_argument for an
+// unknown name or a missing fit/bandwidth.
 Link interconnect(const std::string& name, const Fit* measured, double bandwidth_gbit = 0,
                   double latency_us = 0, Algorithm algorithm = Algorithm::kRing);
 

@@ -12,15 +12,9 @@
 
 namespace dlhost::report {
 
-std::optional<int> Commands::run_chosen() const {
-  for (const auto& e : entries)
-    if (*e.sub) return e.run();
-  return std::nullopt;
-}
-
 namespace {
 
-Commands::Entry add_report(CLI::App& app) {
+Command add_report(CLI::App& app) {
   auto o = std::make_shared<ReportOptions>();
   auto no_plots = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand(
@@ -33,7 +27,7 @@ Commands::Entry add_report(CLI::App& app) {
   sub->add_option("--gnuplot", o->gnuplot, "gnuplot program (name on PATH or path)")
       ->capture_default_str();
   sub->add_flag("--no-plots", *no_plots, "Tables only, no gnuplot");
-  return {sub, [o, no_plots] {
+  return {sub, {}, [o, no_plots] {
             if (*no_plots) o->gnuplot.clear();
             try {
               Document doc = write_report(*o);
@@ -47,7 +41,7 @@ Commands::Entry add_report(CLI::App& app) {
           }};
 }
 
-Commands::Entry add_export(CLI::App& app) {
+Command add_export(CLI::App& app) {
   auto input = std::make_shared<std::string>();
   auto output = std::make_shared<std::string>();
   auto csv = std::make_shared<bool>(false);
@@ -55,7 +49,7 @@ Commands::Entry add_export(CLI::App& app) {
   sub->add_option("results", *input, "Results file (JSON lines)")->required();
   sub->add_flag("--csv", *csv, "CSV (the only format for now)")->required();
   sub->add_option("-o,--output", *output, "Write here instead of standard output");
-  return {sub, [input, output, csv] {  // csv kept alive: --csv writes it while parsing
+  return {sub, {}, [input, output, csv] {  // csv kept alive: --csv writes it while parsing
             Inputs in;
             try {
               read_results_file(*input, in);
@@ -75,7 +69,7 @@ Commands::Entry add_export(CLI::App& app) {
           }};
 }
 
-Commands::Entry add_compare(CLI::App& app) {
+Command add_compare(CLI::App& app) {
   auto o = std::make_shared<CompareOptions>();
   auto* sub = app.add_subcommand(
       "compare",
@@ -107,7 +101,7 @@ Commands::Entry add_compare(CLI::App& app) {
                    ? "expected BASE,NEW (two backend names), got '" + v + "'"
                    : std::string();
       });
-  return {sub, [o, pair] {
+  return {sub, {}, [o, pair] {
             std::pair<std::string, std::string> backends;
             if (!pair->empty()) {
               const auto comma = pair->find(',');
@@ -121,9 +115,9 @@ Commands::Entry add_compare(CLI::App& app) {
 
 Commands add_commands(CLI::App& app) {
   Commands c;
-  c.entries.push_back(add_report(app));
-  c.entries.push_back(add_export(app));
-  c.entries.push_back(add_compare(app));
+  c.add(add_report(app));
+  c.add(add_export(app));
+  c.add(add_compare(app));
   return c;
 }
 

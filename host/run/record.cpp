@@ -103,13 +103,11 @@ std::string params_hash(const json& params) {
 namespace {
 
 // The 1-rank case a multi-rank case is compared with: the same parameters but for how the ranks
-// are launched and communicate.
+// are launched and communicate (the schema's launch-only keys).
 std::string scaling_key(const json& params) {
+  static const std::vector<std::string> launch_only = launch_only_keys();
   json p = params;
-  for (const char* k :
-       {"ranks", "comm", "launcher", "launcher_args", "ranks_per_node", "overlap", "bucket_mb",
-        "tags", "oversubscribe", "timeout", "interconnect", "link_gbit", "link_latency_us"})
-    p.erase(k);
+  for (const std::string& k : launch_only) p.erase(k);
   return p.dump();
 }
 

@@ -302,7 +302,7 @@ Prepared prepare(const Plan& plan, const json& p, int rank) {
   // No host code reads the gradient buffers on one rank without comm (DLHOST_DUMP_PARAMS_DIR
   // reads the weights after the last step; conform runs its own loop and never sets this).
   m.fused_step = fused_step_allowed(
-      plan.backend->speaks_minor, case_value_if<std::string>(p, "fused_step").value_or("auto"),
+      plan.backend->speaks_minor, case_value<std::string>(p, "fused_step"),
       case_value<int64_t>(p, "ranks"), case_value<std::string>(p, "comm"), false);
   if (m.fused_step) opts.values["fused_step"] = "1";
   t = Clock::now();

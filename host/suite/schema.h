@@ -1,7 +1,9 @@
-// schema.h — the one table of case keys: every key a suite may set, its type, its bounds and its
-// default. The suite loader validates and fills cases from it; everything that reads a case's
-// parameters (the runner, the case processes, the skip rules) takes a missing key's default from
-// here, so a default is written once. docs/suite-format.md lists the same keys.
+// schema.h — the one table of case keys: every key a suite may set, its type, its bounds, its
+// default, what leaving it unset means and whether it only says how the ranks are launched; and
+// the table of the named interconnects' links. The suite loader validates and fills cases from
+// it; everything that reads a case's parameters (the runner, the case processes, the skip rules,
+// the projection) takes a missing key's value from here, so a default is written once.
+// docs/suite-format.md lists the same keys (tests/test_suite.cpp checks the two agree).
 // Thread-safe: the table is built once, on first use, and read-only afterwards.
 #pragma once
 
@@ -12,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "core/link_profiles.h"
+
 namespace dlhost {
 
 // kText: any non-empty string (a path), checked against no catalog.
@@ -19,12 +23,22 @@ enum class KeyKind { kName, kInt, kNumber, kBool, kChoice, kOptions, kTags, kTex
 
 struct KeySpec {
   std::string name;
-  KeyKind kind;
+  KeyKind kind = KeyKind::kName;
   bool has_min = false;
   int64_t min = 0;
   bool min_exclusive = false;
   std::vector<std::string> choices;  // kChoice: the allowed values, the first is the default
   nlohmann::ordered_json def;        // null: the key stays absent unless a suite sets it
+  // For a key without `def`, what absence means. `unset`: the value its readers take when the
+  // case leaves it out (null: no one value, e.g. the network's own learning rate); the loader
+  // never writes it into a case, so adding one keeps every case's params, params_hash and id.
+  // `unset_means`: the same in words, for the docs and messages.
+  nlohmann::ordered_json unset;
+  std::string unset_means;
+  // How the ranks are launched and talk, or what is only bookkeeping (tags, timeout), not what
+  // one rank computes: a multi-rank case is compared with the 1-rank case equal in every other
+  // key (record.cpp's vs_1_rank).
+  bool launch_only = false;
 };
 
 // In the documented order: the order of CaseSpec::params and of the optional parts of case ids.
@@ -32,23 +46,35 @@ const std::vector<KeySpec>& key_specs();
 const KeySpec* find_key_spec(const std::string& key);  // NULL for an unknown key
 std::vector<std::string> case_key_names();
 
-// The case's value of `key`, or the schema's default when the case has none; std::nullopt for a
-// key without a default that the case leaves unset (batch, lr, ...).
+// The keys with launch_only set, in table order.
+std::vector<std::string> launch_only_keys();
+
+// The case's value of `key`, else the schema's default, else what unset means (`unset`);
+// std::nullopt for a key with neither that the case leaves unset (batch, lr, ...).
 template <class T>
 std::optional<T> case_value_if(const nlohmann::ordered_json& params, const std::string& key) {
   auto it = params.find(key);
   if (it != params.end() && !it->is_null()) return it->template get<T>();
   const KeySpec* spec = find_key_spec(key);
-  if (spec == nullptr || spec->def.is_null()) return std::nullopt;
-  return spec->def.template get<T>();
+  if (spec == nullptr) return std::nullopt;
+  if (!spec->def.is_null()) return spec->def.template get<T>();
+  if (!spec->unset.is_null()) return spec->unset.template get<T>();
+  return std::nullopt;
 }
 
-// The same for a key that has a default (throws std::logic_error for one that has none).
+// The same for a key that has a default or an unset value (throws std::logic_error for one that
+// has neither).
 template <class T>
 T case_value(const nlohmann::ordered_json& params, const std::string& key) {
   std::optional<T> v = case_value_if<T>(params, key);
   if (!v) throw std::logic_error("case key '" + key + "' has no default");
   return *v;
+}
+
+// What a case that leaves `key` unset gets: its default, else its unset value (as case_value).
+template <class T>
+T key_default(const std::string& key) {
+  return case_value<T>(nlohmann::ordered_json::object(), key);
 }
 
 }  // namespace dlhost

@@ -50,7 +50,7 @@ std::optional<int64_t> ranks_here(const ordered_json& params,
 bool spans_other_hosts(const ordered_json& params,
                        const std::vector<std::string>& cli_launcher_args) {
   return may_leave_this_machine(params, cli_launcher_args) ||
-         case_value_if<std::string>(params, "interconnect").value_or("loopback") != "loopback";
+         case_value<std::string>(params, "interconnect") != "loopback";
 }
 
 std::string thread_skip_reason(const ordered_json& params, int host_cores) {

@@ -1006,7 +1006,8 @@ class Loader {
   // reached through mpirun's remote agent, so an emulated link needs launcher mpirun.
   void check_interconnect(const KeyValues& merged) const {
     const Value* profile = merged.find("interconnect");
-    const std::string name = profile ? profile->v.get<std::string>() : "loopback";
+    const std::string name =
+        profile ? profile->v.get<std::string>() : key_default<std::string>("interconnect");
     const Value* gbit = merged.find("link_gbit");
     const Value* latency = merged.find("link_latency_us");
     for (const Value* v : {gbit, latency})
