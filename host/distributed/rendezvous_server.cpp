@@ -1,15 +1,13 @@
-// rendezvous_store.cpp — see rendezvous_store.h. POSIX sockets. The server is one thread that
-// multiplexes every connection with poll(): a GET whose key is not there yet is parked in a list
-// and answered when the key is set or its deadline passes, so it never holds up other clients.
-#include "distributed/rendezvous_store.h"
-
+// rendezvous_server.cpp — the rendezvous store's server (rendezvous_store.h), on POSIX sockets.
+// One thread multiplexes every connection with poll(): a GET whose key is not there yet is
+// parked in a list and answered when the key is set or its deadline passes, so it never holds up
+// other clients. The bytes on the wire are rendezvous_wire.h's; what is here is who is served,
+// what it may cost, and when it is answered.
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -18,8 +16,6 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <chrono>
-#include <climits>
 #include <cstring>
 #include <list>
 #include <map>
@@ -27,20 +23,13 @@
 #include <thread>
 #include <utility>
 
+#include "distributed/rendezvous_store.h"
+#include "distributed/rendezvous_wire.h"
+
 namespace dlhost {
+using namespace store_wire;
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Bytes = std::vector<unsigned char>;
-
-constexpr uint8_t kOpSet = 1;
-constexpr uint8_t kOpGet = 2;
-constexpr unsigned char kHelloMagic[4] = {'D', 'L', 'R', 'S'};
-constexpr uint8_t kProtocolVersion = 1;
-constexpr size_t kHelloHeadBytes = 4 + 1 + 2;     // magic, version, secret_len
-constexpr size_t kRequestHeadBytes = 1 + 4;       // op, key_len
-constexpr size_t kResponseHeadBytes = 1 + 8 + 4;  // code, size, message_len
-constexpr size_t kMaxMessageBytes = 64 * 1024;    // a longer one is a broken stream
 constexpr size_t kReadChunk = 256 * 1024;
 constexpr size_t kKeepBufferBytes = 1024 * 1024;  // larger buffers are freed once drained
 // Connections accepted per round of the serving loop: a flood of connections must not keep it
@@ -49,51 +38,9 @@ constexpr int kAcceptsPerRound = 32;
 // How long a refused connection is read and dropped after its answer, before it is closed:
 // closing with unread input would reset the connection and lose the answer on the way.
 constexpr int kLingerMs = 1000;
-// Timeouts beyond a year are as good as forever and keep clock arithmetic from overflowing.
-constexpr int64_t kMaxWaitMs = int64_t{365} * 24 * 3600 * 1000;
-// How long past a call's own timeout the client waits for the answer before it gives the server
-// up: only a host that vanished without closing the connection takes that long.
-constexpr int64_t kReplyMarginMs = 60 * 1000;
 // Warnings about refused connections: each of the first few, then at powers of two, so that a
 // flood cannot flood the case's log too.
 constexpr uint64_t kWarnEach = 10;
-
-void put_u16(Bytes& b, uint16_t v) {
-  b.push_back(static_cast<unsigned char>(v >> 8));
-  b.push_back(static_cast<unsigned char>(v));
-}
-void put_u32(Bytes& b, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) b.push_back(static_cast<unsigned char>(v >> shift));
-}
-void put_u64(Bytes& b, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) b.push_back(static_cast<unsigned char>(v >> shift));
-}
-uint16_t get_u16(const unsigned char* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
-uint32_t get_u32(const unsigned char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t get_u64(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return v;
-}
-
-std::string quoted(const std::string& key) { return "'" + key + "'"; }
-
-int64_t clamp_wait(int64_t ms) { return std::clamp<int64_t>(ms, 0, kMaxWaitMs); }
-
-int ms_until(Clock::time_point deadline) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX));
-}
-
-void set_nodelay(int fd) {
-  // Requests and answers are small and strictly alternate: Nagle would only add latency.
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 void release_if_large(Bytes& b) {
   if (b.empty() && b.capacity() > kKeepBufferBytes) Bytes().swap(b);
@@ -131,34 +78,6 @@ std::string peer_name(const sockaddr_storage& addr, socklen_t len) {
 bool worth_a_warning(uint64_t count) { return count <= kWarnEach || (count & (count - 1)) == 0; }
 
 }  // namespace
-
-std::string make_store_secret() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw std::runtime_error(std::string("rendezvous store: getrandom: ") + std::strerror(errno));
-    got += static_cast<size_t>(n);
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string secret;
-  for (unsigned char b : bytes) {
-    secret.push_back(kHex[b >> 4]);
-    secret.push_back(kHex[b & 15]);
-  }
-  return secret;
-}
-
-std::string store_variable_value(const std::string& secret, const std::string& host,
-                                 uint16_t port) {
-  bool v6 = host.find(':') != std::string::npos && host.front() != '[';
-  return secret + "@" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-// ------------------------------------------------------------------------------------------------
-// Server
 
 struct RendezvousServer::Impl {
   struct Conn {
@@ -442,10 +361,7 @@ struct RendezvousServer::Impl {
 
   void reply(Conn& c, dlhost_code code, uint64_t size, const std::string& message,
              const Bytes* value = nullptr) {
-    c.out.push_back(static_cast<unsigned char>(code));
-    put_u64(c.out, size);
-    put_u32(c.out, static_cast<uint32_t>(message.size()));
-    c.out.insert(c.out.end(), message.begin(), message.end());
+    put_response(c.out, code, size, message);
     c.body = value != nullptr && !value->empty() ? value : nullptr;
     flush(c);
   }
@@ -564,12 +480,12 @@ struct RendezvousServer::Impl {
         return 0;
       }
     if (avail < kHelloHeadBytes) return 0;
-    if (p[4] != kProtocolVersion) {
-      refuse_unauthenticated(c, "protocol version " + std::to_string(p[4]) +
+    if (p[kHelloVersionAt] != kProtocolVersion) {
+      refuse_unauthenticated(c, "protocol version " + std::to_string(p[kHelloVersionAt]) +
                                     ", this store speaks " + std::to_string(kProtocolVersion));
       return 0;
     }
-    size_t len = get_u16(p + 5);
+    size_t len = get_u16(p + kHelloSecretLenAt);
     if (len > kMaxStoreSecretBytes) {
       refuse_unauthenticated(c, "a secret of " + std::to_string(len) + " bytes");
       return 0;
@@ -626,59 +542,71 @@ struct RendezvousServer::Impl {
                     " bytes is over the limit of " + std::to_string(kMaxStoreKeyBytes));
       return avail;
     }
-    size_t fixed = kRequestHeadBytes + key_len + (op == kOpSet ? 8 : 16);
+    size_t fixed = request_fixed_bytes(op, key_len);
     if (avail < fixed) {
       c.need = fixed;
       return 0;
     }
     std::string key(reinterpret_cast<const char*>(p + kRequestHeadBytes), key_len);
     const unsigned char* rest = p + kRequestHeadBytes + key_len;
-    if (op == kOpSet) {
-      uint64_t size = get_u64(rest);
-      if (size > kMaxStoreValueBytes) {
-        refuse(c, "store_set: a value of " + std::to_string(size) + " bytes is over the limit of " +
-                      std::to_string(kMaxStoreValueBytes));
-        return avail;
-      }
-      if (size > limits.max_value_bytes) {
+    if (op == kOpSet) return handle_set(c, pos, fixed, key, rest);
+    handle_get(id, c, key, rest);
+    return fixed;
+  }
+
+  // A SET whose `fixed` bytes up to its value are in c.in at `pos`, its value_len at `rest`: the
+  // bytes used (0 while the value is still to come, all of c.in for a header it cannot read past).
+  size_t handle_set(Conn& c, size_t pos, size_t fixed, const std::string& key,
+                    const unsigned char* rest) {
+    const size_t avail = c.in.size() - pos;
+    uint64_t size = get_u64(rest);
+    if (size > kMaxStoreValueBytes) {
+      refuse(c, "store_set: a value of " + std::to_string(size) + " bytes is over the limit of " +
+                    std::to_string(kMaxStoreValueBytes));
+      return avail;
+    }
+    if (size > limits.max_value_bytes) {
+      refuse_value(c, size,
+                   "store_set: key " + quoted(key) + ": a value of " + std::to_string(size) +
+                       " bytes is over this store's limit of " +
+                       std::to_string(limits.max_value_bytes));
+      return fixed;
+    }
+    const size_t cost = key.size() + size + kStoreEntryOverheadBytes;
+    if (c.reserved == 0) {
+      // Held from the header on, so that values being received at once cannot together
+      // exceed the budget either.
+      if (stored_bytes + reserved_bytes + cost > limits.max_stored_bytes) {
         refuse_value(c, size,
-                     "store_set: key " + quoted(key) + ": a value of " + std::to_string(size) +
-                         " bytes is over this store's limit of " +
-                         std::to_string(limits.max_value_bytes));
+                     "store_set: key " + quoted(key) + ": the case's store holds " +
+                         std::to_string(stored_bytes + reserved_bytes) + " of its " +
+                         std::to_string(limits.max_stored_bytes) + " bytes; " +
+                         std::to_string(cost) + " more do not fit");
         return fixed;
       }
-      const size_t cost = key_len + size + kStoreEntryOverheadBytes;
-      if (c.reserved == 0) {
-        // Held from the header on, so that values being received at once cannot together
-        // exceed the budget either.
-        if (stored_bytes + reserved_bytes + cost > limits.max_stored_bytes) {
-          refuse_value(c, size,
-                       "store_set: key " + quoted(key) + ": the case's store holds " +
-                           std::to_string(stored_bytes + reserved_bytes) + " of its " +
-                           std::to_string(limits.max_stored_bytes) + " bytes; " +
-                           std::to_string(cost) + " more do not fit");
-          return fixed;
-        }
-        c.reserved = cost;
-        reserved_bytes += cost;
-      }
-      if (avail - fixed < size) {
-        c.in.reserve(pos + fixed + size);  // one allocation for a large value
-        c.need = fixed + size;
-        return 0;
-      }
-      reserved_bytes -= c.reserved;
-      c.reserved = 0;
-      const unsigned char* v = rest + 8;
-      if (values.emplace(key, Bytes(v, v + size)).second) {
-        stored_bytes += cost;
-        reply(c, DLHOST_CODE_OK, 0, "");
-        wake_waiters(key);
-      } else {
-        reply(c, DLHOST_CODE_ALREADY_EXISTS, 0, "store_set: key " + quoted(key) + " already set");
-      }
-      return fixed + size;
+      c.reserved = cost;
+      reserved_bytes += cost;
     }
+    if (avail - fixed < size) {
+      c.in.reserve(pos + fixed + size);  // one allocation for a large value
+      c.need = fixed + size;
+      return 0;
+    }
+    reserved_bytes -= c.reserved;
+    c.reserved = 0;
+    const unsigned char* v = rest + 8;
+    if (values.emplace(key, Bytes(v, v + size)).second) {
+      stored_bytes += cost;
+      reply(c, DLHOST_CODE_OK, 0, "");
+      wake_waiters(key);
+    } else {
+      reply(c, DLHOST_CODE_ALREADY_EXISTS, 0, "store_set: key " + quoted(key) + " already set");
+    }
+    return fixed + size;
+  }
+
+  // A GET, its timeout_ms and capacity at `rest`: answered now, or parked until the key is set.
+  void handle_get(uint64_t id, Conn& c, const std::string& key, const unsigned char* rest) {
     int64_t timeout_ms = clamp_wait(static_cast<int64_t>(get_u64(rest)));
     uint64_t capacity = get_u64(rest + 8);
     if (values.count(key) != 0) {
@@ -690,7 +618,6 @@ struct RendezvousServer::Impl {
           {id, key, capacity, timeout_ms, Clock::now() + std::chrono::milliseconds(timeout_ms)});
       c.waiting = true;
     }
-    return fixed;
   }
 };
 
@@ -752,322 +679,4 @@ StoreCounters RendezvousServer::counters() const {
   return {impl_->unauthenticated.load(), impl_->dropped_pending.load(), impl_->over_cap.load(),
           impl_->over_budget.load()};
 }
-
-// ------------------------------------------------------------------------------------------------
-// Client
-
-namespace {
-
-// "host:port" or "[v6]:port".
-bool split_address(const std::string& address, std::string* host, std::string* port) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
-  *host = address.substr(0, colon);
-  *port = address.substr(colon + 1);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']')
-    *host = host->substr(1, host->size() - 2);
-  if (port->empty() || port->size() > 5 ||
-      !std::all_of(port->begin(), port->end(), [](unsigned char ch) { return std::isdigit(ch); }))
-    return false;
-  int n = std::stoi(*port);
-  return !host->empty() && n > 0 && n <= 65535;
-}
-
-// One attempt at every address `host` resolves to; the socket, or -1 with the reason in *why.
-int try_connect(const std::string& host, const std::string& port, Clock::time_point deadline,
-                std::string* why) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
-  if (rc != 0) {
-    *why = std::string("cannot resolve ") + host + ": " + gai_strerror(rc);
-    return -1;
-  }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
-  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      *why = std::string("socket: ") + std::strerror(errno);
-      continue;
-    }
-    int err = 0;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      err = errno;
-      // Non-blocking, so that an unreachable node costs the deadline, not the kernel's minutes.
-      if (err == EINPROGRESS) {
-        pollfd p{fd, POLLOUT, 0};
-        int n = poll(&p, 1, ms_until(deadline));
-        socklen_t len = sizeof(err);
-        if (n == 1) {
-          getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        } else {
-          err = n == 0 ? ETIMEDOUT : errno;
-        }
-      }
-    }
-    if (err == 0) {
-      set_nodelay(fd);
-      return fd;
-    }
-    close(fd);
-    *why = std::strerror(err);
-  }
-  return -1;
-}
-
-// Writes or reads all `n` bytes before `deadline`; false with the reason in *why otherwise.
-bool send_all(int fd, const void* data, size_t n, Clock::time_point deadline, std::string* why) {
-  auto p = static_cast<const unsigned char*>(data);
-  while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k > 0) {
-      p += k;
-      n -= static_cast<size_t>(k);
-      continue;
-    }
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd pfd{fd, POLLOUT, 0};
-      int ready = poll(&pfd, 1, ms_until(deadline));
-      if (ready == 0) {
-        *why = "the store took no data before the deadline";
-        return false;
-      }
-      if (ready < 0 && errno != EINTR) {
-        *why = std::string("poll: ") + std::strerror(errno);
-        return false;
-      }
-      continue;
-    }
-    *why = std::string("send: ") + std::strerror(errno);
-    return false;
-  }
-  return true;
-}
-
-bool recv_all(int fd, void* data, size_t n, Clock::time_point deadline, std::string* why) {
-  auto p = static_cast<unsigned char*>(data);
-  while (n > 0) {
-    ssize_t k = recv(fd, p, n, 0);
-    if (k > 0) {
-      p += k;
-      n -= static_cast<size_t>(k);
-      continue;
-    }
-    if (k == 0) {
-      *why = "the store closed the connection";
-      return false;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      pollfd pfd{fd, POLLIN, 0};
-      int ready = poll(&pfd, 1, ms_until(deadline));
-      if (ready == 0) {
-        *why = "no answer from the store before the deadline";
-        return false;
-      }
-      if (ready < 0 && errno != EINTR) {
-        *why = std::string("poll: ") + std::strerror(errno);
-        return false;
-      }
-      continue;
-    }
-    *why = std::string("recv: ") + std::strerror(errno);
-    return false;
-  }
-  return true;
-}
-
-// One request on a connected socket, after the hello on a new one. `head` holds everything up to
-// the SET value, which is sent from the caller's memory as it is (up to 64 MiB, not worth a copy).
-// For a GET (`get_out` set) the value lands in `value` and its size in *get_out->size.
-struct GetOut {
-  void* value;
-  size_t capacity;
-  size_t* size;
-};
-bool exchange(int fd, const Bytes* hello, const Bytes& head, const void* body, size_t body_size,
-              int64_t wait_ms, const GetOut* get_out, StoreStatus* result, std::string* why) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms + kReplyMarginMs);
-  if (hello != nullptr) {
-    Bytes first = *hello;  // in one segment with the head: served at the accept, if it can be
-    first.insert(first.end(), head.begin(), head.end());
-    if (!send_all(fd, first.data(), first.size(), deadline, why)) return false;
-  } else if (!send_all(fd, head.data(), head.size(), deadline, why)) {
-    return false;
-  }
-  if (body_size > 0 && !send_all(fd, body, body_size, deadline, why)) return false;
-  unsigned char r[kResponseHeadBytes];
-  if (!recv_all(fd, r, sizeof(r), deadline, why)) return false;
-  auto code = static_cast<dlhost_code>(r[0]);
-  uint64_t size = get_u64(r + 1);
-  size_t message_len = get_u32(r + 9);
-  if (r[0] > DLHOST_CODE_DATA_LOSS || message_len > kMaxMessageBytes) {
-    *why = "the store's answer is not the rendezvous protocol";
-    return false;
-  }
-  std::string message(message_len, '\0');
-  if (!recv_all(fd, message.data(), message_len, deadline, why)) return false;
-  if (get_out != nullptr && code == DLHOST_CODE_OK) {
-    if (size > get_out->capacity) {
-      *why = "the store sent more than the buffer holds";
-      return false;
-    }
-    if (!recv_all(fd, get_out->value, size, deadline, why)) return false;
-  }
-  if (get_out != nullptr && (code == DLHOST_CODE_OK || code == DLHOST_CODE_OUT_OF_RANGE))
-    *get_out->size = size;
-  *result = {code, std::move(message)};
-  return true;
-}
-
-// Whether the server keeps a connection open after answering `code` (it closes those it refused).
-bool connection_kept(dlhost_code code) {
-  return code == DLHOST_CODE_OK || code == DLHOST_CODE_ALREADY_EXISTS ||
-         code == DLHOST_CODE_DEADLINE_EXCEEDED || code == DLHOST_CODE_OUT_OF_RANGE;
-}
-
-}  // namespace
-
-RendezvousClient::RendezvousClient(std::string store, int connect_timeout_ms)
-    : connect_timeout_ms_(connect_timeout_ms), owner_(getpid()) {
-  // SECRET@HOST:PORT; a secret holds no '@' (check_secret), so the first one ends it.
-  size_t at = store.find('@');
-  std::string secret = at == std::string::npos ? "" : store.substr(0, at);
-  address_ = at == std::string::npos ? store : store.substr(at + 1);
-  if (at != std::string::npos) {
-    hello_.assign(std::begin(kHelloMagic), std::end(kHelloMagic));
-    hello_.push_back(kProtocolVersion);
-    put_u16(hello_, static_cast<uint16_t>(std::min(secret.size(), kMaxStoreSecretBytes)));
-    hello_.insert(hello_.end(), secret.begin(),
-                  secret.begin() +
-                      static_cast<std::ptrdiff_t>(std::min(secret.size(), kMaxStoreSecretBytes)));
-  }
-}
-
-RendezvousClient::~RendezvousClient() {
-  for (int fd : idle_) close(fd);
-}
-
-int RendezvousClient::acquire(bool* fresh, StoreStatus* error) {
-  *fresh = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    // A forked child shares its parent's sockets: talking on them would mix the two streams.
-    if (owner_ != getpid()) {
-      for (int fd : idle_) close(fd);
-      idle_.clear();
-      owner_ = getpid();
-    }
-    if (!idle_.empty()) {
-      int fd = idle_.back();
-      idle_.pop_back();
-      return fd;
-    }
-  }
-  std::string host, port;
-  if (!split_address(address_, &host, &port)) {
-    *error = {DLHOST_CODE_INVALID_ARGUMENT,
-              "rendezvous store address '" + address_ + "' is not host:port"};
-    return -1;
-  }
-  // The parent starts the store before the ranks, but a loaded node may be slow to route the
-  // first connection: refused and unreachable are retried until the deadline.
-  auto deadline = Clock::now() + std::chrono::milliseconds(connect_timeout_ms_);
-  std::string why;
-  for (;;) {
-    int fd = try_connect(host, port, deadline, &why);
-    if (fd >= 0) {
-      *fresh = true;
-      return fd;
-    }
-    if (Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
-        std::chrono::milliseconds(50), std::chrono::milliseconds(ms_until(deadline))));
-  }
-  *error = {DLHOST_CODE_UNAVAILABLE, "cannot reach the rendezvous store at " + address_ +
-                                         " within " + std::to_string(connect_timeout_ms_) +
-                                         " ms: " + why};
-  return -1;
-}
-
-void RendezvousClient::release(int fd) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (owner_ == getpid()) {
-    idle_.push_back(fd);
-  } else {
-    close(fd);
-  }
-}
-
-StoreStatus RendezvousClient::call(const std::string& what, const Bytes& head, const void* body,
-                                   size_t body_size, int64_t wait_ms, void* value, size_t capacity,
-                                   size_t* size) {
-  GetOut out{value, capacity, size};
-  auto deadline = Clock::now() + std::chrono::milliseconds(connect_timeout_ms_);
-  for (int attempt = 1;; ++attempt) {
-    StoreStatus result;
-    bool fresh = false;
-    int fd = acquire(&fresh, &result);
-    if (fd < 0) return result;
-    std::string why;
-    if (!exchange(fd, fresh ? &hello_ : nullptr, head, body, body_size, wait_ms,
-                  size != nullptr ? &out : nullptr, &result, &why)) {
-      close(fd);
-      return {DLHOST_CODE_UNAVAILABLE, what + ": rendezvous store at " + address_ + ": " + why};
-    }
-    if (connection_kept(result.code)) {
-      release(fd);
-      return result;
-    }
-    close(fd);
-    // UNAVAILABLE from the server itself: dropped before it served anything (a flood of
-    // strangers pushed this connection out before its hello was read, or this process was
-    // descheduled past the hello deadline); connect again, until the connect timeout, and at
-    // least twice more: a hello late by the whole timeout has used it up already.
-    if (result.code == DLHOST_CODE_UNAVAILABLE && (Clock::now() < deadline || attempt < 3)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    if (result.code == DLHOST_CODE_PERMISSION_DENIED || result.code == DLHOST_CODE_UNAVAILABLE)
-      result.message = what + ": rendezvous store at " + address_ + ": " + result.message;
-    return result;
-  }
-}
-
-StoreStatus RendezvousClient::set(const std::string& key, const void* value, size_t size) {
-  if (key.size() > kMaxStoreKeyBytes)
-    return {DLHOST_CODE_INVALID_ARGUMENT, "store_set: a key of " + std::to_string(key.size()) +
-                                              " bytes is over the limit of " +
-                                              std::to_string(kMaxStoreKeyBytes)};
-  if (size > kMaxStoreValueBytes)
-    return {DLHOST_CODE_INVALID_ARGUMENT, "store_set: a value of " + std::to_string(size) +
-                                              " bytes is over the limit of " +
-                                              std::to_string(kMaxStoreValueBytes)};
-  Bytes head{kOpSet};
-  put_u32(head, static_cast<uint32_t>(key.size()));
-  head.insert(head.end(), key.begin(), key.end());
-  put_u64(head, size);
-  return call("store_set: key " + quoted(key), head, value, size, 0, nullptr, 0, nullptr);
-}
-
-StoreStatus RendezvousClient::get(const std::string& key, int64_t timeout_ms, void* value,
-                                  size_t capacity, size_t* size) {
-  if (key.size() > kMaxStoreKeyBytes)
-    return {DLHOST_CODE_INVALID_ARGUMENT, "store_get: a key of " + std::to_string(key.size()) +
-                                              " bytes is over the limit of " +
-                                              std::to_string(kMaxStoreKeyBytes)};
-  int64_t wait_ms = clamp_wait(timeout_ms);
-  if (value == nullptr) capacity = 0;
-  Bytes head{kOpGet};
-  put_u32(head, static_cast<uint32_t>(key.size()));
-  head.insert(head.end(), key.begin(), key.end());
-  put_u64(head, static_cast<uint64_t>(wait_ms));
-  put_u64(head, capacity);
-  return call("store_get: key " + quoted(key), head, nullptr, 0, wait_ms, value, capacity, size);
-}
-
 }  // namespace dlhost
