@@ -92,7 +92,7 @@ def blank_comments_and_strings(text):
 
 def is_function_head(head):
     """Whether the text before a '{' makes it a function body."""
-    flat = " ".join(head.split())
+    flat = re.sub(r"^(?:public|private|protected)\s*:(?!:)\s*", "", " ".join(head.split()))
     if not flat or CONTROL.match(flat):
         return False
     if re.match(r"^(?:\w+\s+)*(?:namespace|class|struct|union|enum)\b", flat) and "(" not in flat:
@@ -100,8 +100,8 @@ def is_function_head(head):
     if AFTER_PARAMS.search(flat):
         # `x = f(a) {` does not occur; `auto f = [..](..) {` is a lambda at namespace scope.
         return not re.search(r"(?:^|[^=!<>])=\s*[^=]", flat.split("(")[0])
-    # A constructor's initializer list: `) : a_(x), b_{y} {`.
-    return re.search(r"\)\s*:\s*[\w:]+\s*[({]", flat) is not None
+    # A constructor's initializer list, complete: `) : a_(x), b_{y} {`.
+    return re.search(r"\)\s*:\s*[\w:]+\s*[({]", flat) is not None and flat.endswith((")", "}"))
 
 
 def functions(path):
@@ -109,25 +109,30 @@ def functions(path):
     raw = path.read_text(errors="replace")
     text = blank_comments_and_strings(raw)
     raw_lines = raw.split("\n")
-    stack = []  # per open '{': is it (inside) a function body?
+    stack = []  # per open '{': (is it (inside) a function body?, its start, its head's start)
     head_start = 0  # where the text before the next '{' begins
+    closed_head_start = 0  # the head's start of the block that closed last
     found = []
     for i, c in enumerate(text):
         if c in ";":
             head_start = i + 1
         elif c == "{":
-            inside = any(kind for kind, _ in stack)
+            inside = any(kind for kind, _, _ in stack)
+            if re.fullmatch(r"\s*(?:,.*)?", text[head_start:i], re.S):
+                # After a brace initializer (`b_{y} {`, `{1}, {2}`): the head goes on before it.
+                head_start = closed_head_start
             head = text[head_start:i]
             is_fn = not inside and is_function_head(head)
             start = i
             if is_fn:
-                # The signature's first line: skip the blank text before it.
-                start = head_start + (len(head) - len(head.lstrip()))
-            stack.append((is_fn or inside, start if is_fn else None))
+                # The signature's first line: skip the blank text and an access label before it.
+                label = re.match(r"\s*(?:(?:public|private|protected)\s*:(?!:))?\s*", head)
+                start = head_start + label.end()
+            stack.append((is_fn or inside, start if is_fn else None, head_start))
             head_start = i + 1
         elif c == "}":
             if stack:
-                inside, start = stack.pop()
+                inside, start, closed_head_start = stack.pop()
                 if start is not None:
                     first = text.count("\n", 0, start) + 1
                     last = text.count("\n", 0, i) + 1
