@@ -9,7 +9,8 @@ limits (sgemm, triad) and the host's own overhead (the bench_null backend), then
 and writes bench.json plus the dlhost results (.jsonl) into the output folder.
 
 Every command it starts runs without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (they halve
-OpenBLAS's sgemm here; MACHINE_NOTES.md), dlhost and the peers alike.
+OpenBLAS's sgemm on the development machines: 91 against 172-184 GFLOP/s a core; README.md,
+"Machine notes"), dlhost and the peers alike.
 """
 import argparse
 import datetime
@@ -67,8 +68,8 @@ PASSIVE_ALL = False
 
 def thread_env(env, threads, network):
     """A careful user's thread settings: every library's variable, and the passive OpenMP wait
-    that PyTorch's LSTM needs on 2 cores (MACHINE_NOTES.md: 723 -> 316 ms), or everywhere on a
-    shared machine. dlhost and all peers get the same."""
+    that PyTorch's LSTM needs on 2 cores (measured at 2 threads: 723 ms a step by default, 316 ms
+    with PASSIVE), or everywhere on a shared machine. dlhost and all peers get the same."""
     env = dict(env)
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[v] = str(threads)

@@ -3,8 +3,8 @@
 # cases of suites/frameworks_cpu.yaml) and of the Debian PyTorch 1.13 peer (bench/peers/
 # torch_peer.py, its own timer), alternating the three tools network by network for ROUNDS passes
 # so that a busy phase of a shared machine does not fall on one tool. Every tool gets the same
-# environment: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (MACHINE_NOTES: they halve OpenBLAS's
-# sgemm here), OMP/MKL/OPENBLAS_NUM_THREADS = THREADS, OMP_WAIT_POLICY=PASSIVE (a shared machine:
+# environment: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (they halve OpenBLAS's
+# sgemm on the development machines; README.md, "Machine notes"), OMP/MKL/OPENBLAS_NUM_THREADS = THREADS, OMP_WAIT_POLICY=PASSIVE (a shared machine:
 # bench/README.md). One JSON line per run in OUT; a summary of medians at the end.
 # Usage: bench/frameworks.sh OUT THREADS ROUNDS NETWORK:BATCH...   (after scripts/build.sh)
 set -eu

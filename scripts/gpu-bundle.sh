@@ -8,7 +8,7 @@
 #             out: the C runtime (libc, libm, ...: the machine has a newer one) and the CUDA
 #             libraries (cudart, cuBLAS, cuDNN, NCCL, ...), which that machine has as Python
 #             wheels (nvidia-*-cu13 beside PyTorch); gpu-check.sh points LD_LIBRARY_PATH at them;
-#   scripts/gpu-check.sh, scripts/torch_baseline.py, suites/gpu_check.yaml,
+#   scripts/gpu-check.sh, bench/peers/torch_baseline.py, suites/gpu_check.yaml,
 #   tests/comm_nccl/comm_nccl_bench.sh, bench/peers/{torch_peer,optimizers}.py: the check itself,
 #             at the same paths as in the repository, so it runs from the bundle alone.
 # Usage: scripts/gpu-bundle.sh [BUILD_DIR=build] [OUT=.gpu-bundle]
@@ -37,8 +37,9 @@ if [ -f "$BUILD/plugins/libdlhost_comm_nccl.so" ]; then
   cp "$BUILD/plugins/libdlhost_comm_nccl.so" "$OUT/plugins/"
   cp "$BUILD/tests/comm_nccl/test_comm_nccl" "$OUT/bin/"
 fi
-for f in scripts/gpu-check.sh scripts/torch_baseline.py suites/gpu_check.yaml \
-  tests/comm_nccl/comm_nccl_bench.sh bench/peers/torch_peer.py bench/peers/optimizers.py; do
+for f in scripts/gpu-check.sh suites/gpu_check.yaml \
+  tests/comm_nccl/comm_nccl_bench.sh bench/peers/torch_baseline.py bench/peers/torch_peer.py \
+  bench/peers/optimizers.py; do
   cp "$f" "$OUT/$f"
 done
 

@@ -363,10 +363,10 @@ phase comm-bench 60 GPU comm_bench
 phase nccl 150 GPU cases_phase nccl
 if [ "${DLHOST_CHECK_DRILL:-0}" = 1 ]; then
   phase drill 3 - bash -c 'drill > "$WORK/drill.jsonl"'
-  phase drill_torch 30 - "$PY" scripts/torch_baseline.py "$WORK/drill.jsonl" \
+  phase drill_torch 30 - "$PY" bench/peers/torch_baseline.py "$WORK/drill.jsonl" \
     --out "$WORK/drill_torch.jsonl"
 fi
-phase torch 150 GPU "$PY" scripts/torch_baseline.py "$WORK/single.jsonl" \
+phase torch 150 GPU "$PY" bench/peers/torch_baseline.py "$WORK/single.jsonl" \
   --out "$WORK/torch.jsonl" --warmup 3 --iterations 10
 
 echo "gpu-check: $failed phase(s) failed, $(($(date +%s) - START))s of ${DEADLINE}s; summary:"

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -297,6 +298,51 @@ std::vector<size_t> fd_samples(const std::vector<float>& g, std::mt19937_64& rng
   return picks;
 }
 
+// The three central differences (steps h, h/2, h/8) of the loss at weight `i` of parameter `p`,
+// whose values are `values`; `loss_with(p, v)` is the loss with parameter `p` replaced by `v`.
+conform::FdProbe probe_weight(
+    int32_t p, size_t i, std::vector<float> values, float analytic, double loss,
+    const std::function<double(int32_t, const std::vector<float>&)>& loss_with) {
+  const float w = values[i];
+  conform::FdProbe probe;
+  probe.analytic = analytic;
+  probe.loss = loss;
+  auto central = [&](double h, double& plus, double& minus) {
+    float up = static_cast<float>(w + h), down = static_cast<float>(w - h);
+    values[i] = up;
+    plus = loss_with(p, values);
+    values[i] = down;
+    minus = loss_with(p, values);
+    return (static_cast<double>(up) - static_cast<double>(down)) / 2.0;
+  };
+  probe.h = central(conform::kFdStep, probe.plus_h, probe.minus_h);
+  probe.h2 = central(conform::kFdStep / 2, probe.plus_h2, probe.minus_h2);
+  probe.h8 = central(conform::kFdStep / 8, probe.plus_h8, probe.minus_h8);
+  return probe;
+}
+
+// One judged sample taken into `c`: the worst so far (by error over tolerance, `worst`) is the
+// one `c` shows, and the first disagreement fails it.
+void take_fd_sample(Comparison& c, double& worst, const std::string& name, const std::string& where,
+                    const conform::FdProbe& probe, const conform::FdJudgement& j) {
+  double ratio = j.tol > 0 ? j.err / j.tol : 0;
+  if (ratio > worst) {
+    worst = ratio;
+    c.max_err = j.err;
+    c.max_abs = j.err;
+    c.tol = j.tol;
+    c.where = where;
+    c.backend_value = probe.analytic;
+    c.reference_value = j.fd;
+  }
+  if (j.verdict == conform::FdVerdict::kDisagrees && c.status != Status::kFailed) {
+    c.status = Status::kFailed;
+    c.reason = name + ": dL/d" + where + " is " + fmt("%.4g", probe.analytic) +
+               " by backward but " + fmt("%.4g", j.fd) + " by central differences (tol " +
+               fmt("%.2g", j.tol) + ")";
+  }
+}
+
 // Central differences of the loss on a sample of weights against `outcome`'s gradients, on the
 // backend that produced them: a check that needs no reference, so a wrong reference is caught too.
 Comparison finite_differences(const std::string& name, const LoadedPlugin& plugin,
@@ -332,22 +378,7 @@ Comparison finite_differences(const std::string& name, const LoadedPlugin& plugi
     const std::vector<size_t> picks = fd_samples(g, rng);
     const auto& desc = graph.param(p);
     for (size_t i : picks) {
-      std::vector<float> values = weights[p];
-      const float w = values[i];
-      conform::FdProbe probe;
-      probe.analytic = g[i];
-      probe.loss = outcome.loss;
-      auto central = [&](double h, double& plus, double& minus) {
-        float up = static_cast<float>(w + h), down = static_cast<float>(w - h);
-        values[i] = up;
-        plus = loss_with(p, values);
-        values[i] = down;
-        minus = loss_with(p, values);
-        return (static_cast<double>(up) - static_cast<double>(down)) / 2.0;
-      };
-      probe.h = central(conform::kFdStep, probe.plus_h, probe.minus_h);
-      probe.h2 = central(conform::kFdStep / 2, probe.plus_h2, probe.minus_h2);
-      probe.h8 = central(conform::kFdStep / 8, probe.plus_h8, probe.minus_h8);
+      conform::FdProbe probe = probe_weight(p, i, weights[p], g[i], outcome.loss, loss_with);
       if (!og.step_dependent) outcome.session->write_param(p, weights[p]);
       conform::FdJudgement j = conform::judge_fd(probe, og.reduction_length, eps);
       ++total;
@@ -361,22 +392,7 @@ Comparison finite_differences(const std::string& name, const LoadedPlugin& plugi
                              {"verdict", fd_verdict_name(j.verdict)}});
       if (j.verdict == conform::FdVerdict::kNonSmooth) continue;
       if (j.verdict == conform::FdVerdict::kAgrees) ++agree;
-      double ratio = j.tol > 0 ? j.err / j.tol : 0;
-      if (ratio > worst) {
-        worst = ratio;
-        c.max_err = j.err;
-        c.max_abs = j.err;
-        c.tol = j.tol;
-        c.where = where;
-        c.backend_value = probe.analytic;
-        c.reference_value = j.fd;
-      }
-      if (j.verdict == conform::FdVerdict::kDisagrees && c.status != Status::kFailed) {
-        c.status = Status::kFailed;
-        c.reason = name + ": dL/d" + where + " is " + fmt("%.4g", probe.analytic) +
-                   " by backward but " + fmt("%.4g", j.fd) + " by central differences (tol " +
-                   fmt("%.2g", j.tol) + ")";
-      }
+      take_fd_sample(c, worst, name, where, probe, j);
     }
   }
   if (c.status != Status::kFailed && agree == 0) {

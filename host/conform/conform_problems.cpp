@@ -36,6 +36,7 @@ struct Schema {
 
 // Short names follow benchdnn's habit (n c h w, k s p d g); ceil = ceil_mode, cip =
 // count_include_pad, bd = the FC's batch_dims.
+// long-function: a data table, one entry per op; split, it would scatter the table.
 const std::vector<Schema>& op_schemas() {
   static const std::vector<Schema> schemas = {
       {"conv2d",
@@ -725,89 +726,99 @@ OpGraph build_op_graph(const Descriptor& d) {
   return out;
 }
 
+namespace {
+
+int64_t elements(const dlhost_tensor_desc& t) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < t.rank; ++i) n *= t.dims[i];
+  return n;
+}
+
+// The longest sum one node's forward or backward pass accumulates, from its first input `in`
+// and its output `out` (1 for an element-wise op).
+int64_t node_reduction_length(const dlhost_node& n, const dlhost_tensor_desc& in,
+                              const dlhost_tensor_desc& out) {
+  int64_t node_k = 1;
+  switch (n.op) {
+    case DLHOST_OP_FC: {
+      // Forward: the input features; backward data: the outputs; backward weights: the rows.
+      const auto* a = static_cast<const dlhost_fc_attrs*>(n.attrs);
+      int64_t rows = 1;
+      for (int32_t d = 0; d < a->batch_dims; ++d) rows *= in.dims[d];
+      node_k = std::max({elements(in) / rows, a->out_features, rows});
+      break;
+    }
+    case DLHOST_OP_CONV2D: {
+      const auto* a = static_cast<const dlhost_conv2d_attrs*>(n.attrs);
+      int64_t window = a->kernel_h * a->kernel_w;
+      node_k = std::max({in.dims[1] / a->groups * window, a->out_channels / a->groups * window,
+                         out.dims[0] * out.dims[2] * out.dims[3]});
+      break;
+    }
+    case DLHOST_OP_POOL2D: {
+      const auto* a = static_cast<const dlhost_pool2d_attrs*>(n.attrs);
+      node_k = a->kernel_h * a->kernel_w;
+      break;
+    }
+    case DLHOST_OP_BATCH_NORM:
+      node_k = elements(in) / in.dims[1];  // N (x H x W) per channel, twice (mean, variance)
+      break;
+    case DLHOST_OP_LRN:
+      node_k = static_cast<const dlhost_lrn_attrs*>(n.attrs)->size;
+      break;
+    case DLHOST_OP_EMBEDDING:
+      node_k = elements(in);  // the rows of one id accumulate over all positions
+      break;
+    case DLHOST_OP_LSTM: {
+      // Back-propagation through time chains T steps of 4H-long gate reductions; the weight
+      // gradients sum over N x T.
+      int64_t steps = in.dims[1], hidden = out.dims[2];
+      node_k = std::max(steps * 4 * std::max(in.dims[2], hidden), in.dims[0] * steps);
+      break;
+    }
+    case DLHOST_OP_GLOBAL_AVG_POOL:
+      node_k = in.dims[2] * in.dims[3];
+      break;
+    case DLHOST_OP_LAYER_NORM:
+      node_k = in.dims[in.rank - 1];  // the row statistics; the affine gradients sum the rows
+      node_k = std::max(node_k, elements(in) / node_k);
+      break;
+    case DLHOST_OP_ATTENTION:
+      // Scores reduce over d, P V and the key/value gradients over T: at most max(C, T).
+      node_k = std::max(in.dims[1], in.dims[2]);
+      break;
+    case DLHOST_OP_POSITION_EMBEDDING:
+      node_k = in.dims[0];  // the table's gradient sums the batch
+      break;
+    case DLHOST_OP_TIED_FC: {
+      // As fc: the features, the vocabulary, the rows.
+      const int64_t dim = in.dims[in.rank - 1], vocab = out.dims[out.rank - 1];
+      node_k = std::max({dim, vocab, elements(in) / dim});
+      break;
+    }
+    case DLHOST_OP_SOFTMAX_CROSS_ENTROPY: {
+      int64_t classes = in.dims[in.rank - 1];
+      node_k = std::max(classes, elements(in) / classes);
+      break;
+    }
+    case DLHOST_OP_MSE_LOSS:
+      node_k = elements(in);
+      break;
+    default:
+      break;  // element-wise: no reduction
+  }
+  return node_k;
+}
+
+}  // namespace
+
 int64_t reduction_length(const Graph& graph) {
   const dlhost_graph* g = graph.view();
   int64_t k = 1;
-  auto elements = [](const dlhost_tensor_desc& t) {
-    int64_t n = 1;
-    for (int32_t i = 0; i < t.rank; ++i) n *= t.dims[i];
-    return n;
-  };
   for (int32_t i = 0; i < g->num_nodes; ++i) {
     const dlhost_node& n = *g->nodes[i];
     if (n.num_inputs == 0) continue;
-    const dlhost_tensor_desc& in = graph.tensor(n.inputs[0]);
-    const dlhost_tensor_desc& out = graph.tensor(n.output);
-    int64_t node_k = 1;
-    switch (n.op) {
-      case DLHOST_OP_FC: {
-        // Forward: the input features; backward data: the outputs; backward weights: the rows.
-        const auto* a = static_cast<const dlhost_fc_attrs*>(n.attrs);
-        int64_t rows = 1;
-        for (int32_t d = 0; d < a->batch_dims; ++d) rows *= in.dims[d];
-        node_k = std::max({elements(in) / rows, a->out_features, rows});
-        break;
-      }
-      case DLHOST_OP_CONV2D: {
-        const auto* a = static_cast<const dlhost_conv2d_attrs*>(n.attrs);
-        int64_t window = a->kernel_h * a->kernel_w;
-        node_k = std::max({in.dims[1] / a->groups * window, a->out_channels / a->groups * window,
-                           out.dims[0] * out.dims[2] * out.dims[3]});
-        break;
-      }
-      case DLHOST_OP_POOL2D: {
-        const auto* a = static_cast<const dlhost_pool2d_attrs*>(n.attrs);
-        node_k = a->kernel_h * a->kernel_w;
-        break;
-      }
-      case DLHOST_OP_BATCH_NORM:
-        node_k = elements(in) / in.dims[1];  // N (x H x W) per channel, twice (mean, variance)
-        break;
-      case DLHOST_OP_LRN:
-        node_k = static_cast<const dlhost_lrn_attrs*>(n.attrs)->size;
-        break;
-      case DLHOST_OP_EMBEDDING:
-        node_k = elements(in);  // the rows of one id accumulate over all positions
-        break;
-      case DLHOST_OP_LSTM: {
-        // Back-propagation through time chains T steps of 4H-long gate reductions; the weight
-        // gradients sum over N x T.
-        int64_t steps = in.dims[1], hidden = out.dims[2];
-        node_k = std::max(steps * 4 * std::max(in.dims[2], hidden), in.dims[0] * steps);
-        break;
-      }
-      case DLHOST_OP_GLOBAL_AVG_POOL:
-        node_k = in.dims[2] * in.dims[3];
-        break;
-      case DLHOST_OP_LAYER_NORM:
-        node_k = in.dims[in.rank - 1];  // the row statistics; the affine gradients sum the rows
-        node_k = std::max(node_k, elements(in) / node_k);
-        break;
-      case DLHOST_OP_ATTENTION:
-        // Scores reduce over d, P V and the key/value gradients over T: at most max(C, T).
-        node_k = std::max(in.dims[1], in.dims[2]);
-        break;
-      case DLHOST_OP_POSITION_EMBEDDING:
-        node_k = in.dims[0];  // the table's gradient sums the batch
-        break;
-      case DLHOST_OP_TIED_FC: {
-        // As fc: the features, the vocabulary, the rows.
-        const int64_t dim = in.dims[in.rank - 1], vocab = out.dims[out.rank - 1];
-        node_k = std::max({dim, vocab, elements(in) / dim});
-        break;
-      }
-      case DLHOST_OP_SOFTMAX_CROSS_ENTROPY: {
-        int64_t classes = in.dims[in.rank - 1];
-        node_k = std::max(classes, elements(in) / classes);
-        break;
-      }
-      case DLHOST_OP_MSE_LOSS:
-        node_k = elements(in);
-        break;
-      default:
-        break;  // element-wise: no reduction
-    }
-    k = std::max(k, node_k);
+    k = std::max(k, node_reduction_length(n, graph.tensor(n.inputs[0]), graph.tensor(n.output)));
   }
   return k;
 }

@@ -467,8 +467,8 @@ std::unique_ptr<Graph> GraphBuilder::finish() {
 namespace {
 
 // The C builder table: one short entry per call of dlhost_builder_api, in the table's order, each
-// forwarding to GraphBuilder inside a guard. Long (about 100 lines) but flat: splitting it would
-// only scatter the table.
+// forwarding to GraphBuilder inside a guard.
+// long-function: flat, one short entry per call of the table; split, it would scatter the table.
 dlhost_builder_api make_builder_api() {
   dlhost_builder_api t{};
   t.struct_size = DLHOST_BUILDER_API_STRUCT_SIZE;

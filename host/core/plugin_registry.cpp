@@ -234,6 +234,79 @@ class LoadOutputCapture {
   int saved_out_ = -1, saved_err_ = -1;
 };
 
+// The library's plugin table, from its entry given `api`; nullptr with the reason in *why when
+// the entry is missing, throws or returns none.
+const dlhost_plugin* call_entry(const boost::dll::shared_library& lib, const dlhost_host_api* api,
+                                std::string* why) {
+  if (!lib.has(DLHOST_PLUGIN_ENTRY_SYMBOL)) {
+    *why = "no entry symbol '" DLHOST_PLUGIN_ENTRY_SYMBOL "': not a dlhost plugin";
+    return nullptr;
+  }
+  auto entry = lib.get<const dlhost_plugin*(const dlhost_host_api*)>(DLHOST_PLUGIN_ENTRY_SYMBOL);
+  const dlhost_plugin* p = nullptr;
+  try {
+    p = entry(api);
+  } catch (const std::exception& e) {
+    // The entry is C; an exception out of it breaks the ABI, but is the vendor's first bug.
+    *why = std::string("an exception escaped the plugin's entry (") + e.what() +
+           "): catch everything in dlhost_plugin_entry (the kits do)";
+    return nullptr;
+  } catch (...) {
+    *why =
+        "an exception escaped the plugin's entry: catch everything in dlhost_plugin_entry "
+        "(the kits do)";
+    return nullptr;
+  }
+  if (p == nullptr) *why = "entry returned NULL: the plugin could not initialize (see its log)";
+  return p;
+}
+
+// Why the plugin table `p` (from `path`) cannot be used by a host that speaks ABI minor
+// `host_minor`, or "" when it can.
+std::string table_refusal(const dlhost_plugin* p, uint32_t host_minor, const std::string& path) {
+  // The first three fields never move in any major version, so they can be read before
+  // anything else is trusted.
+  if (p->struct_size < offsetof(dlhost_plugin, kind) + sizeof(p->kind))
+    return "plugin table too small (struct_size " + std::to_string(p->struct_size) + ")";
+  if (p->abi_major != DLHOST_ABI_MAJOR)
+    return "built against dlhost ABI " + std::to_string(p->abi_major) + "." +
+           std::to_string(p->abi_minor) + "; this host speaks ABI " +
+           std::to_string(DLHOST_ABI_MAJOR) + "." + std::to_string(DLHOST_ABI_MINOR) +
+           " (the major version must match): rebuild the plugin against this SDK";
+  if (p->abi_minor > host_minor)
+    // Loads (a newer minor only appends), but its newer features are not used: say so, since a
+    // header edited by hand to an unknown minor would otherwise pass silently.
+    spdlog::warn(
+        "plugin {} was built against dlhost ABI {}.{}, newer than this host's {}.{}: it "
+        "is used as {}.{} (rebuild against this SDK, or update dlhost)",
+        path, p->abi_major, p->abi_minor, DLHOST_ABI_MAJOR, host_minor, DLHOST_ABI_MAJOR,
+        host_minor);
+  if (p->struct_size < DLHOST_PLUGIN_STRUCT_SIZE_1_0)
+    return "plugin table smaller than ABI 1.0's (struct_size " + std::to_string(p->struct_size) +
+           " < " + std::to_string(DLHOST_PLUGIN_STRUCT_SIZE_1_0) + ")";
+  if (p->kind < DLHOST_PLUGIN_BACKEND || p->kind > DLHOST_PLUGIN_NETWORK)
+    return "unknown plugin kind " + std::to_string(p->kind);
+  if (!valid_name(p->name)) return "invalid plugin name (must match [a-z0-9_]{1,64})";
+  if (table_size(p) < min_table_size(p->kind))
+    return std::string("the ") + kind_name(p->kind) +
+           " table is missing or smaller than ABI 1.0's (struct_size " +
+           std::to_string(table_size(p)) + " < " + std::to_string(min_table_size(p->kind)) + ")";
+  if (std::string fn = null_required_function(*p); !fn.empty())
+    return std::string("the ") + kind_name(p->kind) + " function '" + fn + "' is NULL";
+  return "";
+}
+
+// The library's build text (DLHOST_PLUGIN_BUILD_SYMBOL), if it has one: plugin-written, so at
+// most 200 printable bytes are kept.
+std::string build_text(const boost::dll::shared_library& lib) {
+  std::string kept;
+  if (!lib.has(DLHOST_PLUGIN_BUILD_SYMBOL)) return kept;
+  const char* text = &lib.get<const char>(DLHOST_PLUGIN_BUILD_SYMBOL);
+  for (size_t i = 0; i < 200 && text[i] != '\0'; ++i)
+    if (text[i] >= ' ' && text[i] <= '~') kept.push_back(text[i]);
+  return kept;
+}
+
 }  // namespace
 
 bool PluginRegistry::load_file(const std::string& path) {
@@ -255,55 +328,11 @@ bool PluginRegistry::load_file(const std::string& path) {
   } catch (const std::exception& e) {
     return refuse("cannot load: " + dlerror_text(e.what()));
   }
-  if (!lib.has(DLHOST_PLUGIN_ENTRY_SYMBOL))
-    return refuse("no entry symbol '" DLHOST_PLUGIN_ENTRY_SYMBOL "': not a dlhost plugin");
-
-  auto entry = lib.get<const dlhost_plugin*(const dlhost_host_api*)>(DLHOST_PLUGIN_ENTRY_SYMBOL);
-  const dlhost_plugin* p = nullptr;
-  try {
-    p = entry(host_api(host_abi_minor_));
-  } catch (const std::exception& e) {
-    // The entry is C; an exception out of it breaks the ABI, but is the vendor's first bug.
-    return refuse(std::string("an exception escaped the plugin's entry (") + e.what() +
-                  "): catch everything in dlhost_plugin_entry (the kits do)");
-  } catch (...) {
-    return refuse(
-        "an exception escaped the plugin's entry: catch everything in dlhost_plugin_entry "
-        "(the kits do)");
-  }
-  if (p == nullptr)
-    return refuse("entry returned NULL: the plugin could not initialize (see its log)");
-  // The first three fields never move in any major version, so they can be read before
-  // anything else is trusted.
-  if (p->struct_size < offsetof(dlhost_plugin, kind) + sizeof(p->kind))
-    return refuse("plugin table too small (struct_size " + std::to_string(p->struct_size) + ")");
-  if (p->abi_major != DLHOST_ABI_MAJOR)
-    return refuse("built against dlhost ABI " + std::to_string(p->abi_major) + "." +
-                  std::to_string(p->abi_minor) + "; this host speaks ABI " +
-                  std::to_string(DLHOST_ABI_MAJOR) + "." + std::to_string(DLHOST_ABI_MINOR) +
-                  " (the major version must match): rebuild the plugin against this SDK");
-  if (p->abi_minor > host_abi_minor_)
-    // Loads (a newer minor only appends), but its newer features are not used: say so, since a
-    // header edited by hand to an unknown minor would otherwise pass silently.
-    spdlog::warn(
-        "plugin {} was built against dlhost ABI {}.{}, newer than this host's {}.{}: it "
-        "is used as {}.{} (rebuild against this SDK, or update dlhost)",
-        path, p->abi_major, p->abi_minor, DLHOST_ABI_MAJOR, host_abi_minor_, DLHOST_ABI_MAJOR,
-        host_abi_minor_);
-  if (p->struct_size < DLHOST_PLUGIN_STRUCT_SIZE_1_0)
-    return refuse("plugin table smaller than ABI 1.0's (struct_size " +
-                  std::to_string(p->struct_size) + " < " +
-                  std::to_string(DLHOST_PLUGIN_STRUCT_SIZE_1_0) + ")");
-  if (p->kind < DLHOST_PLUGIN_BACKEND || p->kind > DLHOST_PLUGIN_NETWORK)
-    return refuse("unknown plugin kind " + std::to_string(p->kind));
-  if (!valid_name(p->name)) return refuse("invalid plugin name (must match [a-z0-9_]{1,64})");
-  if (table_size(p) < min_table_size(p->kind))
-    return refuse(std::string("the ") + kind_name(p->kind) +
-                  " table is missing or smaller than ABI 1.0's (struct_size " +
-                  std::to_string(table_size(p)) + " < " + std::to_string(min_table_size(p->kind)) +
-                  ")");
-  if (std::string fn = null_required_function(*p); !fn.empty())
-    return refuse(std::string("the ") + kind_name(p->kind) + " function '" + fn + "' is NULL");
+  std::string why;
+  const dlhost_plugin* p = call_entry(lib, host_api(host_abi_minor_), &why);
+  if (p == nullptr) return refuse(why);
+  if (std::string reason = table_refusal(p, host_abi_minor_, path); !reason.empty())
+    return refuse(reason);
   if (const LoadedPlugin* other = lookup(static_cast<dlhost_plugin_kind>(p->kind), p->name))
     return refuse(std::string("duplicate ") + kind_name(p->kind) + " plugin '" + p->name +
                   "', already loaded from " + other->path);
@@ -326,12 +355,7 @@ bool PluginRegistry::load_file(const std::string& path) {
     }
     loaded.options = declared_options(loaded.extensions);
   }
-  if (lib.has(DLHOST_PLUGIN_BUILD_SYMBOL)) {
-    // Plugin-written text: at most 200 printable bytes are kept.
-    const char* text = &lib.get<const char>(DLHOST_PLUGIN_BUILD_SYMBOL);
-    for (size_t i = 0; i < 200 && text[i] != '\0'; ++i)
-      if (text[i] >= ' ' && text[i] <= '~') loaded.build.push_back(text[i]);
-  }
+  loaded.build = build_text(lib);
   spdlog::debug("loaded {} plugin '{}' {} (ABI {}.{}) from {}", kind_name(p->kind), loaded.name,
                 loaded.version, loaded.abi_major, loaded.abi_minor, path);
   impl_->libraries.push_back(std::move(lib));

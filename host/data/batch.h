@@ -1,7 +1,7 @@
 // batch.h — one mini-batch in host memory, as the runner copies it into a backend's input
 // buffers: contiguous arrays, allocated once (through a HostAllocator, so a GPU backend can give
 // pinned memory) and touched at allocation, then refilled in place step after step (touching
-// fresh memory costs ~12 us per 4 KiB page on the reference machine: MACHINE_NOTES.md).
+// fresh memory costs ~12 us per 4 KiB page on the reference machine, measured there).
 // A Batch is owned by the Pipeline and lent to one thread at a time.
 #pragma once
 

@@ -54,6 +54,10 @@
 // any thread; RendezvousClient is thread-safe, and concurrent calls never wait on each other's
 // blocking GET (each in-flight call has its own connection; idle ones are reused, so a process
 // that calls one at a time keeps a single connection).
+//
+// Where it is done: rendezvous_wire.h (the bytes above, both sides), rendezvous_server_impl.h with
+// rendezvous_server.cpp (the serving loop) and rendezvous_requests.cpp (what is served and how it
+// is answered), rendezvous_client.cpp.
 #pragma once
 
 #include <sys/types.h>

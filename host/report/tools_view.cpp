@@ -44,48 +44,32 @@ struct Cell {
   std::string status;
 };
 
-}  // namespace
+using Row = std::pair<std::string, int>;  // network, batch
 
-Section tools_view(const EnvironmentGroup& g, Plotter& plotter) {
-  Section s{"Tools side by side (" + g.label + ")", {}};
-  using Row = std::pair<std::string, int>;  // network, batch
+// The single-process records of a group, by hardware, row and tool, in the order first seen.
+struct Grid {
   std::vector<std::string> tools, hardware;
   std::map<std::string, std::string> library;  // tool -> its library, as the record says
   std::map<std::string, std::vector<Row>> rows;
   std::map<std::tuple<std::string, Row, std::string>, Cell> cells;  // hardware, row, tool
+};
+
+Grid collect(const EnvironmentGroup& g) {
+  Grid grid;
   for (const Record* r : g.records) {
     if (!single_process(*r)) continue;
     const std::string tool = backend(*r), hw = hardware_of(*r);
     const Row row{network(*r), batch(*r)};
-    remember(tools, tool);
-    remember(hardware, hw);
-    remember(rows[hw], row);
+    remember(grid.tools, tool);
+    remember(grid.hardware, hw);
+    remember(grid.rows[hw], row);
     const std::string lib = text_at(r->data, "/backend/device/library");
-    if (!lib.empty()) library[tool] = lib;
-    cells[{hw, row, tool}] =
+    if (!lib.empty()) grid.library[tool] = lib;
+    grid.cells[{hw, row, tool}] =
         is_ok(*r) ? Cell{true, step_median_ms(*r), "OK"} : Cell{false, 0, status(*r)};
   }
-  if (tools.size() < 2) {
-    s.paragraph(tools.empty() ? "No single-process records."
-                              : "Only one tool (" + tools[0] +
-                                    ") ran here: nothing to set side by "
-                                    "side.");
-    return s;
-  }
-  s.paragraph(
-      "The paper's question: for this network on this hardware, which tool trains fastest? "
-      "Median milliseconds per training mini-batch (forward + backward + update), every tool "
-      "given the same graph, initial weights, synthetic data, SGD settings and timer. `*` marks "
-      "the fastest tool of a row; `x fastest` is the slowest OK tool's time over the fastest's. "
-      "A case that did not end OK shows its status (reasons under \"Cases that did not end "
-      "OK\").");
-  Table libs{{"tool", "library (as the backend reports it)"}, {}, 99};
-  for (const auto& tool : tools)
-    libs.rows.push_back({tool, library.count(tool) ? library[tool] : "-"});
-  s.add(libs);
-
   // CPU tables by ascending thread count, then GPUs, as the paper orders its platforms.
-  std::stable_sort(hardware.begin(), hardware.end(),
+  std::stable_sort(grid.hardware.begin(), grid.hardware.end(),
                    [&](const std::string& a, const std::string& b) {
                      auto order = [](const std::string& h) {
                        if (h.rfind("CPU, ", 0) != 0) return 1 << 20;
@@ -94,40 +78,45 @@ Section tools_view(const EnvironmentGroup& g, Plotter& plotter) {
                      };
                      return order(a) < order(b);
                    });
-  for (const auto& hw : hardware) {
-    s.paragraph(hw + ":");
-    Table t{{"network", "batch"}, {}, 2};
-    for (const auto& tool : tools) t.header.push_back(tool);
-    t.header.push_back("fastest");
-    t.header.push_back("x fastest");
-    for (const auto& row : rows[hw]) {
-      std::vector<std::string> line{row.first, std::to_string(row.second)};
-      const Cell* best = nullptr;
-      const Cell* worst = nullptr;
-      std::string best_tool;
-      for (const auto& tool : tools) {
-        auto it = cells.find({hw, row, tool});
-        if (it == cells.end() || !it->second.ok) continue;
-        if (best == nullptr || it->second.ms < best->ms) best = &it->second, best_tool = tool;
-        if (worst == nullptr || it->second.ms > worst->ms) worst = &it->second;
-      }
-      for (const auto& tool : tools) {
-        auto it = cells.find({hw, row, tool});
-        if (it == cells.end())
-          line.push_back("");
-        else if (!it->second.ok)
-          line.push_back(it->second.status);
-        else
-          line.push_back(format_ms(it->second.ms) + (&it->second == best ? " *" : ""));
-      }
-      line.push_back(best ? best_tool : "-");
-      line.push_back(best && best->ms > 0 ? format_number(worst->ms / best->ms, 2) : "-");
-      t.rows.push_back(line);
-    }
-    s.add(t);
-  }
+  return grid;
+}
 
-  // The paper's figures: per network and mini-batch, time against threads, a line per tool.
+// One hardware's table: a row per network and mini-batch, a column per tool, the fastest marked.
+Table hardware_table(const Grid& grid, const std::string& hw) {
+  Table t{{"network", "batch"}, {}, 2};
+  for (const auto& tool : grid.tools) t.header.push_back(tool);
+  t.header.push_back("fastest");
+  t.header.push_back("x fastest");
+  for (const auto& row : grid.rows.at(hw)) {
+    std::vector<std::string> line{row.first, std::to_string(row.second)};
+    const Cell* best = nullptr;
+    const Cell* worst = nullptr;
+    std::string best_tool;
+    for (const auto& tool : grid.tools) {
+      auto it = grid.cells.find({hw, row, tool});
+      if (it == grid.cells.end() || !it->second.ok) continue;
+      if (best == nullptr || it->second.ms < best->ms) best = &it->second, best_tool = tool;
+      if (worst == nullptr || it->second.ms > worst->ms) worst = &it->second;
+    }
+    for (const auto& tool : grid.tools) {
+      auto it = grid.cells.find({hw, row, tool});
+      if (it == grid.cells.end())
+        line.push_back("");
+      else if (!it->second.ok)
+        line.push_back(it->second.status);
+      else
+        line.push_back(format_ms(it->second.ms) + (&it->second == best ? " *" : ""));
+    }
+    line.push_back(best ? best_tool : "-");
+    line.push_back(best && best->ms > 0 ? format_number(worst->ms / best->ms, 2) : "-");
+    t.rows.push_back(line);
+  }
+  return t;
+}
+
+// The paper's figures: per network and mini-batch, time against threads, a line per tool.
+void add_thread_figures(Section& s, const EnvironmentGroup& g,
+                        const std::vector<std::string>& tools, Plotter& plotter) {
   std::vector<Row> networks;
   std::map<Row, std::map<std::string, std::map<double, double>>> lines;
   for (const Record* r : g.records) {
@@ -156,6 +145,39 @@ Section tools_view(const EnvironmentGroup& g, Plotter& plotter) {
     }
     if (!p.series.empty()) s.add(plotter.render(p));
   }
+}
+
+}  // namespace
+
+Section tools_view(const EnvironmentGroup& g, Plotter& plotter) {
+  Section s{"Tools side by side (" + g.label + ")", {}};
+  const Grid grid = collect(g);
+  const std::vector<std::string>& tools = grid.tools;
+  if (tools.size() < 2) {
+    s.paragraph(tools.empty() ? "No single-process records."
+                              : "Only one tool (" + tools[0] +
+                                    ") ran here: nothing to set side by "
+                                    "side.");
+    return s;
+  }
+  s.paragraph(
+      "The paper's question: for this network on this hardware, which tool trains fastest? "
+      "Median milliseconds per training mini-batch (forward + backward + update), every tool "
+      "given the same graph, initial weights, synthetic data, SGD settings and timer. `*` marks "
+      "the fastest tool of a row; `x fastest` is the slowest OK tool's time over the fastest's. "
+      "A case that did not end OK shows its status (reasons under \"Cases that did not end "
+      "OK\").");
+  Table libs{{"tool", "library (as the backend reports it)"}, {}, 99};
+  for (const auto& tool : tools) {
+    auto it = grid.library.find(tool);
+    libs.rows.push_back({tool, it != grid.library.end() ? it->second : "-"});
+  }
+  s.add(libs);
+  for (const auto& hw : grid.hardware) {
+    s.paragraph(hw + ":");
+    s.add(hardware_table(grid, hw));
+  }
+  add_thread_figures(s, g, tools, plotter);
   return s;
 }
 

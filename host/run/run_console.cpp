@@ -60,23 +60,11 @@ std::string clock_text(double seconds) {
 }
 
 std::optional<double> eta_seconds(const std::vector<double>& done_s, size_t left_with_current,
-                                  double current_elapsed_s,
-                                  std::optional<double> current_fraction) {
+                                  double current_elapsed_s) {
   if (left_with_current == 0) return 0.0;
   if (done_s.empty()) return std::nullopt;
-  const double mean = std::accumulate(done_s.begin(), done_s.end(), 0.0) / done_s.size();
-  double current_rest = mean - current_elapsed_s;
-  if (current_fraction && *current_fraction > 0 && *current_fraction <= 1)
-    current_rest = current_elapsed_s * (1 - *current_fraction) / *current_fraction;
-  else if (current_rest <= 0 && current_elapsed_s > 0)
-    return std::nullopt;  // running late with no step to go by: unknown, not 0:00
-  return std::max(0.0, current_rest) + mean * static_cast<double>(left_with_current - 1);
-}
-
-std::optional<double> steps_fraction(const ProgressPoint& at, int64_t warmup, int64_t iterations) {
-  const int64_t all = warmup + iterations;
-  if (!at.started || all <= 0 || at.step <= 0) return std::nullopt;
-  return std::min(1.0, static_cast<double>(at.step) / static_cast<double>(all));
+  double mean = std::accumulate(done_s.begin(), done_s.end(), 0.0) / done_s.size();
+  return std::max(0.0, mean * left_with_current - current_elapsed_s);
 }
 
 std::string live_line(const LiveStatus& s, size_t width) {
@@ -168,9 +156,7 @@ LiveStatus RunConsole::status_locked() const {
   s.run_s = now - run_start_;
   size_t left = 0;
   for (size_t i = current_; i < plan_.size(); ++i) left += plan_[i].runs ? 1 : 0;
-  const bool running = c != nullptr && c->runs;
-  s.eta_s = eta_seconds(done_s_, left, running ? s.case_s : 0.0,
-                        running ? steps_fraction(at, c->warmup, c->iterations) : std::nullopt);
+  s.eta_s = eta_seconds(done_s_, left, c && c->runs ? s.case_s : 0.0);
   return s;
 }
 

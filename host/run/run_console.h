@@ -36,16 +36,10 @@ struct PlannedCase {
 std::string phase_text(const ProgressPoint& at, int64_t warmup, int64_t iterations);
 // "0:07", "12:05", "1:02:03".
 std::string clock_text(double seconds);
-// Seconds left in the run: what the running case still needs plus the mean time of the cases done
-// times the cases after it; none before a case has ended. The running case's rest comes from its
-// steps when `current_fraction` (steps entered / steps in all, in (0, 1]) is known, else from the
-// mean less what it has had; a case running past the mean with no step seen has no estimate (the
-// ETA read 0:00 while such a case still ran).
+// Seconds left in the run: the mean time of the cases done times the cases still to run (the
+// running one included), less what the running one has had; none before a case has ended.
 std::optional<double> eta_seconds(const std::vector<double>& done_s, size_t left_with_current,
-                                  double current_elapsed_s,
-                                  std::optional<double> current_fraction = std::nullopt);
-// The share of a running case's steps entered so far (warm-up included); none before a step.
-std::optional<double> steps_fraction(const ProgressPoint& at, int64_t warmup, int64_t iterations);
+                                  double current_elapsed_s);
 
 struct LiveStatus {
   size_t index = 0, total = 0;  // 1-based

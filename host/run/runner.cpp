@@ -365,13 +365,15 @@ void reduce_over_ranks(Samples& s, DataParallel* dp, int world_size) {
   for (auto& l : s.loss) l /= world_size;
 }
 
-// For tests of training itself (data-parallel equivalence): rank 0's final weights, canonical
-// layout, all parameters one after the other as float32.
+// A test hook, not an option (docs/distributed.md, "Correctness"): for tests of training itself
+// (data-parallel equivalence), rank 0's final weights, canonical layout, all parameters one after
+// the other as float32, into $DLHOST_DUMP_PARAMS_DIR/<case id>.params.
 void dump_params(const std::string& case_id, const dlhost_backend_api* api, dlhost_model* m,
                  const Graph& graph) {
   const char* dir = std::getenv("DLHOST_DUMP_PARAMS_DIR");
   if (dir == nullptr) return;
-  std::ofstream out(std::string(dir) + "/" + case_id + ".params", std::ios::binary);
+  const std::string path = std::string(dir) + "/" + case_id + ".params";
+  std::ofstream out(path, std::ios::binary);
   for (int32_t i = 0; i < graph.num_params(); ++i) {
     std::vector<float> values(static_cast<size_t>(graph.param(i).count));
     check_status(api->read_param(m, i, DLHOST_PARAM_VALUE, values.data(), graph.param_bytes(i)),
@@ -379,6 +381,9 @@ void dump_params(const std::string& case_id, const dlhost_backend_api* api, dlho
     out.write(reinterpret_cast<const char*>(values.data()),
               static_cast<std::streamsize>(values.size() * 4));
   }
+  out.close();
+  // Said, not thrown: rank 0 leaving here would leave the other ranks waiting in the reductions.
+  if (!out) spdlog::error("DLHOST_DUMP_PARAMS_DIR: cannot write {}", path);
 }
 
 // --- the record's parts ------------------------------------------------------------------------

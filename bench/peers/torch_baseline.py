@@ -22,7 +22,7 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "peers"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling peers
 try:
     import torch
     from torch import nn
