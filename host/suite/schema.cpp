@@ -26,8 +26,8 @@ KeySpec key_spec(const char* name, KeyKind kind, bool has_min, int64_t min, bool
 
 }  // namespace
 
-// Over 80 lines on purpose: it is the table itself, one key (with its unset and launch-only
-// lines) after the other in the documented order; split, the one list would be scattered.
+// long-function: the table itself, one key (with its unset and launch-only lines) after the other
+// in the documented order; split, the one list would be scattered.
 const std::vector<KeySpec>& key_specs() {
   static const std::vector<KeySpec> specs = [] {
     std::vector<KeySpec> s;
