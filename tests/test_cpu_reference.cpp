@@ -25,7 +25,7 @@
 #include "core/graph.h"
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
-#include "core/synthetic.h"
+#include "data/synthetic.h"
 #include "dlhost/dlhost.h"
 #include "graph_attrs.h"
 

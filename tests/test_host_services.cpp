@@ -9,7 +9,7 @@
 #include "core/graph.h"
 #include "core/host_api.h"
 #include "core/stats.h"
-#include "core/synthetic.h"
+#include "data/synthetic.h"
 #include "run/results.h"
 
 namespace {

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
+#include "console/progress_channel.h"
 #include "isolate/case_process.h"
 #include "launch/launcher.h"
-#include "run/progress_channel.h"
 
 namespace dlhost {
 namespace {

@@ -35,7 +35,7 @@
 #include "core/handles.h"
 #include "core/host_api.h"
 #include "core/number_text.h"
-#include "core/synthetic.h"
+#include "data/synthetic.h"
 #include "dlhost/dlhost.hpp"
 
 namespace dlhost {

@@ -1,6 +1,7 @@
 // command.h — the one subcommand shape (core/subcommand.h) with the plugin types its `run` takes
 // (the registry, the networks), for the commands that run on loaded plugins; and the commands
-// of conform/ and commbench/, which main.cpp registers.
+// of conform/ and commbench/, which main.cpp registers. In core, below app, for the reason
+// subcommand.h gives.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -6,7 +6,9 @@
 // (conform.cpp, comm_bench.cpp, report/commands.cpp, project/command.cpp, ...) and main.cpp
 // short. Header-only, and names the plugin types without their headers, so that the libraries
 // that need no plugin (report, project) can register through it too; core/command.h adds the
-// plugin types for the commands that use them.
+// plugin types for the commands that use them. Lives in core, not app/: report, project, conform
+// and commbench register through it, and app sits above them (a header of app/ included from
+// below would point a dependency upward).
 #pragma once
 
 #include <CLI/CLI.hpp>

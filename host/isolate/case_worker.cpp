@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "console/progress_channel.h"
 #include "core/environment.h"
 #include "core/networks.h"
 #include "core/plugin_registry.h"
@@ -14,7 +15,6 @@
 #include "isolate/case_process.h"
 #include "isolate/startup_watch.h"
 #include "launch/process_group.h"
-#include "run/progress_channel.h"
 #include "suite/schema.h"
 
 namespace dlhost {

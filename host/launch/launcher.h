@@ -25,7 +25,7 @@ struct LaunchSpec {
 // The variables mpirun passes on to every rank when this process has them (srun and dlhost's
 // fork launcher pass the whole environment on): the log level, the plugin path, the test hook
 // DLHOST_DUMP_PARAMS_DIR, OpenMP's wait policy, and the run's progress channel
-// (DLHOST_PROGRESS, run/progress_channel.h's kProgressVariable).
+// (DLHOST_PROGRESS, console/progress_channel.h's kProgressVariable).
 const std::vector<std::string>& forwarded_variables();
 
 // `launcher ... rank_command...`: mpirun with the ranks, root allowed, no core binding (ranks set

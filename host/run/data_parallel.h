@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "core/control_plane.h"
 #include "core/device.h"
 #include "core/host_api.h"
+#include "distributed/control_plane.h"
 #include "dlhost/dlhost.h"
 
 namespace dlhost {

@@ -19,7 +19,6 @@
 #include <memory>
 
 #include "core/compatibility.h"
-#include "core/control_plane.h"
 #include "core/device.h"
 #include "core/environment.h"
 #include "core/graph.h"
@@ -27,7 +26,8 @@
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
 #include "core/stats.h"
-#include "core/synthetic.h"
+#include "data/synthetic.h"
+#include "distributed/control_plane.h"
 #include "run/data_feed.h"
 #include "run/data_parallel.h"
 #include "run/machine_facts.h"

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "run/progress_channel.h"
+#include "console/progress_channel.h"
 #include "run/runner.h"
 
 namespace dlhost {

@@ -11,7 +11,7 @@
 #include <chrono>
 #include <string>
 
-#include "run/run_console.h"
+#include "console/run_console.h"
 
 namespace dlhost {
 namespace {

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "console/warnings.h"
 #include "core/environment.h"
-#include "run/warnings.h"
 
 namespace dlhost {
 namespace {

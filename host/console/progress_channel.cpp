@@ -1,5 +1,5 @@
 // progress_channel.cpp — see progress_channel.h. Linux: memfd_create, /proc/PID/fd, mmap.
-#include "run/progress_channel.h"
+#include "console/progress_channel.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,7 +1,7 @@
 // synthetic.cpp — see synthetic.h. std::mt19937_64 with hand-written mappings (not the standard
 // distributions, whose output may differ between standard libraries) keeps the numbers
 // identical wherever dlhost is built.
-#include "core/synthetic.h"
+#include "data/synthetic.h"
 
 #include <cmath>
 #include <cstring>

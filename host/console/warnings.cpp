@@ -1,5 +1,5 @@
 // warnings.cpp — see warnings.h.
-#include "run/warnings.h"
+#include "console/warnings.h"
 
 #include <sched.h>
 #include <sys/resource.h>

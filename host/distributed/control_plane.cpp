@@ -1,5 +1,5 @@
 // control_plane.cpp — see control_plane.h.
-#include "core/control_plane.h"
+#include "distributed/control_plane.h"
 
 #include <algorithm>
 #include <cstring>

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "run/progress_channel.h"
+#include "console/progress_channel.h"
 
 namespace dlhost {
 

@@ -1,6 +1,6 @@
 // run_console.cpp — see run_console.h. Terminal control is two sequences only: "\r" and
 // "erase to end of line" (ESC [ K), which every terminal emulator in use understands.
-#include "run/run_console.h"
+#include "console/run_console.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
