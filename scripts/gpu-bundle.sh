@@ -9,7 +9,7 @@
 #             libraries (cudart, cuBLAS, cuDNN, NCCL, ...), which that machine has as Python
 #             wheels (nvidia-*-cu13 beside PyTorch); gpu-check.sh points LD_LIBRARY_PATH at them;
 #   scripts/gpu-check.sh, bench/peers/torch_baseline.py, suites/gpu_check.yaml,
-#   tests/comm_nccl/comm_nccl_bench.sh, bench/peers/{torch_peer,optimizers}.py: the check itself,
+#   tests/plugins/comm_nccl/comm_nccl_bench.sh, bench/peers/{torch_peer,optimizers}.py: the check itself,
 #             at the same paths as in the repository, so it runs from the bundle alone.
 # Usage: scripts/gpu-bundle.sh [BUILD_DIR=build] [OUT=.gpu-bundle]
 #   then carry OUT and run OUT/scripts/gpu-check.sh there.
@@ -27,7 +27,7 @@ fail() { echo "gpu-bundle: $*" >&2; exit 1; }
   fail "$BUILD/tests/gpu/test_gpu_cudnn not built (cmake --build $BUILD --target test_gpu_cudnn)"
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/plugins" "$OUT/lib" "$OUT/scripts" "$OUT/suites" \
-  "$OUT/tests/comm_nccl" "$OUT/bench/peers"
+  "$OUT/tests/plugins/comm_nccl" "$OUT/bench/peers"
 cp "$BUILD/host/dlhost" "$BUILD/tests/gpu/test_gpu_cudnn" "$OUT/bin/"
 for p in gpu_cudnn cpu_reference networks_paper; do
   cp "$BUILD/plugins/libdlhost_$p.so" "$OUT/plugins/"
@@ -38,7 +38,7 @@ if [ -f "$BUILD/plugins/libdlhost_comm_nccl.so" ]; then
   cp "$BUILD/tests/comm_nccl/test_comm_nccl" "$OUT/bin/"
 fi
 for f in scripts/gpu-check.sh suites/gpu_check.yaml \
-  tests/comm_nccl/comm_nccl_bench.sh bench/peers/torch_baseline.py bench/peers/torch_peer.py \
+  tests/plugins/comm_nccl/comm_nccl_bench.sh bench/peers/torch_baseline.py bench/peers/torch_peer.py \
   bench/peers/optimizers.py; do
   cp "$f" "$OUT/$f"
 done

@@ -322,8 +322,8 @@ unit_comm_nccl() {
 
 comm_bench() {
   echo "GPUs: $(nvidia-smi -L 2> /dev/null | grep -c '^GPU ') (2-rank comm-bench and 2/4-rank cases need as many)"
-  sh tests/comm_nccl/comm_nccl_bench.sh "$DLHOST" "$WORK/bench_f32_sum" 1rank &&
-    sh tests/comm_nccl/comm_nccl_bench.sh "$DLHOST" "$WORK/bench_f64_max" 1rank -d f64 -o max
+  sh tests/plugins/comm_nccl/comm_nccl_bench.sh "$DLHOST" "$WORK/bench_f32_sum" 1rank &&
+    sh tests/plugins/comm_nccl/comm_nccl_bench.sh "$DLHOST" "$WORK/bench_f64_max" 1rank -d f64 -o max
 }
 
 # The rehearsal's drill: a phase cut by its budget while writing a results line, then

@@ -3,7 +3,7 @@
 // the table of the named interconnects' links. The suite loader validates and fills cases from
 // it; everything that reads a case's parameters (the runner, the case processes, the skip rules,
 // the projection) takes a missing key's value from here, so a default is written once.
-// docs/suite-format.md lists the same keys (tests/test_suite.cpp checks the two agree).
+// docs/suite-format.md lists the same keys (tests/host/suite/test_suite.cpp checks the two agree).
 // Thread-safe: the table is built once, on first use, and read-only afterwards.
 #pragma once
 

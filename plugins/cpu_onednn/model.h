@@ -120,7 +120,7 @@ class Model final : public sdk::Model {
 
   // A batch-norm node's running mean and variance, [channels] each. They are state of the
   // backend, not parameters, so the ABI has no call for them; the white-box test
-  // (tests/sdk/test_cpu_onednn_internals.cpp, built with this plugin's sources) reads them here.
+  // (tests/plugins/cpu_onednn/test_cpu_onednn_internals.cpp, built with this plugin's sources) reads them here.
   struct RunningStats {
     std::string node;
     int64_t channels = 0;

@@ -3,14 +3,14 @@
 // hang or a sanitizer report); what the reader accepts goes through the views, compare and
 // export without throwing; every CSV the export writes reads back as its cells with no formula;
 // every gnuplot script made from the records' strings (titles, series names, bar labels) is
-// inert by the independent check in tests/report/writer_checks.h.
+// inert by the independent check in tests/host/report/writer_checks.h.
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "../report/writer_checks.h"
+#include "../host/report/writer_checks.h"
 #include "report/compare.h"
 #include "report/document.h"
 #include "report/export.h"
@@ -72,14 +72,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> strings = labels_of(in.records);
   if (strings.empty()) return 0;
   LinePlot line{strings[0], strings[0], strings.back(), strings[strings.size() / 2],
-                true, true, true, {}};
+                true,       true,       true,           {}};
   for (size_t i = 0; i < strings.size(); ++i)
     line.series.push_back(
         Series{strings[i], {{1.0 + static_cast<double>(i), 2.0}, {3.0, -1.0}}, i % 2 == 1});
   check(checks::gnuplot_script_problem(gnuplot_script(line)).empty());
   StackedBars bars{strings.back(), strings[0], strings.back(), strings, {strings[0], "x"}, {}, {}};
-  for (size_t i = 0; i < strings.size(); ++i)
-    bars.values.push_back({static_cast<double>(i), 1.0});
+  for (size_t i = 0; i < strings.size(); ++i) bars.values.push_back({static_cast<double>(i), 1.0});
   std::string common;
   bars.labels = varying_labels(strings, common);
   check(bars.labels.size() == strings.size());

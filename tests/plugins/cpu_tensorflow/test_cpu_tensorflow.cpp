@@ -1,0 +1,187 @@
+// test_cpu_tensorflow.cpp — what `dlhost conform` cannot see of the cpu_tensorflow backend (conform
+// compares its numbers with cpu_reference; tests/e2e/framework_e2e.sh runs that): the ABI contract
+// over a framework that keeps its own tensors. Gradient buffers stay put and update uses what the
+// host left in them; the value buffer stages the host's broadcast into the variable; backward
+// overwrites; grad-ready notices once per parameter in reverse layer order; the ABI's SGD exactly
+// (momentum, weight decay, clipping by the global norm); canonical layouts survive TensorFlow's
+// (HWIO filters, channels-last flattening before an FC); the options; bad inputs; fp32 only.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework_contract.h"
+
+// Every TF_SessionRun the plugin makes, counted: this executable exports TF_SessionRun
+// (ENABLE_EXPORTS), which the dynamic linker binds the plugin's calls to before TensorFlow's own
+// (the executable comes first in the global scope); it forwards to TensorFlow's.
+// TensorFlow's C types, only passed through (tensorflow/c/c_api.h is the plugin's include).
+struct TF_Session;
+struct TF_Buffer;
+struct TF_Output;
+struct TF_Tensor;
+struct TF_Operation;
+struct TF_Status;
+std::atomic<int64_t> g_session_runs{0};
+extern "C" __attribute__((visibility("default"))) void TF_SessionRun(
+    TF_Session* session, const TF_Buffer* run_options, const TF_Output* inputs,
+    TF_Tensor* const* input_values, int ninputs, const TF_Output* outputs,
+    TF_Tensor** output_values, int noutputs, const TF_Operation* const* target_opers, int ntargets,
+    TF_Buffer* run_metadata, TF_Status* status) {
+  using Fn = decltype(&TF_SessionRun);
+  static const Fn real = [] {
+    void* lib = dlopen("libtensorflow_cc.so.2", RTLD_LAZY | RTLD_NOLOAD);
+    return lib == nullptr ? nullptr : reinterpret_cast<Fn>(dlsym(lib, "TF_SessionRun"));
+  }();
+  if (real == nullptr) std::abort();  // the plugin has loaded TensorFlow before its first run
+  ++g_session_runs;
+  real(session, run_options, inputs, input_values, ninputs, outputs, output_values, noutputs,
+       target_opers, ntargets, run_metadata, status);
+}
+
+namespace dlhost {
+namespace {
+
+using namespace dlhost::test_attrs;
+using framework_contract::code_of;
+using framework_contract::mlp;
+
+const char* const kBackend = "cpu_tensorflow";
+const LoadedPlugin& tf_plugin() { return framework_contract::plugin(kBackend); }
+const dlhost_backend_api& api() { return framework_contract::api(kBackend); }
+
+// image [2, 5, 5] -> conv (3, 3x3) -> fc (3) -> cross-entropy: a filter and an FC over an image,
+// the two parameters whose layouts TensorFlow keeps differently.
+std::unique_ptr<Graph> convnet() {
+  GraphBuilder b("convnet", 2);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, {2, 5, 5});
+  int32_t logits = b.fc("head", b.conv2d("conv", data, conv(3, 3)), fc(3));
+  b.softmax_cross_entropy("loss", logits, b.input("labels", DLHOST_DTYPE_I32, {}));
+  return b.finish();
+}
+
+// A Trainer on cpu_tensorflow.
+struct Trainer : framework_contract::Trainer {
+  explicit Trainer(std::unique_ptr<Graph> g, const dlhost_optimizer_desc& opt = sgd(0.1f))
+      : framework_contract::Trainer(kBackend, std::move(g), opt) {}
+};
+
+TEST(cpu_tensorflow, DescribesTheDeviceAndItsLibrary) {
+  framework_contract::describes_the_device_and_its_libraries(kBackend,
+                                                             {"TensorFlow 2.", "oneDNN ", "NHWC"});
+}
+
+TEST(cpu_tensorflow, ThreadsAndModeAreInTheModelInfo) {
+  framework_contract::threads_option_sets_the_models_threads(kBackend, "graph mode");
+}
+
+TEST(cpu_tensorflow, ThreadsOutOfRangeIsRefusedNamingTheKey) {
+  framework_contract::threads_out_of_range_is_refused_naming_the_key(kBackend);
+}
+
+TEST(cpu_tensorflow, RefusesAnUnknownMode) {
+  dlhost_options options;
+  options.values["mode"] = "eager";
+  EXPECT_THROW(create_context(tf_plugin(), 0, options), std::exception);
+}
+
+// Canonical OIHW filters and an FC weight over a C*H*W (NCHW) flattening come back as written,
+// though TensorFlow keeps HWIO and a channels-last flattening; and the network's loss is the one
+// of those canonical weights (a wrong permutation would still round-trip, not agree in loss).
+TEST(cpu_tensorflow, CanonicalLayoutsSurviveTensorFlows) {
+  Trainer t(convnet());
+  std::mt19937 rng(11);
+  for (int32_t p = 0; p < t.graph->num_params(); ++p) {
+    const std::vector<float> v = t.random(p, rng);
+    t.put(p, DLHOST_PARAM_VALUE, v);
+    EXPECT_EQ(t.get(p, DLHOST_PARAM_VALUE), v) << t.graph->param(p).name;
+    t.put(p, DLHOST_PARAM_GRAD, v);
+    EXPECT_EQ(t.get(p, DLHOST_PARAM_GRAD), v) << t.graph->param(p).name;
+  }
+}
+
+// The buffers hold TensorFlow's layout (an FC weight transposed), so the check takes a bias,
+// whose layout is the same; the value buffer stages the host's broadcast, not kept current after
+// an update.
+TEST(cpu_tensorflow, UpdateUsesTheGradientBuffersInPlace) {
+  framework_contract::update_uses_the_gradient_buffers_in_place(kBackend, 1 /* fc1.bias */, false);
+}
+
+TEST(cpu_tensorflow, BackwardOverwritesAndNotifiesInReverseLayerOrder) {
+  framework_contract::backward_overwrites_and_notifies_in_reverse_layer_order(kBackend);
+}
+
+// On the convnet: the filter and the FC after an image, whose layouts TensorFlow keeps its own way.
+TEST(cpu_tensorflow, SgdIsTheAbisWithMomentumDecayAndClipping) {
+  framework_contract::sgd_is_the_abis_with_momentum_decay_and_clipping(kBackend, convnet);
+}
+
+TEST(cpu_tensorflow, SetInputRejectsLabelsOutOfRangeAndWrongSizes) {
+  framework_contract::set_input_rejects_labels_out_of_range_and_wrong_sizes(kBackend);
+}
+
+// What TensorFlow cannot express is UNIMPLEMENTED at compile, naming the node and why.
+TEST(cpu_tensorflow, DilationWithStrideIsUnimplemented) {
+  GraphBuilder b("dilated", 2);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, {2, 9, 9});
+  int32_t logits = b.fc("head", b.conv2d("wide", data, conv(3, 3, 2, 1, 2)), fc(3));
+  b.softmax_cross_entropy("loss", logits, b.input("labels", DLHOST_DTYPE_I32, {}));
+  std::unique_ptr<Graph> graph = b.finish();
+  ContextHandle context = create_context(tf_plugin(), 0, dlhost_options{});
+  dlhost_model* model = nullptr;
+  std::string message;
+  const dlhost_optimizer_desc opt = sgd(0.1f);
+  const dlhost_options options;
+  EXPECT_EQ(code_of(api().compile(context.get(), graph->view(), &opt, &options, &model), &message),
+            DLHOST_CODE_UNIMPLEMENTED);
+  EXPECT_NE(message.find("conv2d 'wide': dilation with a stride"), std::string::npos) << message;
+}
+
+TEST(cpu_tensorflow, OtherPrecisionsAreUnimplemented) {
+  framework_contract::other_precisions_are_unimplemented(kBackend);
+}
+
+// ABI 1.4: with the host's fused_step the whole step is one TF_SessionRun (forward's), and it
+// trains exactly as the split step does (momentum, weight decay and clipping on the same
+// gradients).
+TEST(cpu_tensorflow, FusedStepIsOneRunAndTrainsLikeTheSplitStep) {
+  dlhost_optimizer_desc opt = sgd(0.05f);
+  opt.momentum = 0.9f;
+  opt.weight_decay = 1e-3f;
+  opt.clip_norm = 5.0f;
+  dlhost_options fused_options;
+  fused_options.values["fused_step"] = "1";
+  Trainer split(convnet(), opt);
+  framework_contract::Trainer fused(kBackend, convnet(), opt, fused_options);
+  EXPECT_NE(std::string(fused.info().implementation).find("fused step"), std::string::npos);
+  EXPECT_EQ(std::string(split.info().implementation).find("fused step"), std::string::npos);
+  std::vector<float> split_loss, fused_loss;
+  int64_t split_runs = 0, fused_runs = 0;
+  const int kSteps = 8;
+  for (int i = 0; i < kSteps; ++i) {
+    int64_t before = g_session_runs;
+    split.forward_backward();
+    split.update();
+    split_runs += g_session_runs - before;
+    split_loss.push_back(split.loss());
+    before = g_session_runs;
+    fused.forward_backward();
+    fused.update();
+    fused_runs += g_session_runs - before;
+    fused_loss.push_back(fused.loss());
+  }
+  EXPECT_EQ(split_runs, 2 * kSteps);
+  EXPECT_EQ(fused_runs, kSteps);
+  for (int i = 0; i < kSteps; ++i) EXPECT_NEAR(fused_loss[i], split_loss[i], 1e-4f) << "step " << i;
+  EXPECT_LT(fused_loss.back(), fused_loss.front());  // it trains
+  for (int32_t p = 0; p < fused.graph->num_params(); ++p) {
+    std::vector<float> a = fused.get(p, DLHOST_PARAM_VALUE), b = split.get(p, DLHOST_PARAM_VALUE);
+    for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-4f) << "param " << p;
+  }
+}
+
+}  // namespace
+}  // namespace dlhost
