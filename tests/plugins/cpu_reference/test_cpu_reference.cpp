@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -76,6 +77,14 @@ struct ConvCase {
   int64_t n, c, h, w, out, kh, kw, sh, sw, ph, pw, dh, dw, groups;
   bool bias;
 };
+
+// The case as its test's name says it: without a printer gtest names a parameterised test by
+// the struct's bytes, padding included, so the ctest names changed from build to build.
+void PrintTo(const ConvCase& k, std::ostream* os) {
+  *os << "n" << k.n << "c" << k.c << "h" << k.h << "w" << k.w << "o" << k.out << "k" << k.kh << "x"
+      << k.kw << "s" << k.sh << "x" << k.sw << "p" << k.ph << "x" << k.pw << "d" << k.dh << "x"
+      << k.dw << "g" << k.groups << (k.bias ? "b" : "");
+}
 
 dlhost_conv2d_attrs conv_attrs(const ConvCase& k) {
   dlhost_conv2d_attrs a{};
@@ -410,6 +419,12 @@ struct PoolCase {
   int64_t k, s, p;
   bool ceil, include_pad;
 };
+
+void PrintTo(const PoolCase& k, std::ostream* os) {  // as ConvCase's
+  *os << (k.kind == DLHOST_POOL_MAX ? "max" : "avg") << "_n" << k.n << "c" << k.c << "h" << k.h
+      << "w" << k.w << "k" << k.k << "s" << k.s << "p" << k.p << (k.ceil ? "_ceil" : "")
+      << (k.include_pad ? "_pad" : "");
+}
 
 class PoolGradients : public ::testing::TestWithParam<PoolCase> {};
 
