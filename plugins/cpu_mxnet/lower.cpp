@@ -1,8 +1,10 @@
 // lower.cpp — each dlhost op as the MXNet operators a Gluon user's layer calls: Convolution,
 // Pooling, FullyConnected, Activation, BatchNorm, elemwise_add, LRN, Embedding, the fused RNN
 // (mode lstm) between transposes (MXNet's RNN is time-major, the ABI's batch-first), mean over H
-// and W, log_softmax + pick + mean for cross-entropy, square + mean for MSE. Dropout multiplies
-// by the ABI's pinned mask, a leaf the model refills every forward (never MXNet's RNG).
+// and W, log_softmax + pick + mean for cross-entropy, square + mean for MSE; ABI 1.4's
+// Transformer ops as LayerNorm, LeakyReLU gelu, batch_dot + softmax attention, Embedding of the
+// positions, FullyConnected on the embedding's table. Dropout multiplies by the ABI's pinned mask,
+// a leaf the model refills every forward (never MXNet's RNG).
 // Thread-safety: compile-time only.
 #include <cmath>
 #include <limits>

@@ -1,7 +1,9 @@
 // lower.cpp — see lower.h. Each host op becomes the TensorFlow ops a Keras layer emits on CPU:
 // Conv2D (DepthwiseConv2dNative when every group is one channel) + BiasAdd, MaxPool/AvgPool,
 // MatMul + BiasAdd, Relu/Sigmoid/Tanh, FusedBatchNormV3 in training mode, LRN, GatherV2, Mean,
-// AddV2, and an LSTM unrolled over time into MatMul/Split/Sigmoid/Tanh (Keras's CPU LSTM runs the
+// AddV2, ABI 1.4's Transformer ops composed as Keras and tf.nn compose them (layer norm, GELU,
+// BatchMatMulV2 + Softmax attention, GatherV2 positions, MatMul on the embedding's table), and
+// an LSTM unrolled over time into MatMul/Split/Sigmoid/Tanh (Keras's CPU LSTM runs the
 // same cell in a while loop; TF_AddGradients has no gradient for loops or BlockLSTM). Images
 // are NHWC: the input is transposed once at set_input, the parameters at read/write_param.
 //
