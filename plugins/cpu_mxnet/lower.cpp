@@ -1,9 +1,13 @@
 // lower.cpp — each dlhost op as the MXNet operators a Gluon user's layer calls: Convolution,
 // Pooling, FullyConnected, Activation, BatchNorm, elemwise_add, LRN, Embedding, the fused RNN
 // (mode lstm) between transposes (MXNet's RNN is time-major, the ABI's batch-first), mean over H
-// and W, log_softmax + pick + mean for cross-entropy, square + mean for MSE. Dropout multiplies
-// by the ABI's pinned mask, a leaf the model refills every forward (never MXNet's RNG).
+// and W, log_softmax + pick + mean for cross-entropy, square + mean for MSE; ABI 1.4's
+// Transformer ops as LayerNorm, LeakyReLU gelu, batch_dot + softmax attention, Embedding of the
+// positions, FullyConnected on the embedding's table. Dropout multiplies by the ABI's pinned mask,
+// a leaf the model refills every forward (never MXNet's RNG).
 // Thread-safety: compile-time only.
+#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -25,6 +29,7 @@ class Lowering {
     p_->tensor_value.assign(size_t(g.num_tensors), -1);
     p_->input_leaf.assign(size_t(g.num_tensors), -1);
     p_->params.resize(size_t(g.num_params));
+    param_value_.assign(size_t(g.num_params), -1);
   }
 
   std::unique_ptr<Program> run() {
@@ -85,12 +90,15 @@ class Lowering {
       if (ids.leaf == p_->input_leaf[size_t(tensor)]) ids.limit = limit;
   }
 
-  // A trainable leaf holding ABI parameter `k` of the node whole.
+  // A trainable leaf holding ABI parameter `k` of the node whole. A parameter a second node lists
+  // (a tied embedding table) is the same leaf: MXNet's autograd sums both uses' gradients.
   int param(int k) {
     const dlhost_param_desc& d = *g_.params[node().params[k]];
+    if (param_value_[size_t(d.id)] >= 0) return param_value_[size_t(d.id)];
     const std::vector<uint32_t> shape = shape_of(d.dims, d.rank);
     const int v = add_leaf(LeafKind::kTrainable, "param" + std::to_string(d.id), shape);
     expose(d.id, leaf_of(v), 0, shape);
+    param_value_[size_t(d.id)] = v;
     return v;
   }
   // ABI parameter `id` as the elements [begin, begin + count) of trainable `leaf` (flattened).
@@ -140,6 +148,17 @@ class Lowering {
         return lstm();
       case DLHOST_OP_GLOBAL_AVG_POOL:
         return call("mean", {in(0)}, {{"axis", tuple({2, 3})}});
+      case DLHOST_OP_LAYER_NORM:
+        return call("LayerNorm", {in(0), param(0), param(1)},
+                    {{"axis", "-1"}, {"eps", number(attrs<dlhost_layer_norm_attrs>().epsilon)}});
+      case DLHOST_OP_GELU:
+        return gelu();
+      case DLHOST_OP_ATTENTION:
+        return attention();
+      case DLHOST_OP_POSITION_EMBEDDING:
+        return position_embedding();
+      case DLHOST_OP_TIED_FC:
+        return tied_fc();
     }
     unsupported("not an op this backend knows");
   }
@@ -299,8 +318,103 @@ class Lowering {
     return call("transpose", {y}, {{"axes", tuple({1, 0, 2})}});
   }
 
+  // --- the Transformer's ops (ABI 1.4), as GluonNLP's BERT and GPT-2 layers call them ---
+
+  // LeakyReLU act_type gelu is MXNet's erf form (BERT's); the tanh form (GPT-2's, GluonNLP's
+  // gelu(approximate=True)) has no operator of its own and is composed of element-wise ones.
+  int gelu() {
+    const int32_t kind = attrs<dlhost_gelu_attrs>().approximation;
+    if (kind == DLHOST_GELU_ERF) return call("LeakyReLU", {in(0)}, {{"act_type", "gelu"}});
+    if (kind != DLHOST_GELU_TANH) unsupported("approximation " + std::to_string(kind));
+    const int x = in(0);
+    const int cube = call("elemwise_mul", {x, call("square", {x}, {})}, {});
+    const int poly =
+        call("elemwise_add", {x, call("_mul_scalar", {cube}, {{"scalar", number(0.044715)}})}, {});
+    const int t =
+        call("tanh", {call("_mul_scalar", {poly}, {{"scalar", number(0.7978845608)}})}, {});
+    return call("elemwise_mul",
+                {call("_mul_scalar", {x}, {{"scalar", "0.5"}}),
+                 call("_plus_scalar", {t}, {{"scalar", "1"}})},
+                {});
+  }
+
+  // Heads split by Reshape + transpose into [N*H, T, d] (GluonNLP's MultiHeadAttentionCell),
+  // batch_dot for Q K^T (q scaled by 1/sqrt(d) first) and P V, the causal mask a constant leaf
+  // [1, T, T] (-inf above the diagonal) added by broadcast_add, softmax over the last axis, the
+  // ABI's pinned dropout mask (a leaf [N*H, T, T], in the ABI's element order) multiplied in.
+  int attention() {
+    const auto& a = attrs<dlhost_attention_attrs>();
+    const dlhost_tensor_desc& q = tensor(node().inputs[0]);
+    if (q.rank != 3) unsupported("inputs of rank " + std::to_string(q.rank) + " (not [N, T, C])");
+    const int64_t n = q.dims[0], t = q.dims[1], c = q.dims[2], h = a.heads, d = c / h;
+    const auto heads = [&](int value) {
+      const int split = call("Reshape", {value}, {{"shape", tuple({n, t, h, d})}});
+      const int moved = call("transpose", {split}, {{"axes", tuple({0, 2, 1, 3})}});
+      return call("Reshape", {moved}, {{"shape", tuple({n * h, t, d})}});
+    };
+    const int qh =
+        call("_mul_scalar", {heads(in(0))}, {{"scalar", number(1.0 / std::sqrt(double(d)))}});
+    int scores = call("batch_dot", {qh, heads(in(1))}, {{"transpose_b", "True"}});
+    if (a.causal != 0) {
+      const int mask = add_leaf(LeafKind::kConstant, "causal" + std::to_string(node_),
+                                {1, uint32_t(t), uint32_t(t)});
+      std::vector<float> above(size_t(t * t));
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = 0; j < t; ++j)
+          above[size_t(i * t + j)] = j > i ? -std::numeric_limits<float>::infinity() : 0.0f;
+      p_->leaves[size_t(leaf_of(mask))].value.copy_from(above.data(), above.size());
+      scores = call("broadcast_add", {scores, mask}, {});
+    }
+    int probs = call("softmax", {scores}, {{"axis", "-1"}});
+    if (a.dropout > 0) {
+      const int mask = add_leaf(LeafKind::kConstant, "mask" + std::to_string(node_),
+                                {uint32_t(n * h), uint32_t(t), uint32_t(t)});
+      p_->masks.push_back({leaf_of(mask), uint32_t(node_), a.dropout});
+      probs = call("elemwise_mul", {probs, mask}, {});
+    }
+    const int context = call("batch_dot", {probs, heads(in(2))}, {});
+    const int split = call("Reshape", {context}, {{"shape", tuple({n, h, t, d})}});
+    const int moved = call("transpose", {split}, {{"axes", tuple({0, 2, 1, 3})}});
+    return call("Reshape", {moved}, {{"shape", tuple({n, t, c})}});
+  }
+
+  // x + table[0:T]: an Embedding lookup of the constant positions 0 .. T-1 (as [1, T], giving
+  // [1, T, C]; its backward adds into those rows only), broadcast_add over N. GluonNLP's BERT
+  // embeds arange(T) the same way; slice_axis would leave the table's shape to MXNet's shape
+  // inference, which cannot infer it backwards from a slice.
+  int position_embedding() {
+    const dlhost_tensor_desc& x = tensor(node().inputs[0]);
+    if (x.rank != 3) unsupported("an input of rank " + std::to_string(x.rank));
+    const uint32_t t = uint32_t(x.dims[1]);
+    const int positions =
+        add_leaf(LeafKind::kConstant, "positions" + std::to_string(node_), {1, t});
+    std::vector<float> ids(t);
+    for (uint32_t i = 0; i < t; ++i) ids[i] = float(i);
+    p_->leaves[size_t(leaf_of(positions))].value.copy_from(ids.data(), ids.size());
+    const auto& a = attrs<dlhost_position_embedding_attrs>();
+    const int rows = call("Embedding", {positions, param(0)},
+                          {{"input_dim", std::to_string(a.max_positions)},
+                           {"output_dim", std::to_string(x.dims[2])}});
+    return call("broadcast_add", {in(0), rows}, {});
+  }
+
+  // FullyConnected over the last axis (flatten=False) with the embedding's own leaf as its
+  // weight: MXNet's weight is [num_hidden, in] = [vocab, dim], the table as it is (Gluon ties
+  // a Dense to an Embedding by sharing the Parameter the same way).
+  int tied_fc() {
+    const auto& a = attrs<dlhost_tied_fc_attrs>();
+    const int64_t vocab = tensor(node().output).dims[tensor(node().output).rank - 1];
+    std::vector<int> args{in(0), param(0)};
+    if (a.has_bias != 0) args.push_back(param(1));
+    return call("FullyConnected", args,
+                {{"num_hidden", std::to_string(vocab)},
+                 {"no_bias", flag(a.has_bias == 0)},
+                 {"flatten", "False"}});
+  }
+
   const dlhost_graph& g_;
   std::unique_ptr<Program> p_;
+  std::vector<int> param_value_;  // ABI parameter id -> its leaf's value id (-1: not made yet)
   int32_t node_ = 0;
   int step_ = 0;
 };

@@ -41,18 +41,22 @@ class MxnetModel final : public sdk::Model {
              const std::string& mode, uint64_t seed)
       : context_(context), mode_(mode), seed_(seed), program_(lower_graph(g)) {
     // Grad-ready order: layers last to first, each layer's parameters in its own order.
+    // A tied table (ABI 1.4) is ready once, at the node that owns it (its embedding).
     for (int32_t k = g.num_nodes - 1; k >= 0; --k)
-      for (int32_t i = 0; i < g.nodes[k]->num_params; ++i) order_.push_back(g.nodes[k]->params[i]);
+      for (int32_t i = 0; i < g.nodes[k]->num_params; ++i)
+        if (g.params[g.nodes[k]->params[i]]->node == k) order_.push_back(g.nodes[k]->params[i]);
     mark_variables();
     executor_ = make_executor(mode, g, *program_);
-    sgd_ = std::make_unique<Sgd>(*program_, opt);
+    optimizer_ = std::make_unique<Optimizer>(*program_, opt);
     for (const DropoutMask& m : program_->masks)
       masks_.emplace_back(elements(program_->leaves[size_t(m.leaf)]));
     implementation_ = std::string(mode == "imperative"
                                       ? "MXImperativeInvoke per operator (Gluon, not hybridized)"
                                       : "CachedOp (static_alloc, static_shape; Gluon hybridized)") +
-                      ", autograd backward, sgd_mom_update; " + context.engine.request.engine +
-                      ", " + std::to_string(context.engine.cpu_workers) + " CPU worker x " +
+                      ", autograd backward, " +
+                      (opt.kind == DLHOST_OPTIMIZER_ADAMW ? "_adamw_update" : "sgd_mom_update") +
+                      "; " + context.engine.request.engine + ", " +
+                      std::to_string(context.engine.cpu_workers) + " CPU worker x " +
                       std::to_string(context.engine.omp_threads) + " OpenMP threads";
     wait_all();
   }
@@ -98,7 +102,7 @@ class MxnetModel final : public sdk::Model {
 
   void update() override {
     apply_threads();
-    sgd_->step();
+    optimizer_->step();
     wait_all();
   }
 
@@ -127,14 +131,14 @@ class MxnetModel final : public sdk::Model {
     sdk::ModelInfo i;
     i.threads = context_.engine.omp_threads;
     i.implementation = implementation_.c_str();
-    i.param_bytes = param_bytes() + sgd_->state_bytes();
+    i.param_bytes = param_bytes() + optimizer_->state_bytes();
     i.workspace_bytes = program_->activation_bytes;
     return i;
   }
   // Parameters, gradients, momentum, inputs, running statistics, masks, and every activation
   // with its gradient (what the CachedOp's static memory plan holds at most).
   uint64_t memory_in_use() const override {
-    uint64_t bytes = sgd_->state_bytes() + program_->activation_bytes;
+    uint64_t bytes = optimizer_->state_bytes() + program_->activation_bytes;
     for (const Leaf& l : program_->leaves) bytes += elements(l) * (l.grad ? 8 : 4);
     return bytes;
   }
@@ -209,7 +213,7 @@ class MxnetModel final : public sdk::Model {
   std::unique_ptr<Program> program_;
   std::vector<int32_t> order_;  // parameter ids in grad-ready order
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<Sgd> sgd_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::vector<float>> masks_;      // host staging of each dropout mask
   std::map<int, std::vector<float>> staging_;  // ids as floats, by leaf
   NDArrayHandle loss_ = nullptr;               // the executor's, from the last forward
@@ -222,7 +226,7 @@ class MxnetModel final : public sdk::Model {
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer,
                                           const std::string& mode, uint64_t seed) {
-  if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
+  if (optimizer.kind != DLHOST_OPTIMIZER_SGD && optimizer.kind != DLHOST_OPTIMIZER_ADAMW)
     sdk::unimplemented("cpu_mxnet: optimizer kind " + std::to_string(optimizer.kind) +
                        " not supported");
   if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)

@@ -35,7 +35,9 @@ class MxnetBackend final : public sdk::Backend<Context> {
          "ThreadedEnginePerDevice|ThreadedEngine|NaiveEngine"}};
   }
   std::optional<sdk::Capabilities> capabilities() const override {
-    return sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
+    sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);
+    caps.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
+    return caps;
   }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {

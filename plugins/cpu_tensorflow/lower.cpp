@@ -1,7 +1,9 @@
 // lower.cpp — see lower.h. Each host op becomes the TensorFlow ops a Keras layer emits on CPU:
 // Conv2D (DepthwiseConv2dNative when every group is one channel) + BiasAdd, MaxPool/AvgPool,
 // MatMul + BiasAdd, Relu/Sigmoid/Tanh, FusedBatchNormV3 in training mode, LRN, GatherV2, Mean,
-// AddV2, and an LSTM unrolled over time into MatMul/Split/Sigmoid/Tanh (Keras's CPU LSTM runs the
+// AddV2, ABI 1.4's Transformer ops composed as Keras and tf.nn compose them (layer norm, GELU,
+// BatchMatMulV2 + Softmax attention, GatherV2 positions, MatMul on the embedding's table), and
+// an LSTM unrolled over time into MatMul/Split/Sigmoid/Tanh (Keras's CPU LSTM runs the
 // same cell in a while loop; TF_AddGradients has no gradient for loops or BlockLSTM). Images
 // are NHWC: the input is transposed once at set_input, the parameters at read/write_param.
 //
@@ -14,6 +16,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cfloat>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -184,9 +188,16 @@ class Lowerer {
   }
 
   // The variable of parameter `p` in TensorFlow's shape `dims`, reached from the canonical layout
-  // by `layout`; made on first use by the node that owns it.
+  // by `layout`; made on first use. A second node listing it (a tied embedding table) reads the
+  // same ReadVariableOp, so TF_AddGradients sums both nodes' gradients, as the ABI asks.
   TF_Output param(int32_t p, std::vector<int64_t> dims, Layout layout) {
     Variable& v = out_.params[size_t(p)];
+    if (v.handle != nullptr) {
+      if (v.dims != dims || v.layout.perm != layout.perm)
+        sdk::unimplemented("cpu_tensorflow: parameter '" + v.name +
+                           "' is shared by two nodes in different layouts");
+      return v.read;
+    }
     v.dims = std::move(dims);
     v.layout = std::move(layout);
     v.handle = make_variable(g_, v.name, v.dims, 0.0f, out_.initializers);
@@ -327,6 +338,21 @@ class Lowerer {
                 .in(in(v, 0))
                 .in(ints_const(g_, v.prefix + "/axes", {1, 2}))
                 .out();
+        break;
+      case DLHOST_OP_LAYER_NORM:
+        y = layer_norm(v);
+        break;
+      case DLHOST_OP_GELU:
+        y = gelu(v);
+        break;
+      case DLHOST_OP_ATTENTION:
+        y = attention(v, uint32_t(k));
+        break;
+      case DLHOST_OP_POSITION_EMBEDDING:
+        y = position_embedding(v);
+        break;
+      case DLHOST_OP_TIED_FC:
+        y = tied_fc(v);
         break;
       default:
         unsupported(v, "not an op this backend knows");
@@ -661,6 +687,158 @@ class Lowerer {
       c = a.hidden;
     }
     return seq;
+  }
+
+  // --- the Transformer's ops (ABI 1.4), composed as Keras's layers and tf.nn compose them ---
+
+  // Over the last axis: (x - mean) * rsqrt(var + eps) * scale + shift, the biased variance of
+  // the centred values (tf.nn.moments). Keras's LayerNormalization runs FusedBatchNormV3 over a
+  // reshaped input only for epsilon >= 1.001e-5; BERT's is 1e-12, so the composition it falls
+  // back to is used for both.
+  TF_Output layer_norm(const Node& v) {
+    const dlhost_tensor_desc& x = in_desc(v, 0);
+    if (x.rank == 4) unsupported(v, "a rank-4 input (held channels-last here)");
+    TF_Output axis = ints_const(g_, v.prefix + "/axis", {x.rank - 1});
+    const auto mean = [&](const std::string& name, TF_Output t) {
+      return Op(g_, "Mean", v.prefix + name).in(t).in(axis).attr("keep_dims", true).out();
+    };
+    TF_Output centred = binary("Sub", v.prefix + "/centred", in(v, 0), mean("/mean", in(v, 0)));
+    TF_Output variance = mean("/variance", unary("Square", v.prefix + "/square", centred));
+    TF_Output inv_std = unary("Rsqrt", v.prefix + "/inv_std",
+                              binary("AddV2", v.prefix + "/var_eps", variance,
+                                     scalar_const(g_, v.prefix + "/epsilon",
+                                                  v.attrs<dlhost_layer_norm_attrs>().epsilon)));
+    TF_Output normed = binary("Mul", v.prefix + "/normed", centred, inv_std);
+    return binary("AddV2", v.prefix + "/shift",
+                  binary("Mul", v.prefix + "/scale", normed, param(v.n.params[0])),
+                  param(v.n.params[1]));
+  }
+
+  // tf.nn.gelu's two forms: x/2 (1 + erf(x / sqrt 2)) (approximate=False) or
+  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (approximate=True); TensorFlow has no GELU
+  // kernel of its own (its oneDNN remapper fuses this pattern after a MatMul).
+  TF_Output gelu(const Node& v) {
+    const int32_t kind = v.attrs<dlhost_gelu_attrs>().approximation;
+    if (kind != DLHOST_GELU_ERF && kind != DLHOST_GELU_TANH)
+      unsupported(v, "approximation " + std::to_string(kind));
+    const std::string& p = v.prefix;
+    TF_Output x = in(v, 0);
+    TF_Output inner;
+    if (kind == DLHOST_GELU_ERF) {
+      inner =
+          unary("Erf", p + "/erf",
+                binary("Mul", p + "/x_scaled", x, scalar_const(g_, p + "/rsqrt2", 0.70710678f)));
+    } else {
+      TF_Output cube = binary("Mul", p + "/cube", x, unary("Square", p + "/square", x));
+      TF_Output poly = binary(
+          "AddV2", p + "/poly", x,
+          binary("Mul", p + "/cube_scaled", cube, scalar_const(g_, p + "/coefficient", 0.044715f)));
+      inner = unary("Tanh", p + "/tanh",
+                    binary("Mul", p + "/poly_scaled", poly,
+                           scalar_const(g_, p + "/sqrt_2_over_pi", 0.7978845608f)));
+    }
+    TF_Output half_x = binary("Mul", p + "/half_x", x, scalar_const(g_, p + "/half", 0.5f));
+    return binary("Mul", p + "/gelu", half_x,
+                  binary("AddV2", p + "/one_plus", inner, scalar_const(g_, p + "/one", 1.0f)));
+  }
+
+  // Multi-head SDPA as Keras's MultiHeadAttention computes it: heads split by Reshape +
+  // Transpose to [N, H, T, d], q scaled by 1/sqrt(d), BatchMatMulV2 (k adjoint), the causal mask
+  // added (-inf above the diagonal), Softmax over the last axis, the ABI's pinned dropout mask
+  // (a placeholder [N, H, T, T], indexed as the ABI indexes it), BatchMatMulV2 with v, heads
+  // merged back.
+  TF_Output attention(const Node& v, uint32_t node) {
+    const auto& a = v.attrs<dlhost_attention_attrs>();
+    const dlhost_tensor_desc& q = in_desc(v, 0);
+    if (q.rank != 3)
+      unsupported(v, "inputs of rank " + std::to_string(q.rank) + " (not [N, T, C])");
+    const int32_t n = int32_t(q.dims[0]), t = int32_t(q.dims[1]), c = int32_t(q.dims[2]),
+                  h = int32_t(a.heads), d = c / h;
+    const std::string& p = v.prefix;
+    TF_Output to_heads = ints_const(g_, p + "/to_heads", {0, 2, 1, 3});
+    const auto heads = [&](int k, const std::string& what) {
+      return Op(g_, "Transpose", p + "/" + what + "_heads")
+          .in(reshape(p + "/" + what + "_split", in(v, k), {n, t, h, d}))
+          .in(to_heads)
+          .out();
+    };
+    TF_Output qh = binary("Mul", p + "/q_scaled", heads(0, "q"),
+                          scalar_const(g_, p + "/scale", 1.0f / std::sqrt(float(d))));
+    TF_Output scores = Op(g_, "BatchMatMulV2", p + "/scores")
+                           .in(qh)
+                           .in(heads(1, "k"))
+                           .attr("adj_x", false)
+                           .attr("adj_y", true)
+                           .out();
+    if (a.causal != 0) {
+      tf::TensorPtr mask = tf::float_tensor({t, t});
+      for (int32_t i = 0; i < t; ++i)
+        for (int32_t j = 0; j < t; ++j)
+          data_of(mask)[i * t + j] = j > i ? -std::numeric_limits<float>::infinity() : 0.0f;
+      scores = binary("AddV2", p + "/causal", scores,
+                      Op(g_, "Const", p + "/causal_mask")
+                          .attr("dtype", TF_FLOAT)
+                          .tensor("value", mask.get())
+                          .out());
+    }
+    TF_Output probs = unary("Softmax", p + "/softmax", scores);
+    if (a.dropout > 0) {
+      DropoutFeed f;
+      f.node = node;
+      f.probability = a.dropout;
+      f.dims = {n, h, t, t};
+      f.layout = {f.dims, {}};
+      f.placeholder =
+          Op(g_, "Placeholder", p + "/mask").attr("dtype", TF_FLOAT).shape("shape", f.dims).out();
+      out_.dropouts.push_back(f);
+      probs = binary("Mul", p + "/dropped", probs, f.placeholder);
+    }
+    TF_Output context = Op(g_, "BatchMatMulV2", p + "/context")
+                            .in(probs)
+                            .in(heads(2, "v"))
+                            .attr("adj_x", false)
+                            .attr("adj_y", false)
+                            .out();
+    return reshape(p + "/merge",
+                   Op(g_, "Transpose", p + "/from_heads").in(context).in(to_heads).out(),
+                   {n, t, c});
+  }
+
+  // x + table[0:T]: the first T rows gathered (GatherV2 over a constant range, whose gradient
+  // scatters into those rows only) and added with broadcasting over N.
+  TF_Output position_embedding(const Node& v) {
+    const dlhost_tensor_desc& x = in_desc(v, 0);
+    if (x.rank != 3) unsupported(v, "an input of rank " + std::to_string(x.rank));
+    std::vector<int32_t> positions(size_t(x.dims[1]));
+    std::iota(positions.begin(), positions.end(), 0);
+    TF_Output rows = Op(g_, "GatherV2", v.prefix + "/rows")
+                         .in(param(v.n.params[0]))
+                         .in(ints_const(g_, v.prefix + "/positions", positions))
+                         .in(int_scalar(g_, v.prefix + "/axis", 0))
+                         .out();
+    return binary("AddV2", v.prefix + "/add", in(v, 0), rows);
+  }
+
+  // x E^T (+ b): MatMul with transpose_b over the embedding's own variable (param() returns the
+  // same read), as Keras models tie an output layer to an Embedding's weights.
+  TF_Output tied_fc(const Node& v) {
+    const dlhost_tensor_desc& x = in_desc(v, 0);
+    const dlhost_tensor_desc& y = out_desc(v);
+    const int64_t dim = x.dims[x.rank - 1];
+    const int64_t rows = tf::elements(dims_of(x)) / dim;
+    TF_Output flat = x.rank == 2
+                         ? in(v, 0)
+                         : reshape(v.prefix + "/rows", in(v, 0), {int32_t(rows), int32_t(dim)});
+    TF_Output logits = bias_add(v,
+                                Op(g_, "MatMul", v.prefix + "/MatMul")
+                                    .in(flat)
+                                    .in(param(v.n.params[0]))
+                                    .attr("transpose_a", false)
+                                    .attr("transpose_b", true)
+                                    .out(),
+                                1);
+    if (x.rank == 2) return logits;
+    return reshape(v.prefix + "/unflatten", logits, std::vector<int32_t>(y.dims, y.dims + y.rank));
   }
 
   // --- backward ---

@@ -21,6 +21,7 @@
 // fed back as they are.
 // Thread-safety: one host thread at a time per model; TensorFlow's pools run the ops.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -58,7 +59,7 @@ class TfModel final : public sdk::Model {
  public:
   TfModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
           uint64_t seed, bool fused)
-      : context_(context), seed_(seed), fused_(fused), graph_(TF_NewGraph()) {
+      : context_(context), optimizer_(opt), seed_(seed), fused_(fused), graph_(TF_NewGraph()) {
     lowered_ = lower_graph(graph_.get(), g);
     update_ = add_update(graph_.get(), lowered_, opt, fused_);
     tf::Op init(graph_.get(), "NoOp", "initialize");
@@ -67,9 +68,11 @@ class TfModel final : public sdk::Model {
     for (TF_Operation* op : lowered_.state_updates) state.after(op);
     forward_targets_ = {state.finish()};
     if (fused_) forward_targets_.push_back(update_.step);
-    for (int32_t k = 0; k < g.num_nodes; ++k) {
-      const dlhost_node& n = *g.nodes[k];
-      node_params_.emplace_back(n.params, n.params + n.num_params);
+    for (int32_t k = 0; k < g.num_nodes; ++k) {  // only the parameters each node owns: a tied
+      const dlhost_node& n = *g.nodes[k];        // table is ready once, at its embedding
+      node_params_.emplace_back();
+      for (int32_t p = 0; p < n.num_params; ++p)
+        if (g.params[n.params[p]]->node == k) node_params_.back().push_back(n.params[p]);
     }
     session_ = std::make_unique<tf::Session>(
         graph_.get(),
@@ -92,8 +95,10 @@ class TfModel final : public sdk::Model {
       for (int32_t k = 0; k < d.rank; ++k) n *= d.dims[k];
       workspace_bytes_ += uint64_t(n) * 8;  // the activation and its gradient, F32
     }
-    const std::string apply =
-        opt.momentum > 0 ? "ResourceApplyMomentum" : "ResourceApplyGradientDescent";
+    const std::string apply = update_.adamw()
+                                  ? "AssignSubVariableOp (decoupled decay) + ResourceApplyAdam"
+                              : opt.momentum > 0 ? "ResourceApplyMomentum"
+                                                 : "ResourceApplyGradientDescent";
     implementation_ =
         context.library + ", " +
         (context.xla ? "XLA CPU JIT (global_jit_level ON_1)" : "graph mode") +
@@ -142,6 +147,8 @@ class TfModel final : public sdk::Model {
       feeds.push_back(lowered_.dropouts[k].placeholder);
       values.push_back(masks_[k].get());
     }
+    AdamScalars adam;
+    if (fused_) feed_adam_scalars(adam, feeds, values);
     std::vector<TF_Output> fetches{lowered_.loss};
     // Fused: the apply ops run in this same run on the gradients; nothing fetches them.
     if (!fused_) fetches.insert(fetches.end(), lowered_.grads.begin(), lowered_.grads.end());
@@ -181,7 +188,10 @@ class TfModel final : public sdk::Model {
         values.push_back(borrowed.back().get());
       }
     }
-    run(update_.grads, values, {}, {update_.step}, "update");
+    std::vector<TF_Output> feeds = update_.grads;
+    AdamScalars adam;
+    feed_adam_scalars(adam, feeds, values);
+    run(feeds, values, {}, {update_.step}, "update");
   }
 
   float loss() const override {
@@ -267,6 +277,26 @@ class TfModel final : public sdk::Model {
     return std::move(run({}, {}, {v.read}, {}, "read_param " + v.name)[0]);
   }
 
+  // AdamW's per-update scalars (optimizer.h), for the run that applies update t = updates_ + 1.
+  struct AdamScalars {
+    tf::TensorPtr beta1_power, beta2_power, epsilon_hat;
+  };
+  void feed_adam_scalars(AdamScalars& s, std::vector<TF_Output>& feeds,
+                         std::vector<TF_Tensor*>& values) {
+    if (!update_.adamw()) return;
+    const double t = double(++updates_);
+    const double b2t = std::pow(double(optimizer_.beta2), t);
+    const auto scalar = [&](tf::TensorPtr& tensor, TF_Output feed, double value) {
+      tensor = tf::float_tensor({});
+      *data_of(tensor) = float(value);
+      feeds.push_back(feed);
+      values.push_back(tensor.get());
+    };
+    scalar(s.beta1_power, update_.beta1_power, std::pow(double(optimizer_.beta1), t));
+    scalar(s.beta2_power, update_.beta2_power, b2t);
+    scalar(s.epsilon_hat, update_.epsilon_hat, double(optimizer_.epsilon) * std::sqrt(1.0 - b2t));
+  }
+
   // Values the host may have written into the value buffers, into the variables.
   void assign_staged_values() {
     for (size_t p = 0; p < staged_.size(); ++p) {
@@ -310,8 +340,10 @@ class TfModel final : public sdk::Model {
   }
 
   Context context_;
+  dlhost_optimizer_desc optimizer_;
   uint64_t seed_;
-  bool fused_;  // the host's fused_step (ABI 1.4): forward's one run is the whole step
+  uint64_t updates_ = 0;  // AdamW's t so far
+  bool fused_;            // the host's fused_step (ABI 1.4): forward's one run is the whole step
   tf::GraphPtr graph_;
   Lowered lowered_;
   Update update_;
@@ -334,7 +366,7 @@ class TfModel final : public sdk::Model {
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer, uint64_t seed,
                                           bool fused_step) {
-  if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
+  if (optimizer.kind != DLHOST_OPTIMIZER_SGD && optimizer.kind != DLHOST_OPTIMIZER_ADAMW)
     sdk::unimplemented("cpu_tensorflow: optimizer kind " + std::to_string(optimizer.kind) +
                        " not supported");
   if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)

@@ -46,7 +46,9 @@ class TensorFlowBackend final : public sdk::Backend<Context> {
          "TensorFlow's inter-op pool; 0: as many as the threads option (intra-op)"}};
   }
   std::optional<sdk::Capabilities> capabilities() const override {
-    return sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
+    sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);
+    caps.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
+    return caps;
   }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
@@ -87,5 +89,5 @@ extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_h
   return dlhost::sdk::backend_plugin<dlhost::cpu_tensorflow::TensorFlowBackend>(
       host, {"cpu_tensorflow", "0.1.0",
              "CPU training backend on TensorFlow's C API (graph ops, TF_AddGradients, "
-             "ResourceApplyMomentum)"});
+             "ResourceApplyMomentum, ResourceApplyAdam)"});
 }

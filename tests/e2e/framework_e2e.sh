@@ -5,7 +5,8 @@
 #            networks under 20M parameters) exits 0; every op problem PASSED except those the
 #            backend's library cannot express, which must be UNIMPLEMENTED with the reason (the
 #            table `unimplemented` below: TensorFlow's dilated stride-2 convolution, MXNet's
-#            ceil-mode pooling; none for libtorch); only the networks over the size limit may be
+#            ceil-mode pooling; none for libtorch; ABI 1.4's Transformer ops and the tiny
+#            Transformers included); only the networks over the size limit may be
 #            SKIPPED, none MISTRUSTED, at least 6 PASSED;
 #   suite:   SUITE (default: one written here, LeNet at batch 64 on cpu_onednn at 1 thread and on
 #            BACKEND at 1 and 2 threads): every case the suite lists has a record, OK, on the threads
@@ -44,17 +45,6 @@ rows = {r["id"]: r for r in doc["checks"]}
 ops = {k: r["status"] for k, r in rows.items() if k.startswith("op=")}
 nets = {k: r["status"] for k, r in rows.items() if k.startswith("net=")}
 assert len(ops) >= 40 and len(nets) >= 6, f"too few problems: {len(ops)} ops, {len(nets)} networks"
-# ABI 1.4's Transformer ops are not in TensorFlow's and MXNet's capabilities yet: the host reports
-# their problems UNIMPLEMENTED ("does not list op") and they are left out of the counts here.
-# libtorch lists them, so for it they must PASS like every other problem.
-later = ("op=layer_norm,", "op=gelu,", "op=attention,", "op=position_embedding,", "op=tied_fc,",
-         "net=gpt2_tiny,", "net=bert_tiny,")
-if backend in ("cpu_tensorflow", "cpu_mxnet"):
-    def not_yet(k):
-        return (k.startswith(later) and rows[k]["status"] == "UNIMPLEMENTED"
-                and "does not list op" in rows[k].get("reason", ""))
-    ops = {k: s for k, s in ops.items() if not not_yet(k)}
-    nets = {k: s for k, s in nets.items() if not not_yet(k)}
 pattern, reason, fewest, most = unimplemented
 refused = {k for k, s in ops.items() if s == "UNIMPLEMENTED"}
 bad = {k: (ops[k], rows[k].get("reason")) for k in refused

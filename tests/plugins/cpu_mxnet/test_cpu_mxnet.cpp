@@ -1,6 +1,6 @@
 // test_cpu_mxnet.cpp — what `dlhost conform` cannot see of the cpu_mxnet backend (conform
-// compares its numbers with cpu_reference; tests/e2e/framework_e2e.sh runs that): the ABI contract a
-// framework underneath could break. Parameter and gradient buffers must not move (the host
+// compares its numbers with cpu_reference; tests/e2e/framework_e2e.sh runs that): the ABI contract
+// a framework underneath could break. Parameter and gradient buffers must not move (the host
 // all-reduces them in place, and an LSTM's are slices of MXNet's packed vector) and update must
 // use what the host left in them; backward must overwrite (grad_req write); grad-ready notices
 // once per parameter in reverse layer order; the SGD of the ABI exactly (momentum, weight decay,
@@ -108,6 +108,32 @@ TEST(cpu_mxnet, SgdIsTheAbisWithMomentumDecayAndClipping) {
 }
 TEST(cpu_mxnet, OtherPrecisionsAreUnimplemented) {
   framework_contract::other_precisions_are_unimplemented(kBackend);
+}
+
+TEST(cpu_mxnet, AdamWIsTheAbisWithDecoupledDecayAndBiasCorrection) {
+  framework_contract::adamw_is_the_abis_with_decoupled_decay_and_bias_correction(kBackend);
+}
+TEST(cpu_mxnet, TransformerBlockTrainsAndATiedTableIsReadyOnce) {
+  framework_contract::transformer_block_trains_and_a_tied_table_is_ready_once(kBackend);
+}
+
+// The Transformer block (attention's constant causal mask and dropout mask leaves, the tied
+// table) with AdamW: the imperative mode computes what the CachedOp computes.
+TEST(cpu_mxnet, ImperativeTransformerBlockMatchesTheCachedOp) {
+  const dlhost_optimizer_desc opt = adamw(0.02f, 0.01f);
+  Trainer hybrid(framework_contract::transformer_block(), opt, "hybridized"),
+      imperative(framework_contract::transformer_block(), opt, "imperative");
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    hybrid.forward_backward();
+    imperative.forward_backward();
+    EXPECT_NEAR(hybrid.loss(), imperative.loss(), 1e-5f);
+    hybrid.update();
+    imperative.update();
+  }
+  for (int32_t p = 0; p < hybrid.graph->num_params(); ++p)
+    expect_near_all(imperative.get(p, DLHOST_PARAM_VALUE), hybrid.get(p, DLHOST_PARAM_VALUE), 1e-4f,
+                    "value of " + std::string(hybrid.graph->param(p).name));
 }
 
 // Gluon without hybridize computes what the CachedOp computes: losses, gradients and weights

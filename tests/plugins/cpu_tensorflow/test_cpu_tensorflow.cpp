@@ -4,11 +4,13 @@
 // host left in them; the value buffer stages the host's broadcast into the variable; backward
 // overwrites; grad-ready notices once per parameter in reverse layer order; the ABI's SGD exactly
 // (momentum, weight decay, clipping by the global norm); canonical layouts survive TensorFlow's
-// (HWIO filters, channels-last flattening before an FC); the options; bad inputs; fp32 only.
+// (HWIO filters, channels-last flattening before an FC); AdamW exactly, split and fused; a
+// Transformer block trains with its tied table; the options; bad inputs; fp32 only.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -145,17 +147,13 @@ TEST(cpu_tensorflow, OtherPrecisionsAreUnimplemented) {
 }
 
 // ABI 1.4: with the host's fused_step the whole step is one TF_SessionRun (forward's), and it
-// trains exactly as the split step does (momentum, weight decay and clipping on the same
-// gradients).
-TEST(cpu_tensorflow, FusedStepIsOneRunAndTrainsLikeTheSplitStep) {
-  dlhost_optimizer_desc opt = sgd(0.05f);
-  opt.momentum = 0.9f;
-  opt.weight_decay = 1e-3f;
-  opt.clip_norm = 5.0f;
+// trains exactly as the split step does (the optimizer on the same gradients).
+void expect_fused_step_is_one_run_and_trains_like_the_split_step(
+    const std::function<std::unique_ptr<Graph>()>& make_graph, const dlhost_optimizer_desc& opt) {
   dlhost_options fused_options;
   fused_options.values["fused_step"] = "1";
-  Trainer split(convnet(), opt);
-  framework_contract::Trainer fused(kBackend, convnet(), opt, fused_options);
+  Trainer split(make_graph(), opt);
+  framework_contract::Trainer fused(kBackend, make_graph(), opt, fused_options);
   EXPECT_NE(std::string(fused.info().implementation).find("fused step"), std::string::npos);
   EXPECT_EQ(std::string(split.info().implementation).find("fused step"), std::string::npos);
   std::vector<float> split_loss, fused_loss;
@@ -181,6 +179,30 @@ TEST(cpu_tensorflow, FusedStepIsOneRunAndTrainsLikeTheSplitStep) {
     std::vector<float> a = fused.get(p, DLHOST_PARAM_VALUE), b = split.get(p, DLHOST_PARAM_VALUE);
     for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-4f) << "param " << p;
   }
+}
+
+// Momentum, weight decay and clipping.
+TEST(cpu_tensorflow, FusedStepIsOneRunAndTrainsLikeTheSplitStep) {
+  dlhost_optimizer_desc opt = sgd(0.05f);
+  opt.momentum = 0.9f;
+  opt.weight_decay = 1e-3f;
+  opt.clip_norm = 5.0f;
+  expect_fused_step_is_one_run_and_trains_like_the_split_step(convnet, opt);
+}
+
+// AdamW's per-update scalars fed to forward's run, and its decay ordered after the forward's read
+// of the weights (a decay that ran first would change the loss of the same step).
+TEST(cpu_tensorflow, FusedAdamWStepTrainsLikeTheSplitStep) {
+  expect_fused_step_is_one_run_and_trains_like_the_split_step(framework_contract::transformer_block,
+                                                              adamw(0.02f, 0.1f, 5.0f));
+}
+
+TEST(cpu_tensorflow, AdamWIsTheAbisWithDecoupledDecayAndBiasCorrection) {
+  framework_contract::adamw_is_the_abis_with_decoupled_decay_and_bias_correction(kBackend);
+}
+
+TEST(cpu_tensorflow, TransformerBlockTrainsAndATiedTableIsReadyOnce) {
+  framework_contract::transformer_block_trains_and_a_tied_table_is_ready_once(kBackend);
 }
 
 }  // namespace
