@@ -49,6 +49,7 @@ struct Buffer {
   float* grad = nullptr;      // none for graph inputs
   float* velocity = nullptr;  // parameters with momentum only
   int64_t count = 0;
+  int32_t dtype = DLHOST_DTYPE_F32;  // I32 ids (labels) take F32's 4 bytes
 };
 
 struct Node {
@@ -86,6 +87,7 @@ class DeviceModel final : public sdk::Model {
     for (int32_t t = 0; t < g.num_tensors; ++t) {
       const bool input = std::count(inputs_.begin(), inputs_.end(), t) > 0;
       tensors_.push_back(make(sdk::element_count(*g.tensors[t]), !input, false));
+      tensors_.back().dtype = g.tensors[t]->dtype;
     }
     for (int32_t p = 0; p < g.num_params; ++p)
       params_.push_back(make(g.params[p]->count, true, opt.momentum != 0.0f));
@@ -158,6 +160,8 @@ class DeviceModel final : public sdk::Model {
   }
   void read_tensor(int32_t id, void* data, size_t bytes) override {
     const Buffer& t = tensor(id);
+    if (t.dtype != DLHOST_DTYPE_F32)
+      sdk::invalid("example_device: read_tensor: tensor " + std::to_string(id) + " is not F32");
     download(data, t.value, bytes, size_t(t.count) * 4);
   }
   sdk::ModelInfo info() const override {
@@ -205,8 +209,7 @@ class DeviceModel final : public sdk::Model {
   dlhost_buffer input_buffer(int32_t id) override {
     const Buffer& t = tensor(id);
     auto b = sdk::make_struct<dlhost_buffer>(DLHOST_BUFFER_STRUCT_SIZE);
-    sdk::fill_buffer(&b, t.value, uint64_t(t.count) * 4, DLHOST_DTYPE_F32, DLHOST_MEMORY_DEVICE,
-                     index());
+    sdk::fill_buffer(&b, t.value, uint64_t(t.count) * 4, t.dtype, DLHOST_MEMORY_DEVICE, index());
     return b;
   }
 
@@ -220,7 +223,7 @@ class DeviceModel final : public sdk::Model {
   Buffer make(int64_t count, bool grad, bool velocity) {
     Buffer b;
     b.count = count;
-    b.value = allocate(count);  // I32 ids (labels) fit in F32's 4 bytes
+    b.value = allocate(count);
     if (grad) b.grad = allocate(count);
     if (velocity) b.velocity = allocate(count);
     return b;

@@ -220,11 +220,14 @@ class StreamEvent {
   }
   StreamEvent(const StreamEvent&) = delete;
   StreamEvent& operator=(const StreamEvent&) = delete;
-  // Marks the point after everything enqueued on `stream` so far; returns at once.
+  // Marks the point after everything enqueued on `stream` so far; returns at once. Recording
+  // again moves the mark (an earlier record still pending no longer counts), as cudaEventRecord.
   void record(Stream& stream) {
     stream_ = &stream;
     state_ = kPending;
-    stream.enqueue([this] {
+    const uint64_t mine = ++generation_;
+    stream.enqueue([this, mine] {
+      if (generation_ != mine) return;  // recorded again since
       when_ = std::chrono::steady_clock::now();
       state_ = kReached;
     });
@@ -246,6 +249,7 @@ class StreamEvent {
   enum : int { kNever, kPending, kReached };
   Stream* stream_ = nullptr;
   std::atomic<int> state_{kNever};
+  std::atomic<uint64_t> generation_{0};
   std::chrono::steady_clock::time_point when_{};  // written on the stream before kReached
 };
 
