@@ -105,12 +105,19 @@ class Model final : public sdk::Model {
   // computed in place), canonical layout; the kit synchronizes first.
   void read_tensor(int32_t tensor, void* data, size_t bytes) override;
 
-  // --- for the extensions (extensions.cpp) ----------------------------------------------------
+  // --- the kit's device virtuals (extensions.cpp; input_buffer in model.cpp) -------------------
+  dlhost_stream model_stream() override;
+  std::unique_ptr<sdk::Event> create_event() override;
+  dlhost_memory_stats memory_stats() override;
+  void copy_to_host(const dlhost_buffer& src, uint64_t offset, void* dst, uint64_t bytes) override;
+  void copy_from_host(const void* src, const dlhost_buffer& dst, uint64_t offset,
+                      uint64_t bytes) override;
+  void copy_device(const dlhost_buffer& src, uint64_t src_offset, const dlhost_buffer& dst,
+                   uint64_t dst_offset, uint64_t bytes) override;
+  // The device buffer of graph input `tensor` (a per-step upload writes it with copy_from_host).
+  dlhost_buffer input_buffer(int32_t tensor) override;
   cudaStream_t stream() const { return stream_.get(); }
   int device() const { return settings_.device; }
-  const Arena& arena() const { return arena_; }
-  // The device buffer of graph input `tensor` (a per-step upload writes it with copy_from_host).
-  dlhost_buffer input_buffer(int32_t tensor);
 
   // --- for the layers while the constructor lowers the graph ----------------------------------
   cudnnHandle_t cudnn() const { return cudnn_.get(); }

@@ -3,7 +3,8 @@
 // implements (capabilities, options, tensor reads: declared here, so that the kit's own checks,
 // such as the precision a context may ask for, read the same declaration the host does),
 // contexts (a device and the case's options) and compile. The device extensions (stream, events,
-// device memory; extensions.cpp) are linked into the kit's chain through link_extensions.
+// device memory) are the kit's, published from its device virtuals (device_virtuals(); the CUDA
+// side is in extensions.cpp), in the one chain with the rest.
 #include <memory>
 #include <string>
 
@@ -45,8 +46,20 @@ class GpuBackend final : public sdk::Backend<Context> {
   }
   // Every tensor keeps its own value buffer (no op computes in place): any can be read back.
   bool reads_tensors() const override { return true; }
-  void link_extensions(sdk::ExtensionChain& chain) const override {
-    gpu_cudnn::link_extensions(chain);
+  bool device_virtuals() const override { return true; }
+  dlhost_buffer alloc_buffer(Context& c, uint64_t bytes, int32_t dtype) override {
+    return alloc_device_buffer(c, bytes, dtype);
+  }
+  void free_buffer(Context& c, const dlhost_buffer& b) override { free_device_buffer(c, b); }
+  void* host_alloc(Context& c, uint64_t bytes) override { return alloc_pinned(c, bytes); }
+  void host_free(Context&, void* data) override { free_pinned(data); }
+  void copy_to_host(Context& c, const dlhost_buffer& src, uint64_t offset, void* dst,
+                    uint64_t bytes) override {
+    copy_to_host_unordered(c, src, offset, dst, bytes);
+  }
+  void copy_from_host(Context& c, const void* src, const dlhost_buffer& dst, uint64_t offset,
+                      uint64_t bytes) override {
+    copy_from_host_unordered(c, src, dst, offset, bytes);
   }
 
   std::unique_ptr<Context> open(int32_t device, const sdk::Options& options) override {

@@ -24,3 +24,23 @@ build_example() {
   done
   return 0
 }
+
+# train_example BACKEND NETWORK BATCH [PLUGIN_PATH_OPTIONS...]: one `dlhost run` case of NETWORK
+# on BACKEND (2 warm-up and 6 timed steps, one thread), which must end OK with a loss that went
+# down; prints the two losses. Needs DLHOST and WORK, and fail().
+train_example() {
+  _b="$1"; _n="$2"; _batch="$3"; shift 3
+  printf 'name: %s\ndefaults: {network: %s, backend: %s, warmup: 2, iterations: 6}\ncases:\n  - {batch: %s, threads: 1}\n' \
+    "$_n" "$_n" "$_b" "$_batch" > "$WORK/$_n.yaml"
+  "$DLHOST" "$@" run "$WORK/$_n.yaml" -o "$WORK/$_n.jsonl" > "$WORK/$_n.run.txt" 2>&1 \
+    || { cat "$WORK/$_n.run.txt"; fail "dlhost run of $_n on $_b"; }
+  /usr/bin/python3 - "$WORK/$_n.jsonl" "$_b" <<'PY' || { cat "$WORK/$_n.run.txt"; fail "$_n record (above)"; }
+import json, sys
+(rec,) = [json.loads(l) for l in open(sys.argv[1])]
+assert rec["status"] == "OK", (rec["status"], rec.get("reason"))
+loss = rec["loss"]
+assert loss["warmup_first"] > loss["last"], f"the loss did not go down: {loss}"
+print(f"{sys.argv[2]} trains {rec['params']['network']}: "
+      f"loss {loss['warmup_first']:.4f} -> {loss['last']:.4f}")
+PY
+}
