@@ -565,6 +565,7 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="1 warm-up + 3 steps, best setups only, sgemm 2048 only")
     a = ap.parse_args()
+    a.build = os.path.abspath(a.build)  # the peers run in bench/peers: a relative path breaks
     if a.quick:
         a.warmup, a.iterations, a.best_only, a.sgemm_sizes = 1, 3, True, "2048"
     a.networks = [n for n in a.networks.split(",") if n]
