@@ -27,7 +27,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.path.join(ROOT, "bench", "peers")
 # In the order they run: the cases the issue asks about first, the longest last.
 NETWORKS = ["fcn5", "fcn8", "fcnr", "lenet", "lstm32", "alexnet", "autoencoder", "alexnet_r",
-            "resnet56", "lstm_ptb", "lstm64", "resnet50"]
+            "resnet56", "lstm_ptb", "lstm64", "resnet50", "gpt2_tiny", "bert_tiny", "bert_base",
+            "gpt2"]
+# The Transformers (networks_transformer, AdamW) where the bench departs from the network's own
+# CPU batch or sequence: the full models at 2 samples (suites/transformers.yaml's CPU cases) and
+# GPT-2 at 128 tokens, so that one step takes seconds on two cores, not minutes.
+TRANSFORMER_CASES = {"bert_base": {"batch": 2}, "gpt2": {"batch": 2, "seq": 128}}
 # Fully connected stacks (inputs, widths...) for the bare-GEMM time of their step.
 FC_STACKS = {"fcn5": [26752, 2048, 2048, 2048, 26752],
              "fcn8": [26752] + [2048] * 6 + [26752],
@@ -98,6 +103,11 @@ def loadavg():
     return os.getloadavg()[0]
 
 
+def label(row):
+    """A row's network, with the sequence where the bench sets one (gpt2/T128)."""
+    return row["network"] + (f"/T{row['seq']}" if row.get("seq") else "")
+
+
 class Bench:
     def __init__(self, a):
         self.a = a
@@ -110,6 +120,7 @@ class Bench:
         self.results = os.path.join(self.out, "dlhost-results.jsonl")
         self.loads = []
         self.notes = []
+        self.seq = {}  # network -> tokens per sample where the bench sets it (TRANSFORMER_CASES)
 
     # --- tools ------------------------------------------------------------------------------
     def tools(self):
@@ -193,6 +204,8 @@ class Bench:
     # --- one case ---------------------------------------------------------------------------
     def run_dlhost(self, backend, network, batch, threads, env):
         case = f"{network}.{backend}.b{batch}.t{threads}"
+        if self.seq.get(network):  # the case id names the options the include entry sets
+            case += f".options=networks_transformer.seq={self.seq[network]}"
         cmd = [self.dlhost, "--plugin-path", self.plugins, "run", self.suite, "--case", case,
                "--set", f"warmup={self.a.warmup}", "--set", f"iterations={self.a.iterations}",
                "-o", self.results]
@@ -223,6 +236,8 @@ class Bench:
                                    thread_env(base_env(), threads, network))
         full = cmd + [network, "--batch", str(batch), "--threads", str(threads),
                       "--warmup", str(self.a.warmup), "--iterations", str(self.a.iterations)]
+        if self.seq.get(network):
+            full += ["--seq", str(self.seq[network])]
         return run_json(full, self.peer_env(setup, threads, network), self.a.timeout, cwd=PEERS)
 
     # --- the run ----------------------------------------------------------------------------
@@ -236,7 +251,9 @@ class Bench:
             f.write(f"  backend: [{', '.join(self.a.backends)}, bench_null]\n")
             f.write(f"  threads: [{', '.join(map(str, self.a.threads))}]\n  include:\n")
             for n in self.a.networks:
-                f.write(f"    - {{network: {n}, batch: {batches[n]['cpu_batch']}}}\n")
+                seq = batches[n].get("seq")
+                options = f", options: {{networks_transformer: {{seq: {seq}}}}}" if seq else ""
+                f.write(f"    - {{network: {n}, batch: {batches[n]['cpu_batch']}{options}}}\n")
 
     def main(self):
         a = self.a
@@ -259,6 +276,11 @@ class Bench:
         nets = json.loads(subprocess.run([self.dlhost, "networks", "--json"], env=base_env(),
                                          capture_output=True, text=True, check=True).stdout)
         batches = {n["name"]: n for n in nets}
+        for n, case in TRANSFORMER_CASES.items():
+            if n in batches:
+                batches[n]["cpu_batch"] = case["batch"]
+                batches[n]["seq"] = case.get("seq")
+        self.seq = {n: b.get("seq") for n, b in batches.items()}
         self.write_suite(batches)
         tools = self.tools()
         log("bench: tools: " + ", ".join(t[0] for t in tools) + "; versions " +
@@ -272,7 +294,9 @@ class Bench:
         # Host overhead: the null backend on every network, 1 thread.
         log("bench: host overhead (bench_null backend)")
         overhead = {}
-        for n in a.networks:
+        # bench_null lists no capabilities, so the host refuses it AdamW: the Transformers have
+        # no host-overhead row (their steps are milliseconds to seconds of real work anyway).
+        for n in (n for n in a.networks if batches[n]["optimizer"]["kind"] == "sgd"):
             r = self.run_dlhost("bench_null", n, batches[n]["cpu_batch"], a.threads[0],
                                 base_env())
             if "error" not in r:
@@ -345,6 +369,7 @@ class Bench:
     def report_from(self, path):
         st = json.load(open(path))
         self.loads, self.versions, self.notes = st["loads"], st["versions"], st["notes"]
+        self.seq = {n: b.get("seq") for n, b in st["batches"].items()}
         tools = [tuple(t) for t in st["tools"]]
         out = os.path.join(os.path.dirname(path), "bench.json")
         if os.path.exists(out):  # a finished run: its limits include the second pass
@@ -369,6 +394,8 @@ class Bench:
         for key, by_tool in cases.items():
             n, t = key.rsplit(".t", 1)
             row = {"network": n, "batch": batches[n]["cpu_batch"], "threads": int(t)}
+            if batches[n].get("seq"):
+                row["seq"] = batches[n]["seq"]
             for c in cols:
                 row[c + "_ms"] = med(by_tool.get(c, []))
                 rss = [r["peak_rss_bytes"] for r in by_tool.get(c, []) if "error" not in r]
@@ -443,7 +470,7 @@ class Bench:
         fmt = lambda v, w, p=1: (f"{v:{w}.{p}f}" if isinstance(v, (int, float)) else f"{'-':>{w}s}")  # noqa: E731
         ratios = {}
         for r in rows:
-            line = f"{r['network']:12s} {r['batch']:5d} {r['threads']:2d} "
+            line = f"{label(r):12s} {r['batch']:5d} {r['threads']:2d} "
             entry = {"network": r["network"], "batch": r["batch"], "threads": r["threads"]}
             for b, p in pairs:
                 bm, pm = r.get(b + "_ms"), r.get(p + "_ms")
@@ -481,7 +508,7 @@ class Bench:
         log("-" * len(hdr))
         fmt = lambda v, w, p=1: (f"{v:{w}.{p}f}" if isinstance(v, (int, float)) else f"{'-':>{w}s}")  # noqa: E731
         for r in rows:
-            line = f"{r['network']:12s} {r['batch']:5d} {r['threads']:2d} "
+            line = f"{label(r):12s} {r['batch']:5d} {r['threads']:2d} "
             line += " ".join(fmt(r.get(c + "_ms"), 8) for c in cols)
             line += " " + fmt(r.get("ratio_fastest"), 6, 2)
             line += f" {short.get(r.get('fastest_peer', ''), '-'):>8s} "
@@ -538,6 +565,7 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="1 warm-up + 3 steps, best setups only, sgemm 2048 only")
     a = ap.parse_args()
+    a.build = os.path.abspath(a.build)  # the peers run in bench/peers: a relative path breaks
     if a.quick:
         a.warmup, a.iterations, a.best_only, a.sgemm_sizes = 1, 3, True, "2048"
     a.networks = [n for n in a.networks.split(",") if n]

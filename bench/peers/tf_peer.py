@@ -7,20 +7,24 @@ convolutions have no NCHW kernels); the work per step is the same. Keras's LSTM 
 per layer, as dlhost. Weight decay is added to the gradients (g + wd * w) before the momentum
 update, which is exactly SGD's rule in dlhost and PyTorch.
 
-    python tf_peer.py NETWORK --batch B --threads T --warmup W --iterations N
+The Transformers (plugins/networks_transformer) are Keras layers (MultiHeadAttention with its
+causal mask for GPT-2, LayerNormalization, Dense, Embedding) in a keras.Model whose output layer
+reads the token embeddings (tied), trained with Keras's AdamW at dlhost's settings (Keras adds
+epsilon to sqrt(v) before the bias correction, PyTorch and dlhost after: same work). Their
+parameter counts must equal dlhost's (checked on every run).
+
+    python tf_peer.py NETWORK --batch B --threads T --warmup W --iterations N [--seq S]
+    python tf_peer.py --check gpt2_tiny,bert_tiny,gpt2,bert_base   # parameter counts, loss
 """
-import argparse
-import json
 import os
-import resource
-import statistics
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
+import peer_main  # noqa: E402
 from optimizers import OPTIMIZERS  # noqa: E402
+from transformer_settings import DROPOUT, SHAPES, adamw, default_sequence  # noqa: E402
 
 L = tf.keras.layers
 
@@ -116,10 +120,74 @@ def language_model(steps):
     return tf.keras.Model(inp, L.Dense(10000)(x))
 
 
-def make(name, batch):
+class TransformerLM(tf.keras.Model):
+    """GPT-2 (pre-LN decoder, causal, tanh GELU, tied head without bias) or BERT with its
+    masked-LM head (post-LN encoder, erf GELU, tied decoder with a bias), as transformer.cpp."""
+
+    def __init__(self, s, dropout):
+        super().__init__()
+        c, self.s = s.hidden, s
+        init = tf.keras.initializers.RandomNormal(stddev=0.02)
+        eps = 1e-5 if s.decoder else 1e-12
+        self.wte = L.Embedding(s.vocab, c, embeddings_initializer=init)
+        self.wpe = L.Embedding(s.positions, c, embeddings_initializer=init)
+        self.drop = L.Dropout(dropout)
+        dense = lambda n: L.Dense(n, kernel_initializer=init)  # noqa: E731
+        self.blocks = [dict(
+            attn=L.MultiHeadAttention(s.heads, c // s.heads, dropout=dropout,
+                                      kernel_initializer=init),
+            attn_drop=L.Dropout(dropout), fc=dense(s.ffn), proj=dense(c),
+            mlp_drop=L.Dropout(dropout), ln_1=L.LayerNormalization(epsilon=eps),
+            ln_2=L.LayerNormalization(epsilon=eps)) for _ in range(s.layers)]
+        self.ln_f = L.LayerNormalization(epsilon=eps)  # GPT-2's final one, BERT's embeddings'
+        if not s.decoder:
+            self.transform = dense(c)
+            self.transform_ln = L.LayerNormalization(epsilon=eps)
+            self.decoder_bias = self.add_weight(shape=(s.vocab,), initializer="zeros",
+                                                name="decoder_bias")
+
+    def call(self, ids, training=False):
+        s = self.s
+        gelu = lambda x: tf.nn.gelu(x, approximate=s.decoder)  # noqa: E731
+        x = self.wte(ids) + self.wpe(tf.range(tf.shape(ids)[1]))
+        if not s.decoder:
+            x = self.ln_f(x)
+        x = self.drop(x, training=training)
+        for b in self.blocks:
+            def attention(h):
+                a = b["attn"](h, h, h, use_causal_mask=s.decoder, training=training)
+                return b["attn_drop"](a, training=training)
+
+            def mlp(h):
+                return b["mlp_drop"](b["proj"](gelu(b["fc"](h))), training=training)
+            if s.decoder:
+                x = x + attention(b["ln_1"](x))
+                x = x + mlp(b["ln_2"](x))
+            else:
+                x = b["ln_1"](x + attention(x))
+                x = b["ln_2"](x + mlp(x))
+        if s.decoder:
+            return tf.matmul(self.ln_f(x), self.wte.embeddings, transpose_b=True)
+        h = self.transform_ln(gelu(self.transform(x)))
+        return tf.matmul(h, self.wte.embeddings, transpose_b=True) + self.decoder_bias
+
+
+def transformer(name, batch, seq, g):
+    """(model, ids, targets, loss): random tokens and targets, one a position, resident."""
+    s = SHAPES[name]
+    model = TransformerLM(s, DROPOUT)
+    ids = g.uniform((batch, seq), 0, s.vocab, dtype=tf.int32)
+    model(ids[:1])  # creates the weights
+    ce = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return model, ids, g.uniform((batch, seq), 0, s.vocab, dtype=tf.int32), ce
+
+
+def make(name, batch, seq=None):
     """(model, input, target, loss) for one network; data random and resident."""
     g = tf.random.Generator.from_seed(42)
     ce = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if name in SHAPES:
+        return transformer(name, batch, seq or default_sequence(name), g)
 
     def labels(shape, classes):
         return g.uniform(shape, 0, classes, dtype=tf.int32)
@@ -144,20 +212,22 @@ def make(name, batch):
     return build(), g.normal((batch, h, h, c)), labels((batch,), classes), ce
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("network", choices=sorted(OPTIMIZERS))
-    ap.add_argument("--batch", type=int, required=True)
-    ap.add_argument("--threads", type=int, required=True)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--iterations", type=int, default=6)
-    a = ap.parse_args()
-    tf.config.threading.set_intra_op_parallelism_threads(a.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+def optimizer(name):
+    """(Keras optimizer, weight decay added to the gradients, clip norm) as dlhost trains the
+    network: SGD (paper networks) or AdamW (Transformers; its decay is decoupled, inside)."""
+    if name in SHAPES:
+        lr, (beta1, beta2), eps, wd = adamw(name)
+        return tf.keras.optimizers.AdamW(learning_rate=lr, weight_decay=wd, beta_1=beta1,
+                                         beta_2=beta2, epsilon=eps), 0, 0
+    lr, momentum, wd, clip = OPTIMIZERS[name]
+    return tf.keras.optimizers.SGD(learning_rate=float(lr), momentum=float(momentum)), wd, clip
+
+
+def train(name, batch, seq, warmup, iterations):
+    """Times `iterations` steps after `warmup`; (ms per step, losses, parameter count)."""
     tf.random.set_seed(42)
-    model, x, target, loss_fn = make(a.network, a.batch)
-    lr, momentum, wd, clip = OPTIMIZERS[a.network]
-    opt = tf.keras.optimizers.SGD(learning_rate=float(lr), momentum=float(momentum))
+    model, x, target, loss_fn = make(name, batch, seq)
+    opt, wd, clip = optimizer(name)
     variables = model.trainable_variables
 
     @tf.function
@@ -173,20 +243,20 @@ def main():
         return loss
 
     times, losses = [], []
-    for i in range(a.warmup + a.iterations):
+    for i in range(warmup + iterations):
         t0 = time.perf_counter()
         loss = step().numpy()  # .numpy() waits for the step
         t1 = time.perf_counter()
         losses.append(float(loss))
-        if i >= a.warmup:
+        if i >= warmup:
             times.append((t1 - t0) * 1e3)
-    print(json.dumps({
-        "tool": "tensorflow " + tf.__version__, "network": a.network, "batch": a.batch,
-        "threads": a.threads, "step_ms_median": statistics.median(times), "step_ms": times,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "params": int(sum(tf.size(v) for v in variables)), "loss_first": losses[0],
-        "loss_last": losses[-1], "python": sys.version.split()[0]}))
+    return times, losses, int(sum(tf.size(v) for v in variables))
+
+
+def set_threads(threads):
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
 
 
 if __name__ == "__main__":
-    main()
+    peer_main.main("tensorflow " + tf.__version__, set_threads, train)

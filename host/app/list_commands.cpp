@@ -225,6 +225,12 @@ int cmd_networks(const std::vector<NetworkRef>& networks, bool as_json, bool des
                           {"momentum", o->momentum},
                           {"weight_decay", o->weight_decay},
                           {"clip_norm", o->clip_norm}};
+    // AdamW's own settings, so that bench/'s peers train with the same optimizer (issue 33).
+    if (whole.kind == DLHOST_OPTIMIZER_ADAMW) {
+      j["optimizer"]["beta1"] = whole.beta1;
+      j["optimizer"]["beta2"] = whole.beta2;
+      j["optimizer"]["epsilon"] = whole.epsilon;
+    }
     j["description"] = n.info->description ? n.info->description : "";
     out.push_back(j);
   }
