@@ -42,6 +42,18 @@ cudnnMathType_t math_type(const Settings& s) {
   return s.precision == Precision::kTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 }
 
+void gemm(Model& m, const GemmShape& s, float alpha, RowMajor a, RowMajor b, float beta, float* c,
+          int64_t ldc, int64_t stride_c, const char* what) {
+  check_cublas(
+      cublasGemmStridedBatchedEx(
+          m.cublas(), s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+          static_cast<int>(s.cols), static_cast<int>(s.rows), static_cast<int>(s.inner), &alpha,
+          b.data, CUDA_R_32F, static_cast<int>(b.ld), b.stride, a.data, CUDA_R_32F,
+          static_cast<int>(a.ld), a.stride, &beta, c, CUDA_R_32F, static_cast<int>(ldc), stride_c,
+          static_cast<int>(s.batch), m.gemm_compute(), CUBLAS_GEMM_DEFAULT),
+      std::string("cublasGemmStridedBatchedEx (") + what + ")");
+}
+
 BackwardBuilder unary_backward(Model& m, Tensor& in, Tensor& out, UnaryBackward call) {
   return [&m, &in, &out, call = std::move(call)] {
     if (in.grad == nullptr) return;
@@ -82,6 +94,16 @@ BackwardBuilder lower_node(Model& m, const dlhost_graph& graph, uint32_t index) 
       return lower_lstm(m, node);
     case DLHOST_OP_GLOBAL_AVG_POOL:
       return lower_global_avg_pool(m, node);
+    case DLHOST_OP_LAYER_NORM:
+      return lower_layer_norm(m, node);
+    case DLHOST_OP_GELU:
+      return lower_gelu(m, node);
+    case DLHOST_OP_ATTENTION:
+      return lower_attention(m, node, index);
+    case DLHOST_OP_POSITION_EMBEDDING:
+      return lower_position_embedding(m, node);
+    case DLHOST_OP_TIED_FC:
+      return lower_tied_fc(m, node);
     default:
       node_unimplemented(node, "op " + std::to_string(node.op) + " is not implemented");
   }
