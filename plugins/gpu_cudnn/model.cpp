@@ -54,7 +54,7 @@ Settings read_settings(const sdk::Options& options, Settings s) {
   }
   if (options.get("loss_scale")) {
     const double scale = options.get_double("loss_scale", 0.0);
-    if (!(scale >= 0.0 && scale <= 1e30))
+    if (!(scale >= 0.0 && scale <= 3.0e38))
       sdk::invalid("gpu_cudnn: option loss_scale=" + *options.get("loss_scale") +
                    ": expected a number >= 0 (0: dynamic)");
     s.loss_scale = static_cast<float>(scale);
