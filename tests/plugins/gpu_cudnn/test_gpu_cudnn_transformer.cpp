@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -288,6 +289,9 @@ const OpCase kOpCases[] = {
      [](GraphBuilder& b, int32_t x) { return b.position_embedding("op", x, positions(9)); }},
 };
 
+// Printed by name, so that ctest's names are readable and the same in every build.
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
 class GpuTransformerOp : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(GpuTransformerOp, ForwardAndGradientsMatchTheReference) {
@@ -357,6 +361,8 @@ struct MiniCase {
 const MiniCase kMiniCases[] = {{"gpt", true, 0.0f, DLHOST_GELU_TANH},
                                {"gpt_dropout", true, 0.1f, DLHOST_GELU_TANH},
                                {"bert_dropout", false, 0.1f, DLHOST_GELU_ERF}};
+
+void PrintTo(const MiniCase& c, std::ostream* os) { *os << c.name; }
 
 class GpuMiniTransformer : public ::testing::TestWithParam<MiniCase> {
  protected:
