@@ -224,8 +224,8 @@ __global__ void pass_gradient_kernel(int64_t n, const float* dy, float* dx, floa
 __global__ void init_update_state_kernel(UpdateState* st, float loss_scale) {
   st->factor = 1.0f;
   st->skip = 0;
-  st->bias1 = 1.0f;
-  st->bias2 = 1.0f;
+  st->bias1 = 1.0;
+  st->bias2 = 1.0;
   st->loss_scale = loss_scale;
   st->good_steps = 0;
   st->t = 0;
@@ -260,8 +260,8 @@ __global__ void prepare_update_kernel(const double* partials, UpdateRule rule, U
   if (skip == 0) {
     st->t += 1;
     const double t = static_cast<double>(st->t);
-    st->bias1 = static_cast<float>(1.0 - pow(static_cast<double>(rule.beta1), t));
-    st->bias2 = static_cast<float>(1.0 - pow(static_cast<double>(rule.beta2), t));
+    st->bias1 = 1.0 - pow(static_cast<double>(rule.beta1), t);
+    st->bias2 = 1.0 - pow(static_cast<double>(rule.beta2), t);
   }
 }
 

@@ -68,9 +68,9 @@ void position_embedding_backward(int64_t batch, int64_t per_sample, int64_t tabl
 struct UpdateState {
   float factor;
   int32_t skip;
-  float bias1, bias2;
-  float loss_scale;    // what the backward's loss gradient is seeded with (1 without scaling)
-  int32_t good_steps;  // finite steps since the scale last changed (dynamic scaling)
+  double bias1, bias2;  // in double, as cpu_reference computes them
+  float loss_scale;     // what the backward's loss gradient is seeded with (1 without scaling)
+  int32_t good_steps;   // finite steps since the scale last changed (dynamic scaling)
   int64_t t;
 };
 
