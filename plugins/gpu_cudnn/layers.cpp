@@ -44,14 +44,12 @@ cudnnMathType_t math_type(const Settings& s) {
 
 void gemm(Model& m, const GemmShape& s, float alpha, RowMajor a, RowMajor b, float beta, float* c,
           int64_t ldc, int64_t stride_c, const char* what) {
-  check_cublas(
-      cublasGemmStridedBatchedEx(
-          m.cublas(), s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-          static_cast<int>(s.cols), static_cast<int>(s.rows), static_cast<int>(s.inner), &alpha,
-          b.data, CUDA_R_32F, static_cast<int>(b.ld), b.stride, a.data, CUDA_R_32F,
-          static_cast<int>(a.ld), a.stride, &beta, c, CUDA_R_32F, static_cast<int>(ldc), stride_c,
-          static_cast<int>(s.batch), m.gemm_compute(), CUBLAS_GEMM_DEFAULT),
-      std::string("cublasGemmStridedBatchedEx (") + what + ")");
+  const CublasGemm g = cublas_gemm(s, a, b, c, ldc, stride_c);
+  check_cublas(cublasGemmStridedBatchedEx(m.cublas(), g.op_a, g.op_b, g.m, g.n, g.k, &alpha, g.a,
+                                          CUDA_R_32F, g.lda, g.stride_a, g.b, CUDA_R_32F, g.ldb,
+                                          g.stride_b, &beta, g.c, CUDA_R_32F, g.ldc, g.stride_c,
+                                          g.batch, m.gemm_compute(), CUBLAS_GEMM_DEFAULT),
+               std::string("cublasGemmStridedBatchedEx (") + what + ")");
 }
 
 BackwardBuilder unary_backward(Model& m, Tensor& in, Tensor& out, UnaryBackward call) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "dlhost/graph_access.hpp"
+#include "gemm_rows.h"
 #include "model.h"
 
 namespace dlhost::gpu_cudnn {
@@ -59,21 +60,9 @@ void set_nchw(cudnnTensorDescriptor_t d, const Tensor& t);
 // cuDNN's math type for the case's precision: FMA only for strict fp32 (no TF32).
 cudnnMathType_t math_type(const Settings& s);
 
-// One row-major matrix operand of gemm: `ld` elements between rows, `stride` between the
-// matrices of a batch.
-struct RowMajor {
-  const float* data;
-  int64_t ld;
-  int64_t stride = 0;
-};
-// cpu_reference's gemm convention on cuBLAS, `batch` times: row-major C (rows x cols, ldc) =
-// alpha op(A) op(B) + beta C, op(X) = X^T when trans_x, `inner` the shared dimension. cuBLAS is
-// column-major, where a row-major X is X^T: so this computes C^T = op(B)^T op(A)^T, B first.
-// Products in the case's precision (Model::gemm_compute), accumulation in fp32.
-struct GemmShape {
-  bool trans_a = false, trans_b = false;
-  int64_t rows = 0, cols = 0, inner = 0, batch = 1;
-};
+// cpu_reference's gemm convention on cuBLAS (gemm_rows.h): row-major C (rows x cols, ldc) =
+// alpha op(A) op(B) + beta C, `batch` times, products in the case's precision
+// (Model::gemm_compute), accumulation in fp32.
 void gemm(Model& m, const GemmShape& s, float alpha, RowMajor a, RowMajor b, float beta, float* c,
           int64_t ldc, int64_t stride_c, const char* what);
 

@@ -4,7 +4,9 @@
 // GELU, attention's masked softmax with the dropout mask (between naive products standing in for
 // cuBLAS), learned positions, AdamW, SGD, clipping and fp16's loss scaling. Rows longer than a
 // block, more rows than the chunks of a reduction, beta 0 and 1. What this cannot check is the
-// device itself and the cuBLAS calls around these kernels: test_gpu_cudnn does on a GPU.
+// device itself and cuBLAS; but the arguments gpu_cudnn gives cublasGemmStridedBatchedEx for a
+// row-major product (gemm_rows.h) are checked here against cuBLAS's documented column-major
+// product, for every transpose pair and the attention's head-slice strides.
 #include "cuda_emulation.h"  // first: it defines CUDA's keywords for the source below
 
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "gemm_rows.h"                       // gpu_cudnn's row-major GEMM on cuBLAS's arguments
 #include "kernels_transformer_emulated.inc"  // kernels_transformer.cu, launches rewritten
 #include "ops_transformer.h"                 // cpu_reference's
 
@@ -193,6 +196,80 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedAttention,
                          ::testing::Values(Dims{2, 7, 3, 4, true, 0.0f},
                                            Dims{2, 7, 2, 5, false, 0.25f},
                                            Dims{1, 259, 1, 3, true, 0.1f}));
+
+// --- the GEMM mapping ----------------------------------------------------------------------------
+
+// cuBLAS's product as documented, column-major, strided batches: C = alpha op(A) op(B) + beta C,
+// C not read when beta is 0; and its rules on the leading dimensions.
+void column_major(const gpu::CublasGemm& g, float alpha, float beta) {
+  ASSERT_GE(g.lda, g.op_a == CUBLAS_OP_N ? g.m : g.k);
+  ASSERT_GE(g.ldb, g.op_b == CUBLAS_OP_N ? g.k : g.n);
+  ASSERT_GE(g.ldc, g.m);
+  for (int p = 0; p < g.batch; ++p) {
+    const float* a = g.a + p * g.stride_a;
+    const float* b = g.b + p * g.stride_b;
+    float* c = g.c + p * g.stride_c;
+    for (int j = 0; j < g.n; ++j)
+      for (int i = 0; i < g.m; ++i) {
+        double sum = 0;
+        for (int l = 0; l < g.k; ++l)
+          sum += static_cast<double>(g.op_a == CUBLAS_OP_N ? a[i + l * g.lda] : a[l + i * g.lda]) *
+                 (g.op_b == CUBLAS_OP_N ? b[l + j * g.ldb] : b[j + l * g.ldb]);
+        float& out = c[i + j * g.ldc];
+        out = static_cast<float>(alpha * sum + (beta == 0.0f ? 0.0 : beta * out));
+      }
+  }
+}
+
+struct GemmCase {
+  bool ta, tb;
+  int64_t rows, cols, inner, batch, lda, stride_a, ldb, stride_b, ldc, stride_c;
+};
+
+void PrintTo(const GemmCase& g, std::ostream* os) {
+  *os << (g.ta ? "T" : "N") << (g.tb ? "T" : "N") << "_" << g.rows << "x" << g.cols << "x"
+      << g.inner << "_batch" << g.batch << "_ld" << g.lda << "_" << g.ldb << "_" << g.ldc;
+}
+
+class GemmMapping : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(GemmMapping, ComputesTheRowMajorProduct) {
+  const GemmCase g = GetParam();
+  const int64_t a_rows = g.ta ? g.inner : g.rows, b_rows = g.tb ? g.cols : g.inner;
+  const std::vector<float> a = uniform(g.stride_a * (g.batch - 1) + a_rows * g.lda, 50),
+                           b = uniform(g.stride_b * (g.batch - 1) + b_rows * g.ldb, 51);
+  const std::vector<float> c0 = uniform(g.stride_c * (g.batch - 1) + g.rows * g.ldc, 52);
+  for (float beta : {0.0f, 1.0f}) {
+    std::vector<float> want = c0, got = c0;
+    for (int64_t p = 0; p < g.batch; ++p) {
+      float* c = &want[p * g.stride_c];
+      for (int64_t i = 0; i < g.rows; ++i)
+        for (int64_t j = 0; j < g.cols; ++j) c[i * g.ldc + j] *= beta;
+      product(g.ta, g.tb, g.rows, g.cols, g.inner, 0.5f, &a[p * g.stride_a], g.lda,
+              &b[p * g.stride_b], g.ldb, c, g.ldc);
+    }
+    column_major(gpu::cublas_gemm({g.ta, g.tb, g.rows, g.cols, g.inner, g.batch},
+                                  {a.data(), g.lda, g.stride_a}, {b.data(), g.ldb, g.stride_b},
+                                  got.data(), g.ldc, g.stride_c),
+                 0.5f, beta);
+    expect_close(got, want, 1e-6, beta == 0.0f ? "C (beta 0)" : "C (beta 1)");
+  }
+}
+
+// Every transpose pair with padded rows and batches apart; then the attention's products as
+// layers_transformer.cpp issues them for one sample (T 5, 4 heads of d 3, C 12): head slices of
+// [T, C] rows d columns apart, T x T squares T*T apart.
+INSTANTIATE_TEST_SUITE_P(
+    Cases, GemmMapping,
+    ::testing::Values(GemmCase{false, false, 5, 4, 3, 3, 5, 40, 6, 30, 7, 50},
+                      GemmCase{false, true, 5, 4, 3, 3, 5, 40, 5, 30, 7, 50},
+                      GemmCase{true, false, 5, 4, 3, 3, 7, 30, 6, 30, 7, 50},
+                      GemmCase{true, true, 5, 4, 3, 3, 7, 30, 5, 30, 7, 50},
+                      GemmCase{false, true, 5, 5, 3, 4, 12, 3, 12, 3, 5, 25},   // S = Q K^T
+                      GemmCase{false, false, 5, 3, 5, 4, 5, 25, 12, 3, 12, 3},  // O = P V
+                      GemmCase{true, false, 5, 3, 5, 4, 5, 25, 12, 3, 12, 3},   // dV, dK
+                      GemmCase{false, true, 6, 4, 3, 1, 3, 0, 3, 0, 4, 0},      // fc forward
+                      GemmCase{true, false, 4, 3, 6, 1, 4, 0, 3, 0, 3, 0}));    // fc dW
 
 // --- positions -----------------------------------------------------------------------------------
 
