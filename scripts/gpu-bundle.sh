@@ -2,7 +2,8 @@
 # gpu-bundle.sh — packs everything scripts/gpu-check.sh needs on the lent GPU machine into one
 # self-contained folder small enough to carry (the device tool carries at most 64 MiB):
 #   bin/      dlhost, test_gpu_cudnn and (where NCCL was found) test_comm_nccl;
-#   plugins/  gpu_cudnn, cpu_reference, networks_paper and comm_nccl: the only plugins the check
+#   plugins/  gpu_cudnn, cpu_reference, networks_paper, networks_transformer and comm_nccl: the
+#             only plugins the check
 #             may use (suites/gpu_check.yaml names nothing else; the rehearsal proves it);
 #   lib/      every shared library those need that the GPU machine lacks, found with ldd. Left
 #             out: the C runtime (libc, libm, ...: the machine has a newer one) and the CUDA
@@ -29,7 +30,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/plugins" "$OUT/lib" "$OUT/scripts" "$OUT/suites" \
   "$OUT/tests/plugins/comm_nccl" "$OUT/bench/peers"
 cp "$BUILD/host/dlhost" "$BUILD/tests/gpu/test_gpu_cudnn" "$OUT/bin/"
-for p in gpu_cudnn cpu_reference networks_paper; do
+for p in gpu_cudnn cpu_reference networks_paper networks_transformer; do
   cp "$BUILD/plugins/libdlhost_$p.so" "$OUT/plugins/"
 done
 # comm_nccl and its unit test, where NCCL was found (gpu-check.sh says so when they are absent).

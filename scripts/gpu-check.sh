@@ -3,7 +3,7 @@
 # comm_nccl on their first contact with a GPU, from a bundle made here by scripts/gpu-bundle.sh
 # (the bundle carries this script; run it from there: .gpu-bundle/scripts/gpu-check.sh).
 #
-# One total deadline (DEADLINE, default 480 s, well under the 600 s a device command may run);
+# One total deadline (DEADLINE, default 540 s, under the 600 s a device command may run);
 # the phases run cheapest and most informative first, each cut at its own cap or at what is
 # left of the deadline, whichever comes first, and a phase the deadline leaves no time for is
 # reported as such:
@@ -13,9 +13,14 @@
 #   suite       suites/gpu_check.yaml parses with only the bundle's plugins; its cases split
 #               into control / single / nccl (nothing to do: a clear line, and a failure)
 #   unit        test_gpu_cudnn and test_comm_nccl (their device tests skip without a device)
-#   conform     `dlhost conform --backend gpu_cudnn` against cpu_reference            [GPU]
+#   conform     `dlhost conform --backend gpu_cudnn` against cpu_reference (every op, the
+#               networks under 20M parameters, gpt2_tiny and bert_tiny with AdamW among them)  [GPU]
+#   conform_bf16, conform_fp16  the same for the cuBLAS ops (fc and the Transformer's) and the
+#               tiny Transformers in bf16 and fp16 (dynamic loss scale), tolerances per mode [GPU]
 #   control     the cpu_reference case: the host's own path on this machine
 #   single      the single-GPU cases, one process each                                 [GPU]
+#   transformer gpt2_tiny and bert_tiny in fp32/bf16/fp16, GPT-2 small (1024 tokens) and
+#               BERT-base at realistic mini-batches: every case trains (loss down)      [GPU]
 #   comm-bench  `dlhost comm-bench --comm nccl` on device buffers, world size 1        [GPU]
 #   nccl        data parallel over NCCL (1/2/4 ranks; more than the GPUs: SKIPPED) and
 #               gradient buckets vs no comm (losses agree)                             [GPU]
@@ -86,7 +91,7 @@ rehearse() {
     control.txt control.jsonl drill.txt drill_torch.txt; do
     echo "$listed" | grep -qx "\(\./\)\?$f" || bad="$bad; $f missing from the archive"
   done
-  for phase in conform single comm-bench nccl torch; do
+  for phase in conform conform_bf16 conform_fp16 single transformer comm-bench nccl torch; do
     grep -q "^=== $phase: SKIPPED: no device: " "$tmp/check.txt" || bad="$bad; $phase did not skip for no device"
   done
   grep -q "^=== drill: CUT" "$tmp/check.txt" || bad="$bad; the drill phase was not cut"
@@ -119,7 +124,7 @@ else
 fi
 cd "$BUNDLE" || exit 1
 OUT="${OUT:-$PWD/gpu-check-out}"
-DEADLINE="${DEADLINE:-480}"
+DEADLINE="${DEADLINE:-540}"
 PY="${PYTHON:-python3}"
 START=$(date +%s)
 END=$((START + DEADLINE))
@@ -220,7 +225,7 @@ bundle = os.path.realpath(sys.argv[2])
 bad = [p for p in doc["plugins"] if os.path.dirname(os.path.realpath(p["path"])) != bundle]
 for p in bad: print(f"PROBLEM: {p['name']} was loaded from {p['path']}, outside the bundle")
 names = {p["name"] for p in doc["plugins"]}
-for need in ("gpu_cudnn", "cpu_reference", "networks_paper"):
+for need in ("gpu_cudnn", "cpu_reference", "networks_paper", "networks_transformer"):
     if need not in names: bad.append(need); print(f"PROBLEM: {need} did not load (see 'refused')")
 sys.exit(1 if bad else 0)
 PY
@@ -232,7 +237,8 @@ suite() {
   "$PY" - "$WORK/suite.dry" "$WORK" << 'PY'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
-lists = {"control": [], "single": [], "nccl": []}
+lists = {"control": [], "single": [], "nccl": [], "transformer": []}
+transformers = {"gpt2", "gpt2_tiny", "bert_base", "bert_tiny"}
 for i, line in enumerate(lines[:-1]):
     if line.startswith(" ") or not lines[i + 1].startswith("    {"):
         continue
@@ -242,13 +248,15 @@ for i, line in enumerate(lines[:-1]):
     # bucket_mb 4 marks the buckets-vs-none trio, its comm: none baseline included.
     elif p["comm"] == "nccl" or p["bucket_mb"] == 4:
         lists["nccl"].append(line)
+    elif p["network"] in transformers:
+        lists["transformer"].append(line)
     else:
         lists["single"].append(line)
 for k, v in lists.items():
     open(f"{sys.argv[2]}/{k}.ids", "w").write("".join(x + "\n" for x in v))
     print(f"{k}: {len(v)} case(s)")
-if not lists["single"] or not lists["control"]:
-    print("gpu_check.yaml holds no single-GPU or no control case: nothing to do"); sys.exit(1)
+if not lists["single"] or not lists["control"] or not lists["transformer"]:
+    print("gpu_check.yaml holds no single-GPU, transformer or control case: nothing to do"); sys.exit(1)
 PY
 }
 
@@ -357,8 +365,15 @@ TAIL_LINES=4 phase unit_gpu_cudnn 90 - unit_gpu_cudnn
 TAIL_LINES=4 phase unit_comm_nccl 90 - unit_comm_nccl
 phase conform 90 GPU "$DLHOST" conform --backend gpu_cudnn --reference cpu_reference \
   --json "$WORK/conform.json"
+# bf16 and fp16 reach the cuBLAS products only (convolutions and the LSTM refuse them).
+for mode in bf16 fp16; do
+  phase conform_$mode 45 GPU "$DLHOST" conform --backend gpu_cudnn --reference cpu_reference \
+    --precision $mode --ops fc,layer_norm,gelu,attention,position_embedding,tied_fc \
+    --networks gpt2_tiny,bert_tiny --json "$WORK/conform_$mode.json"
+done
 phase control 60 - cases_phase control
 phase single 180 GPU cases_phase single
+phase transformer 150 GPU cases_phase transformer
 phase comm-bench 60 GPU comm_bench
 phase nccl 150 GPU cases_phase nccl
 if [ "${DLHOST_CHECK_DRILL:-0}" = 1 ]; then

@@ -2,6 +2,7 @@
 // not a library call).
 #include <cfloat>
 
+#include "dropout_mask.cuh"
 #include "kernels.h"
 
 namespace dlhost::gpu_cudnn {
@@ -48,11 +49,6 @@ __global__ void finish_sum_kernel(const double* partials, double factor, float* 
   if (threadIdx.x == 0) *out = static_cast<float>(total * factor);
 }
 
-__global__ void finish_clip_kernel(const double* partials, float clip, float* scale) {
-  const double norm = sqrt(partials_total(partials));
-  if (threadIdx.x == 0) *scale = norm > clip ? static_cast<float>(clip / norm) : 1.0f;
-}
-
 struct SquaredDiff {
   const float* x;
   const float* t;
@@ -68,20 +64,6 @@ struct NegLogProbAtLabel {
   int64_t classes;
   __device__ double operator()(int64_t p) const { return -logp[p * classes + labels[p]]; }
 };
-
-__global__ void sgd_kernel(int64_t n, float lr, float momentum, float weight_decay,
-                           const float* scale, const float* grad, float* value, float* velocity) {
-  const float s = scale != nullptr ? *scale : 1.0f;
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n;
-       i += int64_t{kThreads} * gridDim.x) {
-    float g = s * grad[i] + weight_decay * value[i];
-    if (velocity != nullptr) {
-      g = momentum * velocity[i] + g;
-      velocity[i] = g;
-    }
-    value[i] -= lr * g;
-  }
-}
 
 __global__ void xent_backward_kernel(int64_t positions, int64_t classes, const float* logp,
                                      const int32_t* labels, const float* dloss, float* dx,
@@ -105,22 +87,6 @@ __global__ void mse_backward_kernel(int64_t n, const float* x, const float* t, c
     if (dx != nullptr) dx[i] = (beta_x != 0.0f ? dx[i] : 0.0f) + g;
     if (dt != nullptr) dt[i] = (beta_t != 0.0f ? dt[i] : 0.0f) - g;
   }
-}
-
-// The device twin of dlhost_dropout_keep (dlhost_graph.h), which is a host-only function: the
-// same splitmix64 chain over (seed, node, step, index), so the masks match every other backend.
-// `base` is the part that depends on (seed, node, step) alone.
-__host__ __device__ uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-__host__ __device__ uint64_t keep_base(uint64_t seed, uint32_t node, uint64_t step) {
-  return mix64(mix64(seed ^ (static_cast<uint64_t>(node) << 32)) ^ step);
-}
-__host__ __device__ bool keep(uint64_t base, uint64_t index, float p) {
-  return static_cast<float>(mix64(base ^ index) >> 40) * (1.0f / 16777216.0f) >= p;
 }
 
 __global__ void dropout_kernel(int64_t n, uint64_t seed, uint32_t node, uint64_t step, float p,
@@ -228,16 +194,6 @@ void sum_squares(int64_t n, const float* x, const float* t, double* partials, cu
 
 void finish_sum(const double* partials, double factor, float* out, cudaStream_t stream) {
   finish_sum_kernel<<<1, kThreads, 0, stream>>>(partials, factor, out);
-}
-
-void finish_clip(const double* partials, float clip, float* scale, cudaStream_t stream) {
-  finish_clip_kernel<<<1, kThreads, 0, stream>>>(partials, clip, scale);
-}
-
-void sgd_update(int64_t n, float lr, float momentum, float weight_decay, const float* scale,
-                const float* grad, float* value, float* velocity, cudaStream_t stream) {
-  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, lr, momentum, weight_decay, scale, grad,
-                                                     value, velocity);
 }
 
 void xent_loss(int64_t positions, int64_t classes, const float* logp, const int32_t* labels,

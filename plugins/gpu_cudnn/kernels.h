@@ -1,5 +1,6 @@
-// kernels.h — the few CUDA kernels of gpu_cudnn, for what neither cuDNN nor cuBLAS has: the SGD
-// update with momentum, weight decay and clipping by the global norm; the losses; embedding;
+// kernels.h — the few CUDA kernels of gpu_cudnn, for what neither cuDNN nor cuBLAS has: the sum
+// of squares behind the losses and the clipping norm (the update itself is in
+// kernels_transformer.h); the losses; embedding;
 // dropout with the ABI's mask (dlhost_dropout_keep); pooling in Caffe's ceil mode, whose
 // clipped last window cuDNN cannot express.
 //
@@ -23,14 +24,6 @@ constexpr int kReduceBlocks = 256;
 void sum_squares(int64_t n, const float* x, const float* t, double* partials, cudaStream_t stream);
 // *out = sum(partials) * factor.
 void finish_sum(const double* partials, double factor, float* out, cudaStream_t stream);
-// *scale = min(1, clip / sqrt(sum(partials))): the factor clipping applies to every gradient.
-void finish_clip(const double* partials, float clip, float* scale, cudaStream_t stream);
-
-// g' = scale * g + weight_decay * w; v = momentum * v + g'; w -= lr * v (v = g' when velocity is
-// null). `scale` is a device scalar (null: 1).
-void sgd_update(int64_t n, float lr, float momentum, float weight_decay, const float* scale,
-                const float* grad, float* value, float* velocity, cudaStream_t stream);
-
 // Softmax cross-entropy over log-probabilities (cuDNN's log-softmax): *loss = -mean logp[label].
 void xent_loss(int64_t positions, int64_t classes, const float* logp, const int32_t* labels,
                double* partials, float* loss, cudaStream_t stream);

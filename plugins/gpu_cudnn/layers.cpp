@@ -42,6 +42,16 @@ cudnnMathType_t math_type(const Settings& s) {
   return s.precision == Precision::kTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 }
 
+void gemm(Model& m, const GemmShape& s, float alpha, RowMajor a, RowMajor b, float beta, float* c,
+          int64_t ldc, int64_t stride_c, const char* what) {
+  const CublasGemm g = cublas_gemm(s, a, b, c, ldc, stride_c);
+  check_cublas(cublasGemmStridedBatchedEx(m.cublas(), g.op_a, g.op_b, g.m, g.n, g.k, &alpha, g.a,
+                                          CUDA_R_32F, g.lda, g.stride_a, g.b, CUDA_R_32F, g.ldb,
+                                          g.stride_b, &beta, g.c, CUDA_R_32F, g.ldc, g.stride_c,
+                                          g.batch, m.gemm_compute(), CUBLAS_GEMM_DEFAULT),
+               std::string("cublasGemmStridedBatchedEx (") + what + ")");
+}
+
 BackwardBuilder unary_backward(Model& m, Tensor& in, Tensor& out, UnaryBackward call) {
   return [&m, &in, &out, call = std::move(call)] {
     if (in.grad == nullptr) return;
@@ -82,6 +92,16 @@ BackwardBuilder lower_node(Model& m, const dlhost_graph& graph, uint32_t index) 
       return lower_lstm(m, node);
     case DLHOST_OP_GLOBAL_AVG_POOL:
       return lower_global_avg_pool(m, node);
+    case DLHOST_OP_LAYER_NORM:
+      return lower_layer_norm(m, node);
+    case DLHOST_OP_GELU:
+      return lower_gelu(m, node);
+    case DLHOST_OP_ATTENTION:
+      return lower_attention(m, node, index);
+    case DLHOST_OP_POSITION_EMBEDDING:
+      return lower_position_embedding(m, node);
+    case DLHOST_OP_TIED_FC:
+      return lower_tied_fc(m, node);
     default:
       node_unimplemented(node, "op " + std::to_string(node.op) + " is not implemented");
   }

@@ -1,7 +1,8 @@
 // layers.h — what the layer files of gpu_cudnn share: checked access to a node's inputs and
-// attributes, RAII over cuDNN descriptors (a layer's descriptors live in a struct its step
-// closures share), and the lowering function of each op (layers_spatial.cpp, layers_dense.cpp,
-// layers_lstm.cpp). Each lower_* appends forward steps and returns the backward builder.
+// attributes, the row-major GEMM of every cuBLAS product, RAII over cuDNN descriptors (a layer's
+// descriptors live in a struct its step closures share), and the lowering function of each op
+// (layers_spatial.cpp, layers_dense.cpp, layers_lstm.cpp). Each lower_* appends forward steps and
+// returns the backward builder.
 #ifndef DLHOST_GPU_CUDNN_LAYERS_H
 #define DLHOST_GPU_CUDNN_LAYERS_H
 
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "dlhost/graph_access.hpp"
+#include "gemm_rows.h"
 #include "model.h"
 
 namespace dlhost::gpu_cudnn {
@@ -58,6 +60,12 @@ void set_nchw(cudnnTensorDescriptor_t d, const Tensor& t);
 // cuDNN's math type for the case's precision: FMA only for strict fp32 (no TF32).
 cudnnMathType_t math_type(const Settings& s);
 
+// cpu_reference's gemm convention on cuBLAS (gemm_rows.h): row-major C (rows x cols, ldc) =
+// alpha op(A) op(B) + beta C, `batch` times, products in the case's precision
+// (Model::gemm_compute), accumulation in fp32.
+void gemm(Model& m, const GemmShape& s, float alpha, RowMajor a, RowMajor b, float beta, float* c,
+          int64_t ldc, int64_t stride_c, const char* what);
+
 // The backward builder of an element-wise or windowed layer y = f(x) whose one call writes dx
 // scaled by `beta` (0 overwrites, 1 adds): nothing when x takes no gradient.
 using UnaryBackward =
@@ -71,12 +79,21 @@ BackwardBuilder lower_activation(Model& m, const dlhost_node& node);
 BackwardBuilder lower_lrn(Model& m, const dlhost_node& node);
 BackwardBuilder lower_batch_norm(Model& m, const dlhost_node& node);
 BackwardBuilder lower_fc(Model& m, const dlhost_node& node);
+// y [rows, n] = x [rows, k] w^T (+ b): fc's steps, shared with tied_fc (w the embedding's table).
+BackwardBuilder fc_layer(Model& m, Tensor& in, Tensor& out, int64_t rows, int64_t k, int64_t n,
+                         Param& w, Param* b);
 BackwardBuilder lower_add(Model& m, const dlhost_node& node);
 BackwardBuilder lower_dropout(Model& m, const dlhost_node& node, uint32_t index);
 BackwardBuilder lower_softmax_cross_entropy(Model& m, const dlhost_node& node);
 BackwardBuilder lower_mse_loss(Model& m, const dlhost_node& node);
 BackwardBuilder lower_embedding(Model& m, const dlhost_node& node);
 BackwardBuilder lower_lstm(Model& m, const dlhost_node& node);
+// ABI 1.4's Transformer ops (layers_transformer.cpp).
+BackwardBuilder lower_layer_norm(Model& m, const dlhost_node& node);
+BackwardBuilder lower_gelu(Model& m, const dlhost_node& node);
+BackwardBuilder lower_attention(Model& m, const dlhost_node& node, uint32_t index);
+BackwardBuilder lower_position_embedding(Model& m, const dlhost_node& node);
+BackwardBuilder lower_tied_fc(Model& m, const dlhost_node& node);
 
 }  // namespace dlhost::gpu_cudnn
 

@@ -1,5 +1,5 @@
-// layers_dense.cpp — fully connected layers on cuBLAS GEMM (row-major tensors read as the
-// column-major transposes cuBLAS sees), the residual add on cuBLAS, and the ops no library has,
+// layers_dense.cpp — fully connected layers on cuBLAS GEMM (layers.h's row-major gemm, in the
+// case's precision), the residual add on cuBLAS, and the ops no library has,
 // on the plugin's kernels: dropout, embedding, the softmax cross-entropy (cuDNN's log-softmax,
 // then the plugin's gather and mean) and MSE.
 #include "kernels.h"
@@ -11,6 +11,44 @@ namespace {
 int to_int(int64_t v) { return static_cast<int>(v); }
 
 }  // namespace
+
+BackwardBuilder fc_layer(Model& m, Tensor& in, Tensor& out, int64_t rows, int64_t k, int64_t n,
+                         Param& w, Param* b) {
+  m.need_ones(rows);
+  // Y [rows, n] = X [rows, k] W^T (W [n, k]); bias: Y^T += b 1^T.
+  m.add_forward(
+      [&m, rows, k, n, x = in.value, y = out.value, W = w.value, B = b ? b->value : nullptr] {
+        gemm(m, {false, true, rows, n, k}, 1.0f, {x, k}, {W, k}, 0.0f, y, n, 0, "fc forward");
+        if (B != nullptr) {
+          const float one = 1;
+          check_cublas(cublasSgemm(m.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, to_int(n), to_int(rows), 1,
+                                   &one, B, to_int(n), m.ones(), 1, &one, y, to_int(n)),
+                       "cublasSgemm (fc bias)");
+        }
+      });
+  return [&m, rows, k, n, &in, &out, &w, b] {
+    const float beta = in.grad != nullptr ? m.beta_for(in) : 0.0f;
+    // A tied table read by a later layer already has that layer's share (written first).
+    const float beta_w = w.grad_written ? 1.0f : 0.0f;
+    w.grad_written = true;
+    m.add_backward([&m, rows, k, n, beta, beta_w, x = in.value, dx = in.grad, dy = out.grad,
+                    W = w.value, dW = w.grad, dB = b ? b->grad : nullptr] {
+      // dW [n, k] = dY^T X.
+      gemm(m, {true, false, n, k, rows}, 1.0f, {dy, n}, {x, k}, beta_w, dW, k, 0,
+           "fc weight gradient");
+      if (dB != nullptr) {
+        const float one = 1, zero = 0;
+        check_cublas(cublasSgemv(m.cublas(), CUBLAS_OP_N, to_int(n), to_int(rows), &one, dy,
+                                 to_int(n), m.ones(), 1, &zero, dB, 1),
+                     "cublasSgemv (fc bias gradient)");
+      }
+      // dX [rows, k] = dY W.
+      if (dx != nullptr)
+        gemm(m, {false, false, rows, k, n}, 1.0f, {dy, n}, {W, k}, beta, dx, k, 0,
+             "fc input gradient");
+    });
+  };
+}
 
 BackwardBuilder lower_fc(Model& m, const dlhost_node& node) {
   expect_inputs(node, 1);
@@ -26,43 +64,8 @@ BackwardBuilder lower_fc(Model& m, const dlhost_node& node) {
   if (node.num_params != (a.has_bias ? 2 : 1) || m.param(node.params[0]).count != n * k ||
       out.count != rows * n)
     node_invalid(node, "fc shapes do not agree");
-  Param& w = m.param(node.params[0]);
-  Param* b = a.has_bias ? &m.param(node.params[1]) : nullptr;
-  m.need_ones(rows);
-  // Y^T (n x rows) = W (n x k) X^T (k x rows); bias: Y^T += b 1^T.
-  m.add_forward(
-      [&m, rows, k, n, x = in.value, y = out.value, W = w.value, B = b ? b->value : nullptr] {
-        const float one = 1, zero = 0;
-        check_cublas(cublasSgemm(m.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, to_int(n), to_int(rows),
-                                 to_int(k), &one, W, to_int(k), x, to_int(k), &zero, y, to_int(n)),
-                     "cublasSgemm (fc forward)");
-        if (B != nullptr)
-          check_cublas(cublasSgemm(m.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, to_int(n), to_int(rows), 1,
-                                   &one, B, to_int(n), m.ones(), 1, &one, y, to_int(n)),
-                       "cublasSgemm (fc bias)");
-      });
-  return [&m, rows, k, n, &in, &out, w, b] {
-    const float beta = in.grad != nullptr ? m.beta_for(in) : 0.0f;
-    m.add_backward([&m, rows, k, n, beta, x = in.value, dx = in.grad, dy = out.grad, W = w.value,
-                    dW = w.grad, dB = b ? b->grad : nullptr] {
-      const float one = 1, zero = 0;
-      // dW^T (k x n) = X^T (k x rows) dY (rows x n).
-      check_cublas(
-          cublasSgemm(m.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, to_int(k), to_int(n), to_int(rows),
-                      &one, x, to_int(k), dy, to_int(n), &zero, dW, to_int(k)),
-          "cublasSgemm (fc weight gradient)");
-      if (dB != nullptr)
-        check_cublas(cublasSgemv(m.cublas(), CUBLAS_OP_N, to_int(n), to_int(rows), &one, dy,
-                                 to_int(n), m.ones(), 1, &zero, dB, 1),
-                     "cublasSgemv (fc bias gradient)");
-      // dX^T (k x rows) = W^T (k x n) dY^T (n x rows).
-      if (dx != nullptr)
-        check_cublas(
-            cublasSgemm(m.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, to_int(k), to_int(rows), to_int(n),
-                        &one, W, to_int(k), dy, to_int(n), &beta, dx, to_int(k)),
-            "cublasSgemm (fc input gradient)");
-    });
-  };
+  return fc_layer(m, in, out, rows, k, n, m.param(node.params[0]),
+                  a.has_bias ? &m.param(node.params[1]) : nullptr);
 }
 
 BackwardBuilder lower_add(Model& m, const dlhost_node& node) {
@@ -171,11 +174,16 @@ BackwardBuilder lower_embedding(Model& m, const dlhost_node& node) {
     embedding_forward(rows, dim, I, E, y, m.stream());
   });
   return [&m, rows = ids.count, dim = a.dim, I = ids.ids, &table, &out] {
-    m.add_backward([&m, rows, dim, I, dE = table.grad, count = table.count, dy = out.grad] {
-      check_cuda(cudaMemsetAsync(dE, 0, static_cast<size_t>(count) * 4, m.stream()),
-                 "embedding backward");
-      embedding_backward(rows, dim, I, dy, dE, m.stream());
-    });
+    // A tied output layer (tied_fc) ran its backward first and wrote its share: add to it.
+    const bool overwrite = !table.grad_written;
+    table.grad_written = true;
+    m.add_backward(
+        [&m, rows, dim, I, overwrite, dE = table.grad, count = table.count, dy = out.grad] {
+          if (overwrite)
+            check_cuda(cudaMemsetAsync(dE, 0, static_cast<size_t>(count) * 4, m.stream()),
+                       "embedding backward");
+          embedding_backward(rows, dim, I, dy, dE, m.stream());
+        });
   };
 }
 

@@ -2,6 +2,7 @@
 // (see model.h); the layers themselves are in layers_*.cpp.
 #include "model.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels.h"
@@ -15,10 +16,27 @@ namespace {
 constexpr uint64_t kCublasWorkspace = uint64_t{32} << 20;
 // Parameters start on 256-byte boundaries inside their arenas, as cuDNN and cuBLAS prefer.
 constexpr int64_t kParamAlign = 64;
+// Dynamic loss scaling as PyTorch's GradScaler: start at 2^16, halve on a non-finite step,
+// double after this many finite ones.
+constexpr float kInitialLossScale = 65536.0f;
+constexpr int32_t kLossScaleGrowthInterval = 2000;
+
+bool mixed(Precision p) { return p == Precision::kBf16 || p == Precision::kFp16; }
 
 }  // namespace
 
-const char* precision_name(Precision p) { return p == Precision::kTf32 ? "tf32" : "fp32"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    default:
+      return "fp32";
+  }
+}
 
 Settings read_settings(const sdk::Options& options, Settings s) {
   s.seed = static_cast<uint64_t>(options.get_int("seed", static_cast<int64_t>(s.seed)));
@@ -27,11 +45,19 @@ Settings read_settings(const sdk::Options& options, Settings s) {
       s.precision = Precision::kFp32;
     else if (*p == "tf32")
       s.precision = Precision::kTf32;
-    else if (*p == "bf16" || *p == "fp16")
-      sdk::unimplemented("gpu_cudnn: precision " + *p +
-                         " is not implemented (fp32 and tf32 are; see its capabilities)");
+    else if (*p == "bf16")
+      s.precision = Precision::kBf16;
+    else if (*p == "fp16")
+      s.precision = Precision::kFp16;
     else
       sdk::invalid("gpu_cudnn: option precision=" + *p + ": expected fp32|tf32|bf16|fp16");
+  }
+  if (options.get("loss_scale")) {
+    const double scale = options.get_double("loss_scale", 0.0);
+    if (!(scale >= 0.0 && scale <= 3.0e38))
+      sdk::invalid("gpu_cudnn: option loss_scale=" + *options.get("loss_scale") +
+                   ": expected a number >= 0 (0: dynamic)");
+    s.loss_scale = static_cast<float>(scale);
   }
   if (auto a = options.get("algo")) {
     if (*a != "heuristic" && *a != "exhaustive")
@@ -48,9 +74,9 @@ Settings read_settings(const sdk::Options& options, Settings s) {
 Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
              const Settings& settings)
     : settings_(settings), optimizer_(optimizer) {
-  if (optimizer.kind != DLHOST_OPTIMIZER_SGD)
+  if (optimizer.kind != DLHOST_OPTIMIZER_SGD && optimizer.kind != DLHOST_OPTIMIZER_ADAMW)
     sdk::unimplemented("gpu_cudnn: optimizer kind " + std::to_string(optimizer.kind) +
-                       " (only SGD)");
+                       " (SGD and AdamW)");
   // Every handle is owned as soon as it exists: a throw below gives all of them back.
   check_cuda(cudaSetDevice(settings_.device), "cudaSetDevice");
   cudaStream_t stream = nullptr;
@@ -82,8 +108,16 @@ Model::Model(const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer,
   const std::vector<float> ones(static_cast<size_t>(ones_count_), 1.0f);
   upload(ones_, ones.data(), ones.size() * 4, "ones");
   partials_ = arena_.alloc_n<double>(kReduceBlocks, "reduction partials");
-  const float one = 1.0f;  // d(loss)/d(loss), read by the loss's backward
-  upload(tensors_[loss_tensor_].grad, &one, 4, "the loss's gradient");
+  // d(loss)/d(loss), read by the loss's backward (fp16: the loss scale, seeded every backward).
+  const float one = 1.0f;
+  if (settings_.precision != Precision::kFp16)
+    upload(tensors_[loss_tensor_].grad, &one, 4, "the loss's gradient");
+  init_update_state(update_state_,
+                    settings_.precision == Precision::kFp16 && settings_.loss_scale > 0.0f
+                        ? settings_.loss_scale
+                        : (settings_.precision == Precision::kFp16 ? kInitialLossScale : 1.0f),
+                    stream);
+  check_cuda(cudaGetLastError(), "compile: init_update_state");
   check_cuda(cudaStreamSynchronize(stream), "compile");
   describe();
 }
@@ -161,9 +195,23 @@ void Model::make_params(const dlhost_graph& graph) {
   }
   values_ = arena_.alloc_n<float>(param_floats_, "parameters");
   grads_ = arena_.alloc_n<float>(param_floats_, "parameter gradients");
-  if (optimizer_.momentum != 0.0f) velocity_ = arena_.alloc_n<float>(param_floats_, "velocities");
-  if (optimizer_.clip_norm > 0.0f) clip_scale_ = arena_.alloc_n<float>(1, "clipping scale");
+  if (optimizer_.kind == DLHOST_OPTIMIZER_ADAMW) {
+    moment1_ = arena_.alloc_n<float>(param_floats_, "AdamW first moments");
+    moment2_ = arena_.alloc_n<float>(param_floats_, "AdamW second moments");
+  } else if (optimizer_.momentum != 0.0f) {
+    velocity_ = arena_.alloc_n<float>(param_floats_, "velocities");
+  }
+  update_state_ = arena_.alloc_n<UpdateState>(1, "update scalars");
+  update_rule_.clip_norm = optimizer_.clip_norm;
+  update_rule_.loss_scaling = settings_.precision == Precision::kFp16;
+  update_rule_.dynamic_scale = update_rule_.loss_scaling && settings_.loss_scale == 0.0f;
+  update_rule_.growth_interval = kLossScaleGrowthInterval;
+  if (optimizer_.kind == DLHOST_OPTIMIZER_ADAMW) {
+    update_rule_.beta1 = optimizer_.beta1;  // the kit completed an older struct's defaults
+    update_rule_.beta2 = optimizer_.beta2;
+  }
   for (int32_t id = 0; id < graph.num_params; ++id) {
+    params_[id].owner = graph.params[id]->node;
     params_[id].value = values_ + offsets[id];
     params_[id].grad = grads_ + offsets[id];
   }
@@ -176,14 +224,27 @@ void Model::lower(const dlhost_graph& graph) {
     if (node.struct_size < DLHOST_NODE_STRUCT_SIZE)
       sdk::invalid("gpu_cudnn: node struct smaller than ABI 1.0's");
     if (node.op == DLHOST_OP_INPUT) continue;
+    // bf16 and fp16 reach the cuBLAS products only; cuDNN's convolutions and LSTM stay fp32.
+    if (mixed(settings_.precision) && (node.op == DLHOST_OP_CONV2D || node.op == DLHOST_OP_LSTM))
+      node_unimplemented(node, std::string("precision ") + precision_name(settings_.precision) +
+                                   " covers the cuBLAS ops (fc, attention, tied_fc), not cuDNN's "
+                                   "convolution or LSTM");
     lowering_ = node_label(node);
     builders.emplace_back(i, lower_node(*this, graph, static_cast<uint32_t>(i)));
   }
+  // fp16: every backward starts from the loss scale (it changes on the device).
+  if (settings_.precision == Precision::kFp16)
+    backward_steps_.push_back({[this, dL = tensors_[loss_tensor_].grad] {
+                                 seed_loss_gradient(update_state_, dL, stream());
+                               },
+                               -1, "the loss scale"});
   for (auto b = builders.rbegin(); b != builders.rend(); ++b) {
     const dlhost_node& node = *graph.nodes[b->first];
     lowering_ = node_label(node);
     b->second();
-    for (int32_t k = 0; k < node.num_params; ++k) add_ready(node.params[k]);
+    // A tied table is listed by its reader too: ready once, after its owner's contribution.
+    for (int32_t k = 0; k < node.num_params; ++k)
+      if (param(node.params[k]).owner == b->first) add_ready(node.params[k]);
   }
   for (const Tensor& t : tensors_)
     if (t.ids != nullptr && t.id_limit == 0)
@@ -292,16 +353,44 @@ void Model::backward(const dlhost_grad_ready* ready) {
   run(backward_steps_, ready, "backward");
 }
 
+// The scalars (clipping factor, fp16's unscaling and skip, AdamW's bias corrections) are made on
+// the device from the gradients' sum of squares, so update never waits for the device.
 void Model::update() {
   use_device();
-  if (clip_scale_ != nullptr) {
-    sum_squares(param_floats_, grads_, nullptr, partials_, stream());
-    finish_clip(partials_, optimizer_.clip_norm, clip_scale_, stream());
-    check_cuda(cudaGetLastError(), "update: the gradient norm for clipping (sum_squares)");
+  const bool reduce = update_rule_.clip_norm > 0.0f || update_rule_.loss_scaling;
+  if (reduce) sum_squares(param_floats_, grads_, nullptr, partials_, stream());
+  prepare_update(reduce ? partials_ : nullptr, update_rule_, update_state_, stream());
+  check_cuda(cudaGetLastError(), "update: the gradient norm and the update's scalars");
+  if (optimizer_.kind == DLHOST_OPTIMIZER_ADAMW)
+    adamw_step(param_floats_, optimizer_.learning_rate, optimizer_.beta1, optimizer_.beta2,
+               optimizer_.epsilon, optimizer_.weight_decay, update_state_, grads_, values_,
+               moment1_, moment2_, stream());
+  else
+    sgd_step(param_floats_, optimizer_.learning_rate, optimizer_.momentum, optimizer_.weight_decay,
+             update_state_, grads_, values_, velocity_, stream());
+  check_cuda(cudaGetLastError(), "update: the optimizer step");
+}
+
+cublasComputeType_t Model::gemm_compute() const {
+  switch (settings_.precision) {
+    case Precision::kTf32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case Precision::kBf16:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case Precision::kFp16:
+      return CUBLAS_COMPUTE_32F_FAST_16F;
+    default:
+      return CUBLAS_COMPUTE_32F;
   }
-  sgd_update(param_floats_, optimizer_.learning_rate, optimizer_.momentum, optimizer_.weight_decay,
-             clip_scale_, grads_, values_, velocity_, stream());
-  check_cuda(cudaGetLastError(), "update: sgd_update");
+}
+
+float Model::gradient_scale() {
+  if (settings_.precision != Precision::kFp16) return 1.0f;
+  UpdateState st{};
+  check_cuda(cudaMemcpyAsync(&st, update_state_, sizeof st, cudaMemcpyDeviceToHost, stream()),
+             "reading the loss scale");
+  check_cuda(cudaStreamSynchronize(stream()), "reading the loss scale");
+  return st.loss_scale;
 }
 
 void Model::synchronize() { check_cuda(cudaStreamSynchronize(stream()), "synchronize"); }
@@ -333,12 +422,26 @@ void Model::read_param(int32_t id, int32_t which, void* data, size_t bytes) {
   if (data == nullptr) sdk::invalid("gpu_cudnn: read_param into NULL");
   check_cuda(cudaMemcpyAsync(data, src, bytes, cudaMemcpyDeviceToHost, stream()), "read_param");
   check_cuda(cudaStreamSynchronize(stream()), "read_param");
+  // fp16's gradients carry the loss scale on the device; what is read is the loss's gradient.
+  if (which == DLHOST_PARAM_GRAD && settings_.precision == Precision::kFp16) {
+    const float inv = 1.0f / gradient_scale();
+    auto* g = static_cast<float*>(data);
+    for (size_t i = 0; i < bytes / 4; ++i) g[i] *= inv;
+  }
 }
 
 void Model::write_param(int32_t id, int32_t which, const void* data, size_t bytes) {
   float* dst = part(id, which, bytes);
   use_device();
   if (data == nullptr) sdk::invalid("gpu_cudnn: write_param from NULL");
+  std::vector<float> scaled;
+  if (which == DLHOST_PARAM_GRAD && settings_.precision == Precision::kFp16) {
+    const float s = gradient_scale();
+    const auto* g = static_cast<const float*>(data);
+    scaled.assign(g, g + bytes / 4);
+    for (float& v : scaled) v *= s;
+    data = scaled.data();
+  }
   check_cuda(cudaMemcpyAsync(dst, data, bytes, cudaMemcpyHostToDevice, stream()), "write_param");
   check_cuda(cudaStreamSynchronize(stream()), "write_param");
 }
@@ -358,13 +461,24 @@ void Model::param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad)
 }
 
 void Model::describe() {
-  implementation_ = std::string("cuDNN + cuBLAS on cuda") + std::to_string(settings_.device) +
-                    ", precision " + precision_name(settings_.precision) +
-                    (settings_.precision == Precision::kFp32 ? " (TF32 off)" : "") + ", algo " +
-                    (settings_.exhaustive ? "exhaustive" : "heuristic") + ", workspace limit " +
-                    std::to_string(settings_.workspace_limit >> 20) + " MiB, shared workspace " +
-                    std::to_string(workspace_bytes_ >> 10) + " KiB, autotune " +
-                    std::to_string(static_cast<int64_t>(autotune_ms_)) + " ms";
+  implementation_ =
+      std::string("cuDNN + cuBLAS on cuda") + std::to_string(settings_.device) + ", precision " +
+      precision_name(settings_.precision) +
+      (settings_.precision == Precision::kFp32 ? " (TF32 off)" : "") +
+      (mixed(settings_.precision)
+           ? std::string(" (cuBLAS products on ") + precision_name(settings_.precision) +
+                 " tensor cores, fp32 tensors, master weights and optimizer state" +
+                 (settings_.precision == Precision::kFp16 ? settings_.loss_scale > 0.0f
+                                                                ? ", static loss scale"
+                                                                : ", dynamic loss scale from 65536"
+                                                          : "") +
+                 ")"
+           : std::string()) +
+      ", optimizer " + (optimizer_.kind == DLHOST_OPTIMIZER_ADAMW ? "AdamW" : "SGD") + ", algo " +
+      (settings_.exhaustive ? "exhaustive" : "heuristic") + ", workspace limit " +
+      std::to_string(settings_.workspace_limit >> 20) + " MiB, shared workspace " +
+      std::to_string(workspace_bytes_ >> 10) + " KiB, autotune " +
+      std::to_string(static_cast<int64_t>(autotune_ms_)) + " ms";
   for (const std::string& n : notes_) implementation_ += "; " + n;
 }
 

@@ -21,10 +21,14 @@
 #include <vector>
 
 #include "cuda_util.h"
+#include "kernels_transformer.h"
 
 namespace dlhost::gpu_cudnn {
 
-enum class Precision { kFp32, kTf32 };
+// fp32: strict FFMA; tf32: TF32 tensor-core products; bf16 and fp16: the GEMMs' inputs rounded
+// to bf16 / fp16 on tensor cores with fp32 accumulation, every tensor, master weight and optimizer
+// state kept in fp32 (cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF / _16F), fp16 with loss scaling.
+enum class Precision { kFp32, kTf32, kBf16, kFp16 };
 
 // What a case asks of the backend (context and compile options).
 struct Settings {
@@ -33,6 +37,7 @@ struct Settings {
   Precision precision = Precision::kFp32;
   bool exhaustive = false;                       // "algo": exhaustive autotuning, else heuristic
   uint64_t workspace_limit = uint64_t{1} << 30;  // "workspace_limit_mb", per convolution call
+  float loss_scale = 0;                          // fp16's "loss_scale"; 0: dynamic
 };
 
 // Reads the options of `options` over `base` (INVALID_ARGUMENT naming a bad value;
@@ -73,7 +78,9 @@ struct Tensor {
 struct Param {
   std::string name;
   int64_t count = 0;
+  int32_t owner = -1;  // the node that owns it (a tied table is also read by another)
   float *value = nullptr, *grad = nullptr;
+  bool grad_written = false;  // compile: a backward step already writes the gradient (tied)
 };
 
 struct Step {
@@ -122,6 +129,8 @@ class Model final : public sdk::Model {
   // --- for the layers while the constructor lowers the graph ----------------------------------
   cudnnHandle_t cudnn() const { return cudnn_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
+  // The compute type of the case's precision for cuBLAS's *Ex GEMMs.
+  cublasComputeType_t gemm_compute() const;
   const Settings& settings() const { return settings_; }
   Arena& memory() { return arena_; }
   Tensor& tensor(int32_t id);
@@ -165,6 +174,8 @@ class Model final : public sdk::Model {
   // The calling thread's current device is per thread: every entry point makes it the model's.
   void use_device() const;
   float* part(int32_t param, int32_t which, size_t bytes);
+  // fp16: the loss scale the gradients now carry (read from the device); 1 otherwise.
+  float gradient_scale();
 
   Settings settings_;
   dlhost_optimizer_desc optimizer_{};
@@ -177,7 +188,10 @@ class Model final : public sdk::Model {
   std::string lowering_;  // the node being lowered, for the steps it adds
   std::vector<Tensor> tensors_;
   std::vector<Param> params_;
-  float *values_ = nullptr, *grads_ = nullptr, *velocity_ = nullptr, *clip_scale_ = nullptr;
+  float *values_ = nullptr, *grads_ = nullptr, *velocity_ = nullptr;
+  float *moment1_ = nullptr, *moment2_ = nullptr;  // AdamW's m and v
+  UpdateState* update_state_ = nullptr;            // the update's device scalars
+  UpdateRule update_rule_;
   int64_t param_floats_ = 0;
   std::vector<Step> forward_steps_, backward_steps_;
   void* workspace_ = nullptr;

@@ -35,11 +35,13 @@ class GpuBackend final : public sdk::Backend<Context> {
          "most workspace one convolution call may use, MiB"}};
   }
 
-  // Every ABI 1.1 op; bf16/fp16 mixed precision is not implemented, so only fp32 and tf32 are
-  // declared (a case asking for another is SKIPPED by the host, refused by the kit).
+  // Every op through ABI 1.4's Transformer ops, SGD and AdamW; fp32, tf32, and bf16 / fp16 for
+  // the cuBLAS products (model.h; a convolution or LSTM graph refuses those two at compile).
   std::optional<sdk::Capabilities> capabilities() const override {
-    sdk::Capabilities c = sdk::fp32_capabilities(DLHOST_OP_GLOBAL_AVG_POOL);
-    c.precisions |= sdk::bit(DLHOST_PRECISION_TF32);
+    sdk::Capabilities c = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);
+    c.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
+    c.precisions |= sdk::bit(DLHOST_PRECISION_TF32) | sdk::bit(DLHOST_PRECISION_BF16) |
+                    sdk::bit(DLHOST_PRECISION_FP16);
     c.memory_spaces = sdk::bit(DLHOST_MEMORY_DEVICE);
     c.asynchronous = true;
     return c;

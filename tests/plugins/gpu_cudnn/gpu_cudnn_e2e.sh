@@ -6,9 +6,9 @@
 #              `dlhost conform --backend gpu_cudnn` refuses naming it (exit 2). Exit 77 where a
 #              GPU is present: then the other modes run instead.
 #   conform    (GPU): `dlhost conform --backend gpu_cudnn` against cpu_reference passes.
-#   train      (GPU): CNN, FCN, autoencoder and LSTM networks train a few steps on the device,
-#              every case OK and its loss lower at the end than at the start (heuristic and
-#              exhaustive convolution algorithms both).
+#   train      (GPU): CNN, FCN, autoencoder, LSTM and the tiny Transformer networks (AdamW; fp32,
+#              bf16, fp16) train a few steps on the device, every case OK and its loss lower at
+#              the end than at the start (heuristic and exhaustive convolution algorithms both).
 # Usage: gpu_cudnn_e2e.sh MODE DLHOST SOURCE_DIR WORK_DIR
 set -eu
 MODE="$1"
@@ -83,6 +83,8 @@ cases:
   - {network: alexnet_r, backend: gpu_cudnn, batch: 128}
   - {network: resnet56, backend: gpu_cudnn, batch: 32}
   - {network: lstm_ptb, backend: gpu_cudnn, batch: 32}
+  - {network: gpt2_tiny, backend: gpu_cudnn, batch: 8, precision: [fp32, bf16, fp16]}
+  - {network: bert_tiny, backend: gpu_cudnn, batch: 8, precision: [fp32, bf16, fp16]}
 YAML
     "$DLHOST" run "$WORK/suite.yaml" -o "$WORK/train.jsonl" | tee "$WORK/train.txt"
     python3 - "$WORK/train.jsonl" <<'PY' || fail "a case did not train"

@@ -19,6 +19,7 @@
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
 #include "dlhost/dlhost_device.h"
+#include "gpu_test_plugins.h"
 #include "graph_attrs.h"
 #include "kernels.h"
 
@@ -27,24 +28,7 @@ namespace {
 
 using namespace dlhost::test_attrs;
 
-// DLHOST_GPU_CUDNN_PLUGIN overrides the build's path: scripts/gpu-check.sh runs this test from a
-// bundle on the lent GPU machine, where the build folder does not exist.
-const LoadedPlugin& plugin() {
-  static PluginRegistry* registry = [] {
-    auto* r = new PluginRegistry();  // plugins are never unloaded
-    const char* path = std::getenv("DLHOST_GPU_CUDNN_PLUGIN");
-    r->load_file(path != nullptr ? std::string(path)
-                                 : std::string(DLHOST_TEST_PLUGIN_DIR) + "/libdlhost_gpu_cudnn.so");
-    return r;
-  }();
-  const LoadedPlugin* p = registry->find(DLHOST_PLUGIN_BACKEND, "gpu_cudnn");
-  if (p == nullptr) {
-    std::string why = "gpu_cudnn not loaded";
-    for (const auto& r : registry->refused()) why += "; " + r.path + ": " + r.reason;
-    throw std::runtime_error(why);
-  }
-  return *p;
-}
+const LoadedPlugin& plugin() { return gpu_test::backend_plugin("gpu_cudnn"); }
 
 template <class Ext>
 const Ext* extension(int32_t type) {
@@ -92,12 +76,13 @@ TEST(GpuCudnn, DeclaresWhatItImplements) {
   dlhost_backend_caps c{};
   c.struct_size = DLHOST_BACKEND_CAPS_STRUCT_SIZE;
   ASSERT_EQ(code_of(caps->capabilities(&c)), DLHOST_CODE_OK);
-  EXPECT_EQ(c.op_count, 14);  // every op of ABI 1.1
-  EXPECT_TRUE(c.precisions & (1u << DLHOST_PRECISION_FP32));
-  EXPECT_TRUE(c.precisions & (1u << DLHOST_PRECISION_TF32));
-  // Mixed precision is not implemented, so it must not be declared.
-  EXPECT_FALSE(c.precisions & (1u << DLHOST_PRECISION_BF16));
-  EXPECT_FALSE(c.precisions & (1u << DLHOST_PRECISION_FP16));
+  EXPECT_EQ(c.op_count, 19);  // every op through ABI 1.4's Transformer ops
+  EXPECT_EQ(c.ops[c.op_count - 1], DLHOST_OP_TIED_FC);
+  for (int32_t p :
+       {DLHOST_PRECISION_FP32, DLHOST_PRECISION_TF32, DLHOST_PRECISION_BF16, DLHOST_PRECISION_FP16})
+    EXPECT_TRUE(c.precisions & (1u << p)) << "precision " << p;
+  EXPECT_TRUE(c.optimizers & (1u << DLHOST_OPTIMIZER_SGD));
+  EXPECT_TRUE(c.optimizers & (1u << DLHOST_OPTIMIZER_ADAMW));
   EXPECT_EQ(c.memory_spaces, 1u << DLHOST_MEMORY_DEVICE);
   EXPECT_EQ(c.asynchronous, 1);
   // An asynchronous backend must export its stream and events.
@@ -363,9 +348,16 @@ TEST_F(GpuCudnnDevice, UploadsCopiesAndTensorReads) {
 TEST_F(GpuCudnnDevice, BadOptionsFailWithTheirCodes) {
   REQUIRE_DEVICE();
   api = plugin().table->backend;
-  dlhost_options bf16;
-  bf16.values["precision"] = "bf16";
-  EXPECT_EQ(code_of(api->context_create(0, &bf16, &context)), DLHOST_CODE_UNIMPLEMENTED);
+  dlhost_options scale;
+  scale.values["precision"] = "fp16";
+  scale.values["loss_scale"] = "-1";
+  EXPECT_EQ(code_of(api->context_create(0, &scale, &context)), DLHOST_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(context, nullptr);
+  // bf16 reaches the cuBLAS products only: a convolution graph is refused at compile.
+  open("precision", "bf16");
+  EXPECT_EQ(compile(), DLHOST_CODE_UNIMPLEMENTED);
+  api->context_destroy(context);
+  context = nullptr;
   dlhost_options algo;
   algo.values["algo"] = "fastest";
   EXPECT_EQ(code_of(api->context_create(0, &algo, &context)), DLHOST_CODE_INVALID_ARGUMENT);
