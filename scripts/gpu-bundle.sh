@@ -10,8 +10,9 @@
 #             libraries (cudart, cuBLAS, cuDNN, NCCL, ...), which that machine has as Python
 #             wheels (nvidia-*-cu13 beside PyTorch); gpu-check.sh points LD_LIBRARY_PATH at them;
 #   scripts/gpu-check.sh, bench/peers/torch_baseline.py, suites/gpu_check.yaml,
-#   tests/plugins/comm_nccl/comm_nccl_bench.sh, bench/peers/{torch_peer,optimizers}.py: the check itself,
-#             at the same paths as in the repository, so it runs from the bundle alone.
+#   tests/plugins/comm_nccl/comm_nccl_bench.sh, bench/peers/{torch_peer,optimizers,peer_main,
+#   transformer_settings}.py (torch_peer imports the last two): the check itself, at the same
+#             paths as in the repository, so it runs from the bundle alone.
 # Usage: scripts/gpu-bundle.sh [BUILD_DIR=build] [OUT=.gpu-bundle]
 #   then carry OUT and run OUT/scripts/gpu-check.sh there.
 set -eu
@@ -40,7 +41,7 @@ if [ -f "$BUILD/plugins/libdlhost_comm_nccl.so" ]; then
 fi
 for f in scripts/gpu-check.sh suites/gpu_check.yaml \
   tests/plugins/comm_nccl/comm_nccl_bench.sh bench/peers/torch_baseline.py bench/peers/torch_peer.py \
-  bench/peers/optimizers.py; do
+  bench/peers/optimizers.py bench/peers/peer_main.py bench/peers/transformer_settings.py; do
   cp "$f" "$OUT/$f"
 done
 

@@ -25,6 +25,8 @@
 #   nccl        data parallel over NCCL (1/2/4 ranks; more than the GPUs: SKIPPED) and
 #               gradient buckets vs no comm (losses agree)                             [GPU]
 #   torch       PyTorch eager on the single cases, side by side (torch_baseline.py)    [GPU]
+#   torch_transformer  the same on the transformer phase's cases (AdamW; bf16/fp16 under
+#               torch.autocast)                                                        [GPU]
 # A [GPU] phase without a usable device prints "SKIPPED: no device: <why>" and runs nothing.
 #
 # Everything is written to ONE archive, $OUT/gpu-check.tar.gz (the device tool brings back few
@@ -91,7 +93,8 @@ rehearse() {
     control.txt control.jsonl drill.txt drill_torch.txt; do
     echo "$listed" | grep -qx "\(\./\)\?$f" || bad="$bad; $f missing from the archive"
   done
-  for phase in conform conform_bf16 conform_fp16 single transformer comm-bench nccl torch; do
+  for phase in conform conform_bf16 conform_fp16 single transformer comm-bench nccl torch \
+    torch_transformer; do
     grep -q "^=== $phase: SKIPPED: no device: " "$tmp/check.txt" || bad="$bad; $phase did not skip for no device"
   done
   grep -q "^=== drill: CUT" "$tmp/check.txt" || bad="$bad; the drill phase was not cut"
@@ -383,6 +386,8 @@ if [ "${DLHOST_CHECK_DRILL:-0}" = 1 ]; then
 fi
 phase torch 150 GPU "$PY" bench/peers/torch_baseline.py "$WORK/single.jsonl" \
   --out "$WORK/torch.jsonl" --warmup 3 --iterations 10
+phase torch_transformer 90 GPU "$PY" bench/peers/torch_baseline.py "$WORK/transformer.jsonl" \
+  --out "$WORK/torch_transformer.jsonl" --warmup 2 --iterations 5
 
 echo "gpu-check: $failed phase(s) failed, $(($(date +%s) - START))s of ${DEADLINE}s; summary:"
 sed 's/^/  /' "$WORK/summary.txt"

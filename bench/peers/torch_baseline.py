@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch_baseline.py — PyTorch eager on the same networks, mini-batches and precision as a dlhost
 results file, side by side: for every OK gpu_cudnn record of DLHOST_JSONL it builds the network
-with bench/peers/torch_peer.py (networks_paper's layers, shapes and SGD settings), trains it on
+with bench/peers/torch_peer.py (networks_paper's layers, shapes and SGD settings; the Transformers
+with AdamW, at the record's sequence; bf16 and fp16 records under torch.autocast), trains it on
 resident synthetic data on the GPU, times each step with CUDA events (median of --iterations after
 --warmup), and prints the ratio dlhost / PyTorch per network and batch. It also measures the
 cuBLAS SGEMM peak (8192^3, fp32) and prints what fraction of it FCN-5/8 reach.
@@ -26,32 +27,55 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling pe
 try:
     import torch
     from torch import nn
-
-    from optimizers import OPTIMIZERS  # the peers' shared SGD settings
-    from torch_peer import make  # networks_paper's networks in PyTorch
 except ImportError as missing:  # reported by main() after the results file has been read
     torch = None
     NO_TORCH = str(missing)
+if torch is not None:  # a sibling missing (a bundle without it) is a failure, not "no torch"
+    from optimizers import OPTIMIZERS  # the peers' shared SGD settings
+    from torch_peer import make, optimizer  # the paper's networks and the Transformers
+    from transformer_settings import SHAPES
 
 
-def time_network(name, batch, warmup, iterations):
+# A record's precision as PyTorch runs it: bf16 and fp16 through autocast (fp16 with a dynamic
+# GradScaler, as gpu_cudnn's fp16 scales its loss). Autocast also keeps activations in 16 bits,
+# where gpu_cudnn's modes change only the cuBLAS products: the line says so.
+AUTOCAST = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def grad_scaler():
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda")
+    return torch.cuda.amp.GradScaler()
+
+
+def time_network(name, batch, warmup, iterations, seq=None, precision="fp32"):
     """Median step time (CUDA events) of one network on resident data on the GPU."""
     torch.manual_seed(42)
-    model, x, target, loss_fn = make(name, batch)
+    model, x, target, loss_fn = make(name, batch, seq)
     model, x, target = model.cuda(), x.cuda(), target.cuda()
-    lr, momentum, wd, clip = OPTIMIZERS[name]
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=wd)
     params = list(model.parameters())
+    opt, clip = optimizer(name, params)  # SGD (paper networks) or AdamW (Transformers)
+    dtype = getattr(torch, AUTOCAST[precision]) if precision in AUTOCAST else None
+    scaler = grad_scaler() if precision == "fp16" else None
     times, losses = [], []
     for i in range(warmup + iterations):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), target)
-        loss.backward()
-        if clip:
-            nn.utils.clip_grad_norm_(params, clip)
-        opt.step()
+        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = loss_fn(model(x), target)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            if clip:
+                scaler.unscale_(opt)
+                nn.utils.clip_grad_norm_(params, clip)
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            if clip:
+                nn.utils.clip_grad_norm_(params, clip)
+            opt.step()
         end.record()
         end.synchronize()
         if i >= warmup:
@@ -60,6 +84,13 @@ def time_network(name, batch, warmup, iterations):
     del model, opt, params
     torch.cuda.empty_cache()
     return statistics.median(times), losses
+
+
+def record_sequence(params):
+    """The tokens per sample a Transformer case set (options networks_transformer.seq), or None
+    for the network's own."""
+    seq = params.get("options", {}).get("networks_transformer", {}).get("seq")
+    return int(seq) if seq is not None else None
 
 
 def sgemm_tflops(n=8192, reps=10):
@@ -126,25 +157,35 @@ def main():
     worst = {}
     for r in records:
         name, batch = r["params"]["network"], r["params"]["batch"]
-        if r["params"].get("backend") != "gpu_cudnn" or name not in OPTIMIZERS:
+        precision = r["params"].get("precision", "fp32")
+        if r["params"].get("backend") != "gpu_cudnn":
+            continue
+        if name not in OPTIMIZERS and name not in SHAPES:
+            print(f"{r['case_id']:34} {'-':>10}  not compared: no PyTorch peer for {name}")
+            continue
+        if precision not in ("fp32", "bf16", "fp16"):
+            print(f"{r['case_id']:34} {'-':>10}  not compared: precision {precision}")
             continue
         if r["status"] != "OK":
             print(f"{r['case_id']:34} {r['status']:>10}  {r.get('reason', '')[:80]}")
             continue
         ours = r["timing"]["step"]["median"]
         try:
-            theirs, losses = time_network(name, batch, args.warmup, args.iterations)
+            theirs, losses = time_network(name, batch, args.warmup, args.iterations,
+                                          record_sequence(r["params"]), precision)
         except torch.cuda.OutOfMemoryError as e:
             print(f"{r['case_id']:34} {ours:10.2f} {'OOM':>10}  {str(e)[:60]}")
             continue
         ratio = ours / theirs
-        worst[name] = max(worst.get(name, 0.0), ratio)
-        note = ""
+        if precision == "fp32" and name in OPTIMIZERS:  # the targets are the paper's, in fp32
+            worst[name] = max(worst.get(name, 0.0), ratio)
+        note = f"torch autocast {precision}" if precision != "fp32" else ""
         if name in ("fcn5", "fcn8") and batch == 4096:
             note = f"{r['timing']['train_gflops_per_second_est'] / 1e3 / peak:.0%} of SGEMM peak"
         print(f"{r['case_id']:34} {ours:10.2f} {theirs:10.2f} {ratio:6.2f}  {note}")
         if out:
             out.write(json.dumps({"case_id": r["case_id"], "network": name, "batch": batch,
+                                  "precision": precision,
                                   "dlhost_ms": ours, "torch_ms": theirs, "ratio": ratio,
                                   "torch_losses": losses, "sgemm_tflops": peak}) + "\n")
             out.flush()
