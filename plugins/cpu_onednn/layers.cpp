@@ -184,11 +184,15 @@ class FcLayer : public WeightedLayer {
     }
     wdims_ = wdims;
     const int64_t rows = x.dims[0] * (flat_ ? x.dims[1] : 1);
-    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales())) &&
-        (flat_ || x.md == plain_md(x.dims, dt::f32))) {
+    const bool plain_source = flat_ || x.md == plain_md(x.dims, dt::f32);
+    // In bf16 every plain FC is the GEMM path (matmuls on bf16 operands); a blocked one (after a
+    // convolution) has no bf16 path here.
+    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales()) || m.bf16()) &&
+        plain_source) {
       build_forward_gemm(m, steps, x, y, src);
       return;
     }
+    m.refuse_bf16(name_, "fc over a blocked (convolution) layout");
     pd_ = forward_pd(m, src_md, any_md(wdims), dst_md);
     agree_on_weights(m, src_md, dst_md);
     src_ = m.as_layout(src, pd_.src_desc(), steps, what);
@@ -301,6 +305,10 @@ class FcLayer : public WeightedLayer {
     if (bias_ >= 0) m.alloc_param(bias_, plain_md({out}, dt::f32), plain_md({out}, dt::f32));
     m.alloc_tensor(y, plain_md(y.dims, dt::f32));
     src_ = view(src, src_md);
+    if (m.bf16()) {
+      build_forward_bf16(m, steps, y);
+      return;
+    }
     Args args = {{DNNL_ARG_SRC, src_},
                  {DNNL_ARG_WEIGHTS, view(m.param(weight_).value, weights_md)},
                  {DNNL_ARG_DST, view(y.value, dst_md)}};
@@ -309,7 +317,58 @@ class FcLayer : public WeightedLayer {
     m.note_implementation("matmul fwd", pd.impl_info_str());
   }
 
+  // Precision bf16: Y = X W^T (+ b) on bf16 copies of X and W (the master weights stay fp32;
+  // W's copy is made every step, as the update changes W), fp32 out. Both copies are kept for
+  // backward.
+  void build_forward_bf16(Model& m, Steps& steps, Tensor& y) {
+    const std::string what = name_ + ": matmul forward";
+    const int64_t out = a_.out_features;
+    src_low_ = m.product_operand(src_, steps, what);
+    weights_low_ = m.product_operand(
+        view(m.param(weight_).value, plain_md({out, features_}, dt::f32)), steps, what);
+    Args args = {{DNNL_ARG_SRC, src_low_},
+                 {DNNL_ARG_WEIGHTS, view(weights_low_, Md({features_, out}, dt::bf16, tag::ba))},
+                 {DNNL_ARG_DST, view(y.value, plain_md({rows_, out}, dt::f32))}};
+    if (bias_ >= 0)
+      args.push_back({DNNL_ARG_BIAS, view(m.param(bias_).value, plain_md({1, out}, dt::f32))});
+    add_matmul(m, steps, what, m.attr(), args, "matmul fwd bf16");
+  }
+
+  // Precision bf16: dW = dY^T X and dX = dY W as matmuls on bf16 copies (dY's made here, X's and
+  // W's kept from forward), fp32 out; db = dY^T x ones stays an fp32 dnnl_sgemm (a column sum).
+  void build_backward_bf16(Model& m, Steps& steps) {
+    const std::string what = name_ + ": gemm backward";
+    const int64_t rows = rows_, out = a_.out_features;
+    const memory dy = view(m.diff_of(m.tensor(output_)), plain_md({rows, out}, dt::f32));
+    const memory dy_low = m.product_operand(dy, steps, what);
+    add_matmul(m, steps, what + " weights", m.attr(),
+               {{DNNL_ARG_SRC, view(dy_low, Md({out, rows}, dt::bf16, tag::ba))},
+                {DNNL_ARG_WEIGHTS, src_low_},
+                {DNNL_ARG_DST, view(m.param(weight_).grad, plain_md({out, features_}, dt::f32))}},
+               "matmul bwd_w bf16");
+    if (bias_ >= 0) {
+      const float* d = static_cast<const float*>(dy.get_data_handle());
+      float* db = static_cast<float*>(m.param(bias_).grad.get_data_handle());
+      ones_ = m.alloc(plain_md({rows}, dt::f32));
+      float* ones = static_cast<float*>(ones_.get_data_handle());
+      std::fill(ones, ones + rows, 1.0f);
+      m.add_function(steps, what + " bias", [=, name = name_] {
+        gemm(name, 'T', 'N', out, 1, rows, d, out, ones, 1, db, 1);
+      });
+    }
+    m.add_ready(steps, weight_);
+    if (bias_ >= 0) m.add_ready(steps, bias_);
+    Tensor& in = m.tensor(inputs_[0]);
+    if (in.needs_grad)
+      add_bf16_data_gradient(m, steps, in, dy_low, weights_low_, what + " data",
+                             "matmul bwd_d bf16");
+  }
+
   void build_backward_gemm(Model& m, Steps& steps) {
+    if (m.bf16()) {
+      build_backward_bf16(m, steps);
+      return;
+    }
     const std::string what = name_ + ": gemm backward";
     const int64_t rows = rows_, features = features_, out = a_.out_features;
     const float* x = static_cast<const float*>(src_.get_data_handle());
@@ -359,6 +418,7 @@ class FcLayer : public WeightedLayer {
   dnnl::inner_product_forward::primitive_desc pd_;
   bool gemm_ = false;
   int64_t rows_ = 0, features_ = 0;
+  memory src_low_, weights_low_;  // precision bf16: the forward's bf16 copies of X and W
 };
 
 class ConvLayer : public WeightedLayer {
@@ -379,6 +439,7 @@ class ConvLayer : public WeightedLayer {
   }
 
   void build_forward(Model& m, Steps& steps) override {
+    m.refuse_bf16(name_, "conv2d");
     Tensor& x = activation(m, inputs_[0]);
     Tensor& y = m.tensor(output_);
     if (x.dims.size() != 4) bad("input " + dims_str(x.dims) + " is not NCHW");
