@@ -72,7 +72,8 @@ class WeightedLayer : public NodeLayer {
     bias_ = has_bias ? params_[1] : -1;
   }
   Args forward_args(Model& m, const memory& dst) const {
-    Args args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, m.param(weight_).value}};
+    Args args = {{DNNL_ARG_SRC, src_},
+                 {DNNL_ARG_WEIGHTS, weights_low_ ? weights_low_ : m.param(weight_).value}};
     if (bias_ >= 0) args.push_back({DNNL_ARG_BIAS, m.param(bias_).value});
     args.push_back({DNNL_ARG_DST, dst});
     return args;
@@ -102,7 +103,10 @@ class WeightedLayer : public NodeLayer {
   void add_backward_data(Model& m, Steps& steps, const Pd& pd, const char* kind) {
     const std::string what = name_ + ": " + kind + " backward data";
     Tensor& x = m.tensor(inputs_[0]);
-    memory weights = m.as_layout(m.param(weight_).value, pd.weights_desc(), steps, what);
+    // Precision bf16: the forward's bf16 copy where it has the layout wanted.
+    memory weights = weights_low_ && weights_low_.get_desc() == pd.weights_desc()
+                         ? weights_low_
+                         : m.as_layout(m.param(weight_).value, pd.weights_desc(), steps, what);
     memory diff_dst = m.as_layout(output_diff(m), pd.diff_dst_desc(), steps, what);
     Steps post;
     // A flattened source is a plain view of the input, so its gradient is too.
@@ -124,7 +128,9 @@ class WeightedLayer : public NodeLayer {
   }
 
   int32_t weight_ = -1, bias_ = -1;
-  memory src_;   // the forward source in the layout the forward primitive read
+  memory src_;  // the forward source in the layout the forward primitive read
+  // Precision bf16: the forward's bf16 copy of the weights (from the fp32 master, every step).
+  memory weights_low_;
   memory ones_;  // GEMM path: [rows] ones, the bias gradient's dnnl_sgemm operand
   // A per-time-step FC works on 2-D plain views of its [N, T, ...] input and [N, T, out] output.
   bool flat_ = false;
@@ -185,14 +191,18 @@ class FcLayer : public WeightedLayer {
     wdims_ = wdims;
     const int64_t rows = x.dims[0] * (flat_ ? x.dims[1] : 1);
     const bool plain_source = flat_ || x.md == plain_md(x.dims, dt::f32);
-    // In bf16 every plain FC is the GEMM path (matmuls on bf16 operands); a blocked one (after a
-    // convolution) has no bf16 path here.
-    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales()) || m.bf16()) &&
-        plain_source) {
+    // In bf16 every FC is the GEMM path (matmuls on bf16 operands), a blocked source (after a
+    // convolution) first reordered to plain; its gradient goes back through diff_sink.
+    if (m.bf16()) {
+      build_forward_gemm(
+          m, steps, x, y,
+          plain_source ? src : m.as_layout(x.value, plain_md(x.dims, dt::f32), steps, what));
+      return;
+    }
+    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales())) && plain_source) {
       build_forward_gemm(m, steps, x, y, src);
       return;
     }
-    m.refuse_bf16(name_, "fc over a blocked (convolution) layout");
     pd_ = forward_pd(m, src_md, any_md(wdims), dst_md);
     agree_on_weights(m, src_md, dst_md);
     src_ = m.as_layout(src, pd_.src_desc(), steps, what);
@@ -418,7 +428,7 @@ class FcLayer : public WeightedLayer {
   dnnl::inner_product_forward::primitive_desc pd_;
   bool gemm_ = false;
   int64_t rows_ = 0, features_ = 0;
-  memory src_low_, weights_low_;  // precision bf16: the forward's bf16 copies of X and W
+  memory src_low_;  // precision bf16: the forward's bf16 copy of X (W's: weights_low_)
 };
 
 class ConvLayer : public WeightedLayer {
@@ -439,7 +449,7 @@ class ConvLayer : public WeightedLayer {
   }
 
   void build_forward(Model& m, Steps& steps) override {
-    m.refuse_bf16(name_, "conv2d");
+    pt_ = m.product_type();
     Tensor& x = activation(m, inputs_[0]);
     Tensor& y = m.tensor(output_);
     if (x.dims.size() != 4) bad("input " + dims_str(x.dims) + " is not NCHW");
@@ -471,8 +481,16 @@ class ConvLayer : public WeightedLayer {
       if (fuse_relu_) pd_ = fused;
     }
     const std::string what = name_ + ": convolution forward";
-    src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);
-    m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims_, dt::f32));
+    src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);  // bf16: a bf16 copy
+    if (m.bf16()) {
+      // The fp32 master weights in the canonical layout; the forward reads a bf16 copy in its
+      // own layout, made every step (the update changed the master).
+      m.alloc_param(weight_, plain_md(wdims_, dt::f32), plain_md(wdims_, dt::f32));
+      weights_low_ =
+          m.as_layout(m.param(weight_).value, pd_.weights_desc(), steps, what + " (to bf16)");
+    } else {
+      m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims_, dt::f32));
+    }
     if (bias_ >= 0) m.alloc_param(bias_, pd_.bias_desc(), plain_md({a_.out_channels}, dt::f32));
     m.alloc_tensor(y, pd_.dst_desc());
     y.holds_relu = fuse_relu_;
@@ -487,18 +505,28 @@ class ConvLayer : public WeightedLayer {
     // forward's brgemm weight layout has no backward kernel in oneDNN 2.6; a weight reorder is
     // small); when oneDNN has only its reference kernel for those, it chooses everything (`any`).
     // Level 0: all as forward, 1: activations as forward, 2: all `any`.
-    auto src_md = [&](int level) { return level < 2 ? pd_.src_desc() : any_md(xdims_); };
-    auto dst_md = [&](int level) { return level < 2 ? pd_.dst_desc() : any_md(ydims_); };
-    auto wei_md = [&](int level) { return level < 1 ? pd_.weights_desc() : any_md(wdims_); };
+    // Precision bf16: src, weights and dY are bf16 (dY converted, in a layout of oneDNN's
+    // choice), dX and dW fp32.
+    const bool low = m.bf16();
+    auto src_md = [&](int level) { return level < 2 ? pd_.src_desc() : Md(xdims_, pt_, tag::any); };
+    auto diff_src_md = [&](int level) { return low ? any_md(xdims_) : src_md(level); };
+    auto dst_md = [&](int level) {
+      if (low) return Md(ydims_, dt::bf16, tag::any);
+      return level < 2 ? pd_.dst_desc() : any_md(ydims_);
+    };
+    auto wei_md = [&](int level) {
+      return level < 1 ? pd_.weights_desc() : Md(wdims_, pt_, tag::any);
+    };
+    auto diff_wei_md = [&](int level) { return low ? any_md(wdims_) : wei_md(level); };
     auto weights_pd = [&](int level) {
       using P = dnnl::convolution_backward_weights;
       return bias_ >= 0
                  ? compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, level < 2, alg, src_md(level),
-                                          wei_md(level), any_md({a_.out_channels}), dst_md(level),
-                                          strides_, dilates_, pad_, pad_)
+                                          diff_wei_md(level), any_md({a_.out_channels}),
+                                          dst_md(level), strides_, dilates_, pad_, pad_)
                  : compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, level < 2, alg, src_md(level),
-                                          wei_md(level), dst_md(level), strides_, dilates_, pad_,
-                                          pad_);
+                                          diff_wei_md(level), dst_md(level), strides_, dilates_,
+                                          pad_, pad_);
     };
     auto wpd = weights_pd(0);
     for (int level = 1; level <= 2 && !fast(wpd); ++level) wpd = weights_pd(level);
@@ -506,8 +534,8 @@ class ConvLayer : public WeightedLayer {
     if (!m.tensor(inputs_[0]).needs_grad) return;
     auto data_pd = [&](int level) {
       return compat::make_bwd_pd<dnnl::convolution_backward_data>(
-          m.engine(), m.attr(), pd_, level < 2, alg, src_md(level), wei_md(level), dst_md(level),
-          strides_, dilates_, pad_, pad_);
+          m.engine(), m.attr(), pd_, level < 2, alg, diff_src_md(level), wei_md(level),
+          dst_md(level), strides_, dilates_, pad_, pad_);
     };
     auto dpd = data_pd(0);
     for (int level = 1; level <= 2 && !fast(dpd); ++level) dpd = data_pd(level);
@@ -525,7 +553,7 @@ class ConvLayer : public WeightedLayer {
   // Every layout left to oneDNN: it picks blocked formats for the ISA it dispatches.
   dnnl::convolution_forward::primitive_desc choose_forward_pd(Model& m, const Tensor& x,
                                                               const Tensor& y, bool relu) {
-    auto pd = forward_pd(m, any_md(x.dims), any_md(y.dims), relu);
+    auto pd = forward_pd(m, Md(x.dims, pt_, tag::any), any_md(y.dims), relu);
     // A blocked layout pads the channels to its block (16 on AVX-512): LeNet's conv2, 20 -> 50
     // channels, computes 32 -> 64, twice its FLOPs. Channels-last has no padding, and there
     // oneDNN 2.6 has a brgemm forward kernel (brgconv, AVX-512 only); its backward kernels are
@@ -533,8 +561,7 @@ class ConvLayer : public WeightedLayer {
     // time per step. Where the channels fill their blocks, the blocked kernels measured as fast
     // or faster (AlexNet-R), so they stay.
     if (pd && (wastes_blocks(x.dims[1]) || wastes_blocks(a_.out_channels))) {
-      auto nhwc =
-          forward_pd(m, Md(x.dims, dt::f32, tag::acdb), Md(y.dims, dt::f32, tag::acdb), relu);
+      auto nhwc = forward_pd(m, Md(x.dims, pt_, tag::acdb), Md(y.dims, dt::f32, tag::acdb), relu);
       if (nhwc && std::string(nhwc.impl_info_str()).rfind("brg", 0) == 0) pd = nhwc;
     }
     return pd;
@@ -556,10 +583,10 @@ class ConvLayer : public WeightedLayer {
     using P = dnnl::convolution_forward;
     return bias_ >= 0
                ? compat::make_pd<P>(m.engine(), attr, relu, prop_kind::forward_training, alg, src,
-                                    any_md(wdims_), any_md({a_.out_channels}), dst, strides_,
-                                    dilates_, pad_, pad_)
+                                    Md(wdims_, pt_, tag::any), any_md({a_.out_channels}), dst,
+                                    strides_, dilates_, pad_, pad_)
                : compat::make_pd<P>(m.engine(), attr, relu, prop_kind::forward_training, alg, src,
-                                    any_md(wdims_), dst, strides_, dilates_, pad_, pad_);
+                                    Md(wdims_, pt_, tag::any), dst, strides_, dilates_, pad_, pad_);
   }
 
   dlhost_conv2d_attrs a_;
@@ -571,6 +598,7 @@ class ConvLayer : public WeightedLayer {
   // differently: AlexNet's first loss moved from 6.930698 to 6.930696.
   static constexpr int64_t kWinogradMinChannels = 256;
   algorithm alg_ = algorithm::convolution_direct;
+  dt pt_ = dt::f32;         // what the products read: bf16 in precision bf16
   bool fuse_relu_ = false;  // the output's only reader is a ReLU, applied here as a post-op
   std::vector<int64_t> wdims_, xdims_, ydims_;
   memory::dims strides_, dilates_, pad_;

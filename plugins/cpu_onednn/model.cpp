@@ -370,7 +370,7 @@ dnnl::memory Model::product_operand(const dnnl::memory& plain, Steps& steps,
 void Model::refuse_bf16(const std::string& node, const char* op) const {
   if (bf16_)
     sdk::unimplemented(std::string("cpu_onednn: precision bf16 is not implemented for op ") + op +
-                       " (node " + node + "); it runs FC, attention and the tied output layer");
+                       " (node " + node + "); bf16 covers fc, conv2d, attention and tied_fc");
 }
 
 dnnl::memory Model::as_layout(const dnnl::memory& mem, const Md& want, Steps& steps,

@@ -11,10 +11,11 @@
 // in front of it (or behind it, for what it writes). A parameter's gradient (and velocity) uses
 // the layout of its value, so the SGD update is a plain element-wise loop.
 //
-// Precision bf16 (dlhost_device.h): the products of FC, attention and the tied output layer take
-// bf16 copies of their operands (a reorder in front of each, round-to-nearest-even) and write fp32
-// (oneDNN accumulates in fp32); parameters, their gradients, the optimizer state and every other
-// op stay fp32. Ops without a bf16 path (convolution, LSTM, a blocked FC) refuse the mode.
+// Precision bf16 (dlhost_device.h): the products of FC, convolution, attention and the tied
+// output layer take bf16 copies of their operands (a reorder in front of each,
+// round-to-nearest-even) and write fp32 (oneDNN accumulates in fp32); parameters, their
+// gradients, the optimizer state and every other op stay fp32. The LSTM has no bf16 path and
+// refuses the mode.
 //
 // Thread-safety: a Model is used from one host thread at a time (dlhost_backend.h); the
 // parallelism is inside the calls, on OpenMP threads.
