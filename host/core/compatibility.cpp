@@ -34,6 +34,22 @@ uint32_t minor_of_attrs(const dlhost_node& node, std::string* what) {
   return 0;
 }
 
+// " (device cpu0 dispatches avx2)": the ISA the backend's first device dispatches, as a backend's
+// modes can depend on it (cpu_onednn offers bf16 only with avx512_core_bf16 or AMX); "" when the
+// backend is not queried yet or has no device.
+std::string device_isa_text(const LoadedPlugin& backend) {
+  if (backend.kind != DLHOST_PLUGIN_BACKEND || !backend.queried || !backend.usable ||
+      backend.table == nullptr || backend.table->backend == nullptr)
+    return "";
+  const dlhost_backend_api* api = backend.table->backend;
+  if (api->device_count() <= 0) return "";
+  const dlhost_device_info* info = nullptr;
+  StatusPtr failed(api->device_info(0, &info));
+  if (failed || info == nullptr || info->isa == nullptr || info->isa[0] == '\0') return "";
+  return std::string(" (device ") + (info->name != nullptr ? info->name : "0") + " dispatches " +
+         info->isa + ")";
+}
+
 int32_t precision_value(const std::string& name) {
   const auto& names = precision_names();
   auto it = std::find(names.begin(), names.end(), name);
@@ -106,7 +122,7 @@ std::optional<std::string> precision_gap(const LoadedPlugin& backend,
   if (caps.precisions & (1u << mode)) return std::nullopt;
   return "backend " + backend.name + " implements precision " + caps_precisions_text(caps) +
          (caps.published ? "" : " (it publishes no capabilities: fp32 is assumed)") +
-         "; the case asks for " + precision;
+         "; the case asks for " + precision + device_isa_text(backend);
 }
 
 std::optional<std::string> ops_gap(const LoadedPlugin& backend, const dlhost_graph& graph) {

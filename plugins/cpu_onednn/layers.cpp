@@ -72,7 +72,8 @@ class WeightedLayer : public NodeLayer {
     bias_ = has_bias ? params_[1] : -1;
   }
   Args forward_args(Model& m, const memory& dst) const {
-    Args args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, m.param(weight_).value}};
+    Args args = {{DNNL_ARG_SRC, src_},
+                 {DNNL_ARG_WEIGHTS, weights_low_ ? weights_low_ : m.param(weight_).value}};
     if (bias_ >= 0) args.push_back({DNNL_ARG_BIAS, m.param(bias_).value});
     args.push_back({DNNL_ARG_DST, dst});
     return args;
@@ -102,7 +103,10 @@ class WeightedLayer : public NodeLayer {
   void add_backward_data(Model& m, Steps& steps, const Pd& pd, const char* kind) {
     const std::string what = name_ + ": " + kind + " backward data";
     Tensor& x = m.tensor(inputs_[0]);
-    memory weights = m.as_layout(m.param(weight_).value, pd.weights_desc(), steps, what);
+    // Precision bf16: the forward's bf16 copy where it has the layout wanted.
+    memory weights = weights_low_ && weights_low_.get_desc() == pd.weights_desc()
+                         ? weights_low_
+                         : m.as_layout(m.param(weight_).value, pd.weights_desc(), steps, what);
     memory diff_dst = m.as_layout(output_diff(m), pd.diff_dst_desc(), steps, what);
     Steps post;
     // A flattened source is a plain view of the input, so its gradient is too.
@@ -124,7 +128,9 @@ class WeightedLayer : public NodeLayer {
   }
 
   int32_t weight_ = -1, bias_ = -1;
-  memory src_;   // the forward source in the layout the forward primitive read
+  memory src_;  // the forward source in the layout the forward primitive read
+  // Precision bf16: the forward's bf16 copy of the weights (from the fp32 master, every step).
+  memory weights_low_;
   memory ones_;  // GEMM path: [rows] ones, the bias gradient's dnnl_sgemm operand
   // A per-time-step FC works on 2-D plain views of its [N, T, ...] input and [N, T, out] output.
   bool flat_ = false;
@@ -184,8 +190,16 @@ class FcLayer : public WeightedLayer {
     }
     wdims_ = wdims;
     const int64_t rows = x.dims[0] * (flat_ ? x.dims[1] : 1);
-    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales())) &&
-        (flat_ || x.md == plain_md(x.dims, dt::f32))) {
+    const bool plain_source = flat_ || x.md == plain_md(x.dims, dt::f32);
+    // In bf16 every FC is the GEMM path (matmuls on bf16 operands), a blocked source (after a
+    // convolution) first reordered to plain; its gradient goes back through diff_sink.
+    if (m.bf16()) {
+      build_forward_gemm(
+          m, steps, x, y,
+          plain_source ? src : m.as_layout(x.value, plain_md(x.dims, dt::f32), steps, what));
+      return;
+    }
+    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales())) && plain_source) {
       build_forward_gemm(m, steps, x, y, src);
       return;
     }
@@ -301,6 +315,10 @@ class FcLayer : public WeightedLayer {
     if (bias_ >= 0) m.alloc_param(bias_, plain_md({out}, dt::f32), plain_md({out}, dt::f32));
     m.alloc_tensor(y, plain_md(y.dims, dt::f32));
     src_ = view(src, src_md);
+    if (m.bf16()) {
+      build_forward_bf16(m, steps, y);
+      return;
+    }
     Args args = {{DNNL_ARG_SRC, src_},
                  {DNNL_ARG_WEIGHTS, view(m.param(weight_).value, weights_md)},
                  {DNNL_ARG_DST, view(y.value, dst_md)}};
@@ -309,7 +327,58 @@ class FcLayer : public WeightedLayer {
     m.note_implementation("matmul fwd", pd.impl_info_str());
   }
 
+  // Precision bf16: Y = X W^T (+ b) on bf16 copies of X and W (the master weights stay fp32;
+  // W's copy is made every step, as the update changes W), fp32 out. Both copies are kept for
+  // backward.
+  void build_forward_bf16(Model& m, Steps& steps, Tensor& y) {
+    const std::string what = name_ + ": matmul forward";
+    const int64_t out = a_.out_features;
+    src_low_ = m.product_operand(src_, steps, what);
+    weights_low_ = m.product_operand(
+        view(m.param(weight_).value, plain_md({out, features_}, dt::f32)), steps, what);
+    Args args = {{DNNL_ARG_SRC, src_low_},
+                 {DNNL_ARG_WEIGHTS, view(weights_low_, Md({features_, out}, dt::bf16, tag::ba))},
+                 {DNNL_ARG_DST, view(y.value, plain_md({rows_, out}, dt::f32))}};
+    if (bias_ >= 0)
+      args.push_back({DNNL_ARG_BIAS, view(m.param(bias_).value, plain_md({1, out}, dt::f32))});
+    add_matmul(m, steps, what, m.attr(), args, "matmul fwd bf16");
+  }
+
+  // Precision bf16: dW = dY^T X and dX = dY W as matmuls on bf16 copies (dY's made here, X's and
+  // W's kept from forward), fp32 out; db = dY^T x ones stays an fp32 dnnl_sgemm (a column sum).
+  void build_backward_bf16(Model& m, Steps& steps) {
+    const std::string what = name_ + ": gemm backward";
+    const int64_t rows = rows_, out = a_.out_features;
+    const memory dy = view(m.diff_of(m.tensor(output_)), plain_md({rows, out}, dt::f32));
+    const memory dy_low = m.product_operand(dy, steps, what);
+    add_matmul(m, steps, what + " weights", m.attr(),
+               {{DNNL_ARG_SRC, view(dy_low, Md({out, rows}, dt::bf16, tag::ba))},
+                {DNNL_ARG_WEIGHTS, src_low_},
+                {DNNL_ARG_DST, view(m.param(weight_).grad, plain_md({out, features_}, dt::f32))}},
+               "matmul bwd_w bf16");
+    if (bias_ >= 0) {
+      const float* d = static_cast<const float*>(dy.get_data_handle());
+      float* db = static_cast<float*>(m.param(bias_).grad.get_data_handle());
+      ones_ = m.alloc(plain_md({rows}, dt::f32));
+      float* ones = static_cast<float*>(ones_.get_data_handle());
+      std::fill(ones, ones + rows, 1.0f);
+      m.add_function(steps, what + " bias", [=, name = name_] {
+        gemm(name, 'T', 'N', out, 1, rows, d, out, ones, 1, db, 1);
+      });
+    }
+    m.add_ready(steps, weight_);
+    if (bias_ >= 0) m.add_ready(steps, bias_);
+    Tensor& in = m.tensor(inputs_[0]);
+    if (in.needs_grad)
+      add_bf16_data_gradient(m, steps, in, dy_low, weights_low_, what + " data",
+                             "matmul bwd_d bf16");
+  }
+
   void build_backward_gemm(Model& m, Steps& steps) {
+    if (m.bf16()) {
+      build_backward_bf16(m, steps);
+      return;
+    }
     const std::string what = name_ + ": gemm backward";
     const int64_t rows = rows_, features = features_, out = a_.out_features;
     const float* x = static_cast<const float*>(src_.get_data_handle());
@@ -359,6 +428,7 @@ class FcLayer : public WeightedLayer {
   dnnl::inner_product_forward::primitive_desc pd_;
   bool gemm_ = false;
   int64_t rows_ = 0, features_ = 0;
+  memory src_low_;  // precision bf16: the forward's bf16 copy of X (W's: weights_low_)
 };
 
 class ConvLayer : public WeightedLayer {
@@ -379,6 +449,7 @@ class ConvLayer : public WeightedLayer {
   }
 
   void build_forward(Model& m, Steps& steps) override {
+    pt_ = m.product_type();
     Tensor& x = activation(m, inputs_[0]);
     Tensor& y = m.tensor(output_);
     if (x.dims.size() != 4) bad("input " + dims_str(x.dims) + " is not NCHW");
@@ -410,8 +481,16 @@ class ConvLayer : public WeightedLayer {
       if (fuse_relu_) pd_ = fused;
     }
     const std::string what = name_ + ": convolution forward";
-    src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);
-    m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims_, dt::f32));
+    src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);  // bf16: a bf16 copy
+    if (m.bf16()) {
+      // The fp32 master weights in the canonical layout; the forward reads a bf16 copy in its
+      // own layout, made every step (the update changed the master).
+      m.alloc_param(weight_, plain_md(wdims_, dt::f32), plain_md(wdims_, dt::f32));
+      weights_low_ =
+          m.as_layout(m.param(weight_).value, pd_.weights_desc(), steps, what + " (to bf16)");
+    } else {
+      m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims_, dt::f32));
+    }
     if (bias_ >= 0) m.alloc_param(bias_, pd_.bias_desc(), plain_md({a_.out_channels}, dt::f32));
     m.alloc_tensor(y, pd_.dst_desc());
     y.holds_relu = fuse_relu_;
@@ -426,18 +505,28 @@ class ConvLayer : public WeightedLayer {
     // forward's brgemm weight layout has no backward kernel in oneDNN 2.6; a weight reorder is
     // small); when oneDNN has only its reference kernel for those, it chooses everything (`any`).
     // Level 0: all as forward, 1: activations as forward, 2: all `any`.
-    auto src_md = [&](int level) { return level < 2 ? pd_.src_desc() : any_md(xdims_); };
-    auto dst_md = [&](int level) { return level < 2 ? pd_.dst_desc() : any_md(ydims_); };
-    auto wei_md = [&](int level) { return level < 1 ? pd_.weights_desc() : any_md(wdims_); };
+    // Precision bf16: src, weights and dY are bf16 (dY converted, in a layout of oneDNN's
+    // choice), dX and dW fp32.
+    const bool low = m.bf16();
+    auto src_md = [&](int level) { return level < 2 ? pd_.src_desc() : Md(xdims_, pt_, tag::any); };
+    auto diff_src_md = [&](int level) { return low ? any_md(xdims_) : src_md(level); };
+    auto dst_md = [&](int level) {
+      if (low) return Md(ydims_, dt::bf16, tag::any);
+      return level < 2 ? pd_.dst_desc() : any_md(ydims_);
+    };
+    auto wei_md = [&](int level) {
+      return level < 1 ? pd_.weights_desc() : Md(wdims_, pt_, tag::any);
+    };
+    auto diff_wei_md = [&](int level) { return low ? any_md(wdims_) : wei_md(level); };
     auto weights_pd = [&](int level) {
       using P = dnnl::convolution_backward_weights;
       return bias_ >= 0
                  ? compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, level < 2, alg, src_md(level),
-                                          wei_md(level), any_md({a_.out_channels}), dst_md(level),
-                                          strides_, dilates_, pad_, pad_)
+                                          diff_wei_md(level), any_md({a_.out_channels}),
+                                          dst_md(level), strides_, dilates_, pad_, pad_)
                  : compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, level < 2, alg, src_md(level),
-                                          wei_md(level), dst_md(level), strides_, dilates_, pad_,
-                                          pad_);
+                                          diff_wei_md(level), dst_md(level), strides_, dilates_,
+                                          pad_, pad_);
     };
     auto wpd = weights_pd(0);
     for (int level = 1; level <= 2 && !fast(wpd); ++level) wpd = weights_pd(level);
@@ -445,8 +534,8 @@ class ConvLayer : public WeightedLayer {
     if (!m.tensor(inputs_[0]).needs_grad) return;
     auto data_pd = [&](int level) {
       return compat::make_bwd_pd<dnnl::convolution_backward_data>(
-          m.engine(), m.attr(), pd_, level < 2, alg, src_md(level), wei_md(level), dst_md(level),
-          strides_, dilates_, pad_, pad_);
+          m.engine(), m.attr(), pd_, level < 2, alg, diff_src_md(level), wei_md(level),
+          dst_md(level), strides_, dilates_, pad_, pad_);
     };
     auto dpd = data_pd(0);
     for (int level = 1; level <= 2 && !fast(dpd); ++level) dpd = data_pd(level);
@@ -464,7 +553,7 @@ class ConvLayer : public WeightedLayer {
   // Every layout left to oneDNN: it picks blocked formats for the ISA it dispatches.
   dnnl::convolution_forward::primitive_desc choose_forward_pd(Model& m, const Tensor& x,
                                                               const Tensor& y, bool relu) {
-    auto pd = forward_pd(m, any_md(x.dims), any_md(y.dims), relu);
+    auto pd = forward_pd(m, Md(x.dims, pt_, tag::any), any_md(y.dims), relu);
     // A blocked layout pads the channels to its block (16 on AVX-512): LeNet's conv2, 20 -> 50
     // channels, computes 32 -> 64, twice its FLOPs. Channels-last has no padding, and there
     // oneDNN 2.6 has a brgemm forward kernel (brgconv, AVX-512 only); its backward kernels are
@@ -472,8 +561,7 @@ class ConvLayer : public WeightedLayer {
     // time per step. Where the channels fill their blocks, the blocked kernels measured as fast
     // or faster (AlexNet-R), so they stay.
     if (pd && (wastes_blocks(x.dims[1]) || wastes_blocks(a_.out_channels))) {
-      auto nhwc =
-          forward_pd(m, Md(x.dims, dt::f32, tag::acdb), Md(y.dims, dt::f32, tag::acdb), relu);
+      auto nhwc = forward_pd(m, Md(x.dims, pt_, tag::acdb), Md(y.dims, dt::f32, tag::acdb), relu);
       if (nhwc && std::string(nhwc.impl_info_str()).rfind("brg", 0) == 0) pd = nhwc;
     }
     return pd;
@@ -495,10 +583,10 @@ class ConvLayer : public WeightedLayer {
     using P = dnnl::convolution_forward;
     return bias_ >= 0
                ? compat::make_pd<P>(m.engine(), attr, relu, prop_kind::forward_training, alg, src,
-                                    any_md(wdims_), any_md({a_.out_channels}), dst, strides_,
-                                    dilates_, pad_, pad_)
+                                    Md(wdims_, pt_, tag::any), any_md({a_.out_channels}), dst,
+                                    strides_, dilates_, pad_, pad_)
                : compat::make_pd<P>(m.engine(), attr, relu, prop_kind::forward_training, alg, src,
-                                    any_md(wdims_), dst, strides_, dilates_, pad_, pad_);
+                                    Md(wdims_, pt_, tag::any), dst, strides_, dilates_, pad_, pad_);
   }
 
   dlhost_conv2d_attrs a_;
@@ -510,6 +598,7 @@ class ConvLayer : public WeightedLayer {
   // differently: AlexNet's first loss moved from 6.930698 to 6.930696.
   static constexpr int64_t kWinogradMinChannels = 256;
   algorithm alg_ = algorithm::convolution_direct;
+  dt pt_ = dt::f32;         // what the products read: bf16 in precision bf16
   bool fuse_relu_ = false;  // the output's only reader is a ReLU, applied here as a post-op
   std::vector<int64_t> wdims_, xdims_, ydims_;
   memory::dims strides_, dilates_, pad_;

@@ -62,6 +62,61 @@ inline void sgemm(const std::string& name, char transa, char transb, int64_t m, 
     dlhost::sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: node " + name + ": dnnl_sgemm failed");
 }
 
+// One oneDNN matmul: `args` hold SRC, WEIGHTS and DST (and BIAS), whose descriptors (strided
+// views for transposes, bf16 or f32 operands) are the primitive's. `kind` names it in
+// model_info ("attention matmul").
+inline void add_matmul(Model& m, Steps& steps, const std::string& what,
+                       const dnnl::primitive_attr& attr, const Args& args, const char* kind) {
+  Md src, weights, bias, dst;
+  for (const auto& [arg, mem] : args) {
+    if (arg == DNNL_ARG_SRC) src = mem.get_desc();
+    if (arg == DNNL_ARG_WEIGHTS) weights = mem.get_desc();
+    if (arg == DNNL_ARG_BIAS) bias = mem.get_desc();
+    if (arg == DNNL_ARG_DST) dst = mem.get_desc();
+  }
+  const bool has_bias = bias.get_size() != 0;
+  const auto pd =
+      has_bias ? compat::make_pd<dnnl::matmul>(m.engine(), attr, false, src, weights, bias, dst)
+               : compat::make_pd<dnnl::matmul>(m.engine(), attr, false, src, weights, dst);
+  m.add_primitive(steps, what, dnnl::matmul(pd), pd, args);
+  m.note_implementation(kind, pd.impl_info_str());
+}
+
+// The data gradient of a layer whose forward was X W^T on bf16 copies: dX [rows, cols] =
+// dY_low [rows, k] x W_low [k, cols], one matmul writing fp32 into `in`'s gradient (or a
+// scratch that diff_sink's steps add to it).
+inline void add_bf16_data_gradient(Model& m, Steps& steps, Tensor& in, const dnnl::memory& dy_low,
+                                   const dnnl::memory& weights_low, const std::string& what,
+                                   const char* kind) {
+  const int64_t rows = compat::dims_of(dy_low.get_desc())[0];
+  const int64_t cols = compat::dims_of(weights_low.get_desc())[1];
+  Steps post;
+  const dnnl::memory dx =
+      m.diff_sink(in, plain_md(in.dims, dnnl::memory::data_type::f32), post, what);
+  add_matmul(m, steps, what, m.attr(),
+             {{DNNL_ARG_SRC, dy_low},
+              {DNNL_ARG_WEIGHTS, weights_low},
+              {DNNL_ARG_DST, view(dx, plain_md({rows, cols}, dnnl::memory::data_type::f32))}},
+             kind);
+  steps.insert(steps.end(), post.begin(), post.end());
+}
+
+// A fresh attribute with the model's user scratchpad and `ops`: primitive_attr copies share one
+// handle, so m.attr() itself must not take post-ops.
+inline dnnl::primitive_attr attr_with(const dnnl::post_ops& ops) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+// An attribute whose matmul adds to its destination (beta = 1) instead of overwriting it.
+inline dnnl::primitive_attr accumulating_attr() {
+  dnnl::post_ops ops;
+  ops.append_sum(1.0f);
+  return attr_with(ops);
+}
+
 // The ABI's pinned inverted-dropout mask over `n` elements in logical (row-major) order:
 // 1 / (1 - p) where dlhost_dropout_keep(seed, node, step, i, p), else 0.
 inline void fill_dropout_mask(float* mask, int64_t n, uint64_t seed, uint32_t node, uint64_t step,

@@ -115,6 +115,7 @@ class LstmLayer : public NodeLayer {
   }
 
   void build_forward(Model& m, Steps& steps) override {
+    m.refuse_bf16(name_, "lstm");
     Tensor& x = activation(m, inputs_[0]);
     Tensor& y = m.tensor(output_);
     if (x.dims.size() != 3) bad("input " + dims_str(x.dims) + " is not [N, T, C]");

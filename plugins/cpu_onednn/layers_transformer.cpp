@@ -26,15 +26,6 @@ using tag = dnnl::memory::format_tag;
 using dnnl::algorithm;
 using dnnl::memory;
 
-// A fresh attribute with the model's user scratchpad and `ops`: primitive_attr copies share one
-// handle, so m.attr() itself must not take post-ops.
-dnnl::primitive_attr attr_with(const dnnl::post_ops& ops) {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  attr.set_post_ops(ops);
-  return attr;
-}
-
 // A memory over `bytes_of`'s data with another descriptor (a strided head view, the first rows
 // of a table); unlike view(), the descriptor may cover fewer bytes. The caller keeps `bytes_of`
 // alive.
@@ -211,6 +202,11 @@ class AttentionLayer : public NodeLayer {
     q_ = m.as_layout(q.value, plain, steps, what);
     k_ = m.as_layout(k.value, plain, steps, what);
     v_ = m.as_layout(v.value, plain, steps, what);
+    // Precision bf16: the four products read bf16 copies (kept for backward), write fp32.
+    pt_ = m.product_type();
+    q_low_ = m.product_operand(q_, steps, what + " q");
+    k_low_ = m.product_operand(k_, steps, what + " k");
+    v_low_ = m.product_operand(v_, steps, what + " v");
     m.alloc_tensor(y, plain);
 
     // S = Q K^T * scale into P's buffer; softmax then works in place.
@@ -218,8 +214,8 @@ class AttentionLayer : public NodeLayer {
     dnnl::post_ops ops;
     compat::append_eltwise(ops, algorithm::eltwise_linear, scale_, 0.0f);
     add_matmul(m, steps, what + " scores (Q K^T)", attr_with(ops),
-               {{DNNL_ARG_SRC, alias(q_, heads_md())},
-                {DNNL_ARG_WEIGHTS, alias(k_, heads_t_md())},
+               {{DNNL_ARG_SRC, alias(q_low_, heads_md(pt_))},
+                {DNNL_ARG_WEIGHTS, alias(k_low_, heads_t_md(pt_))},
                 {DNNL_ARG_DST, p_}});
     if (a_.causal != 0) {
       // The causal mask: -inf above the diagonal of every [T, T] block. oneDNN has no masked
@@ -261,9 +257,10 @@ class AttentionLayer : public NodeLayer {
       });
       add_multiply(m, steps, what + " dropout", p_, pd_);
     }
+    pd_low_ = m.product_operand(pd_, steps, what + " P");
     add_matmul(m, steps, what + " output (P V)", m.attr(),
-               {{DNNL_ARG_SRC, pd_},
-                {DNNL_ARG_WEIGHTS, alias(v_, heads_md())},
+               {{DNNL_ARG_SRC, pd_low_},
+                {DNNL_ARG_WEIGHTS, alias(v_low_, heads_md(pt_))},
                 {DNNL_ARG_DST, alias(y.value, heads_md())}});
   }
 
@@ -275,13 +272,15 @@ class AttentionLayer : public NodeLayer {
     Tensor& y = m.tensor(output_);
     const std::string what = name_ + ": attention backward";
     const Md plain = plain_md(y.dims, dt::f32);
-    memory dy = alias(m.as_layout(m.diff_of(y), plain, steps, what), heads_md());
+    memory dy =
+        alias(m.product_operand(m.as_layout(m.diff_of(y), plain, steps, what), steps, what + " dO"),
+              heads_md(pt_));
     // dV = Pd^T dO
     if (v.needs_grad) {
       Steps post;
       memory dv = m.diff_sink(v, plain, post, what + " dV");
       add_matmul(m, steps, what + " dV (P^T dO)", m.attr(),
-                 {{DNNL_ARG_SRC, alias(pd_, scores_t_md())},
+                 {{DNNL_ARG_SRC, alias(pd_low_, scores_t_md(pt_))},
                   {DNNL_ARG_WEIGHTS, dy},
                   {DNNL_ARG_DST, alias(dv, heads_md())}});
       steps.insert(steps.end(), post.begin(), post.end());
@@ -289,9 +288,10 @@ class AttentionLayer : public NodeLayer {
     if (!q.needs_grad && !k.needs_grad) return;
     // dP = (dO V^T) * M, then dS = softmax backward, each in a scratch of the scores' shape.
     memory dp = m.scratch(scores_md());
-    add_matmul(
-        m, steps, what + " dP (dO V^T)", m.attr(),
-        {{DNNL_ARG_SRC, dy}, {DNNL_ARG_WEIGHTS, alias(v_, heads_t_md())}, {DNNL_ARG_DST, dp}});
+    add_matmul(m, steps, what + " dP (dO V^T)", m.attr(),
+               {{DNNL_ARG_SRC, dy},
+                {DNNL_ARG_WEIGHTS, alias(v_low_, heads_t_md(pt_))},
+                {DNNL_ARG_DST, dp}});
     if (a_.dropout > 0.0f) add_multiply(m, steps, what + " dropout", dp, dp);
     memory ds = m.scratch(scores_md());
     const auto spd = compat::softmax_backward_pd(m.engine(), m.attr(), scores_md(), scores_md(),
@@ -299,6 +299,7 @@ class AttentionLayer : public NodeLayer {
     m.add_primitive(steps, what + " softmax", dnnl::softmax_backward(spd), spd,
                     {{DNNL_ARG_DST, p_}, {DNNL_ARG_DIFF_DST, dp}, {DNNL_ARG_DIFF_SRC, ds}});
     m.note_implementation("softmax bwd", spd.impl_info_str());
+    const memory ds_low = m.product_operand(ds, steps, what + " dS");
     dnnl::post_ops ops;
     compat::append_eltwise(ops, algorithm::eltwise_linear, scale_, 0.0f);
     const dnnl::primitive_attr scaled = attr_with(ops);
@@ -307,8 +308,8 @@ class AttentionLayer : public NodeLayer {
       Steps post;
       memory dq = m.diff_sink(q, plain, post, what + " dQ");
       add_matmul(m, steps, what + " dQ (dS K)", scaled,
-                 {{DNNL_ARG_SRC, ds},
-                  {DNNL_ARG_WEIGHTS, alias(k_, heads_md())},
+                 {{DNNL_ARG_SRC, ds_low},
+                  {DNNL_ARG_WEIGHTS, alias(k_low_, heads_md(pt_))},
                   {DNNL_ARG_DST, alias(dq, heads_md())}});
       steps.insert(steps.end(), post.begin(), post.end());
     }
@@ -317,8 +318,8 @@ class AttentionLayer : public NodeLayer {
       Steps post;
       memory dk = m.diff_sink(k, plain, post, what + " dK");
       add_matmul(m, steps, what + " dK (dS^T Q)", scaled,
-                 {{DNNL_ARG_SRC, alias(ds, scores_t_md())},
-                  {DNNL_ARG_WEIGHTS, alias(q_, heads_md())},
+                 {{DNNL_ARG_SRC, alias(ds_low, scores_t_md(pt_))},
+                  {DNNL_ARG_WEIGHTS, alias(q_low_, heads_md(pt_))},
                   {DNNL_ARG_DST, alias(dk, heads_md())}});
       steps.insert(steps.end(), post.begin(), post.end());
     }
@@ -326,31 +327,22 @@ class AttentionLayer : public NodeLayer {
 
  private:
   // [N, H, T, d] over the bytes of an [N, T, H*d] tensor, and its [N, H, d, T] transpose.
-  Md heads_md() const {
-    return Md({n_, a_.heads, t_, d_}, dt::f32, memory::dims{t_ * c_, d_, c_, 1});
+  Md heads_md(dt type = dt::f32) const {
+    return Md({n_, a_.heads, t_, d_}, type, memory::dims{t_ * c_, d_, c_, 1});
   }
-  Md heads_t_md() const {
-    return Md({n_, a_.heads, d_, t_}, dt::f32, memory::dims{t_ * c_, d_, 1, c_});
+  Md heads_t_md(dt type = dt::f32) const {
+    return Md({n_, a_.heads, d_, t_}, type, memory::dims{t_ * c_, d_, 1, c_});
   }
   // The plain [N, H, T, T] scores, and their per-head transpose.
   Md scores_md() const { return plain_md({n_, a_.heads, t_, t_}, dt::f32); }
-  Md scores_t_md() const {
-    return Md({n_, a_.heads, t_, t_}, dt::f32, memory::dims{a_.heads * t_ * t_, t_ * t_, 1, t_});
+  Md scores_t_md(dt type) const {
+    return Md({n_, a_.heads, t_, t_}, type, memory::dims{a_.heads * t_ * t_, t_ * t_, 1, t_});
   }
 
-  // One batched matmul: args hold SRC, WEIGHTS and DST (and post-op operands), their
-  // descriptors the primitive's.
-  void add_matmul(Model& m, Steps& steps, const std::string& what, const dnnl::primitive_attr& attr,
-                  const Args& args) {
-    Md src, weights, dst;
-    for (const auto& [arg, mem] : args) {
-      if (arg == DNNL_ARG_SRC) src = mem.get_desc();
-      if (arg == DNNL_ARG_WEIGHTS) weights = mem.get_desc();
-      if (arg == DNNL_ARG_DST) dst = mem.get_desc();
-    }
-    const auto pd = compat::make_pd<dnnl::matmul>(m.engine(), attr, false, src, weights, dst);
-    m.add_primitive(steps, what, dnnl::matmul(pd), pd, args);
-    m.note_implementation("attention matmul", pd.impl_info_str());
+  // One batched matmul: args hold SRC, WEIGHTS and DST, their descriptors the primitive's.
+  static void add_matmul(Model& m, Steps& steps, const std::string& what,
+                         const dnnl::primitive_attr& attr, const Args& args) {
+    cpu_onednn::add_matmul(m, steps, what, attr, args, "attention matmul");
   }
 
   void add_multiply(Model& m, Steps& steps, const std::string& what, const memory& src,
@@ -366,9 +358,11 @@ class AttentionLayer : public NodeLayer {
   dlhost_attention_attrs a_;
   int64_t n_ = 0, t_ = 0, c_ = 0, d_ = 0;
   float scale_ = 1.0f;
-  memory q_, k_, v_;  // the inputs, plain
-  memory p_;          // softmax(S), kept for backward
-  memory mask_, pd_;  // with dropout: the mask and P * mask (else pd_ is p_)
+  memory q_, k_, v_;                       // the inputs, plain
+  dt pt_ = dt::f32;                        // what the products read: bf16 in precision bf16
+  memory q_low_, k_low_, v_low_, pd_low_;  // q, k, v and Pd as the products read them
+  memory p_;                               // softmax(S), kept for backward
+  memory mask_, pd_;                       // with dropout: the mask and P * mask (else pd_ is p_)
   dnnl::softmax_forward::primitive_desc softmax_pd_;
 };
 
@@ -489,6 +483,10 @@ class TiedFcLayer : public NodeLayer {
                                                          weights_md, dst_md);
     src_ = view(m.as_layout(x.value, plain_md(x.dims, dt::f32), steps, what), src_md);
     m.alloc_tensor(y, plain_md(y.dims, dt::f32));
+    if (m.bf16()) {
+      build_forward_bf16(m, steps, y);
+      return;
+    }
     Args args = {{DNNL_ARG_SRC, src_},
                  {DNNL_ARG_WEIGHTS, view(table.value, weights_md)},
                  {DNNL_ARG_DST, view(y.value, dst_md)}};
@@ -498,6 +496,10 @@ class TiedFcLayer : public NodeLayer {
   }
 
   void build_backward(Model& m, Steps& steps) override {
+    if (m.bf16()) {
+      build_backward_bf16(m, steps);
+      return;
+    }
     const std::string what = name_ + ": tied fc backward";
     const int64_t rows = rows_, dim = dim_, vocab = vocab_;
     Param& table = m.param(params_[0]);
@@ -537,10 +539,60 @@ class TiedFcLayer : public NodeLayer {
   }
 
  private:
+  // Precision bf16: logits = X E^T (+ b) on bf16 copies of X and E (the table's made every
+  // step, as the update changes it; both kept for backward), fp32 out.
+  void build_forward_bf16(Model& m, Steps& steps, Tensor& y) {
+    const std::string what = name_ + ": tied fc forward";
+    src_low_ = m.product_operand(src_, steps, what);
+    table_low_ = m.product_operand(
+        view(m.param(params_[0]).value, plain_md({vocab_, dim_}, dt::f32)), steps, what);
+    Args args = {{DNNL_ARG_SRC, src_low_},
+                 {DNNL_ARG_WEIGHTS, view(table_low_, Md({dim_, vocab_}, dt::bf16, tag::ba))},
+                 {DNNL_ARG_DST, view(y.value, plain_md({rows_, vocab_}, dt::f32))}};
+    if (a_.has_bias != 0)
+      args.push_back(
+          {DNNL_ARG_BIAS, view(m.param(params_[1]).value, plain_md({1, vocab_}, dt::f32))});
+    add_matmul(m, steps, what, m.attr(), args, "tied fc fwd bf16");
+  }
+
+  // Precision bf16: dE (+)= dY^T X and dX = dY E as matmuls on bf16 copies (dY's made here),
+  // fp32 out (the embedding's scatter-add then adds to dE in fp32); db stays an fp32
+  // dnnl_sgemm column sum.
+  void build_backward_bf16(Model& m, Steps& steps) {
+    const std::string what = name_ + ": tied fc backward";
+    const int64_t rows = rows_, vocab = vocab_;
+    Param& table = m.param(params_[0]);
+    const bool accumulate = table.grad_written;
+    table.grad_written = true;
+    const memory dy = view(m.diff_of(m.tensor(output_)), plain_md({rows, vocab}, dt::f32));
+    const memory dy_low = m.product_operand(dy, steps, what);
+    add_matmul(m, steps, what + " weights", accumulate ? accumulating_attr() : m.attr(),
+               {{DNNL_ARG_SRC, view(dy_low, Md({vocab, rows}, dt::bf16, tag::ba))},
+                {DNNL_ARG_WEIGHTS, src_low_},
+                {DNNL_ARG_DST, view(table.grad, plain_md({vocab, dim_}, dt::f32))}},
+               "tied fc bwd_w bf16");
+    if (a_.has_bias != 0) {
+      const float* d = static_cast<const float*>(dy.get_data_handle());
+      float* db = static_cast<float*>(m.param(params_[1]).grad.get_data_handle());
+      ones_ = m.alloc(plain_md({rows}, dt::f32));
+      float* ones = static_cast<float*>(ones_.get_data_handle());
+      std::fill(ones, ones + rows, 1.0f);
+      m.add_function(steps, what + " bias", [=, name = name_] {
+        sgemm(name, 'T', 'N', vocab, 1, rows, 1.0f, d, vocab, ones, 1, 0.0f, db, 1);
+      });
+      m.add_ready(steps, params_[1]);
+    }
+    Tensor& in = m.tensor(inputs_[0]);
+    if (in.needs_grad)
+      add_bf16_data_gradient(m, steps, in, dy_low, table_low_, what + " data",
+                             "tied fc bwd_d bf16");
+  }
+
   dlhost_tied_fc_attrs a_;
   int64_t vocab_ = 0, dim_ = 0, rows_ = 0;
-  memory src_;   // the input as plain [rows, dim]
-  memory ones_;  // [rows] ones, the bias gradient's dnnl_sgemm operand
+  memory src_;                  // the input as plain [rows, dim]
+  memory ones_;                 // [rows] ones, the bias gradient's dnnl_sgemm operand
+  memory src_low_, table_low_;  // precision bf16: the forward's bf16 copies of X and E
 };
 
 }  // namespace

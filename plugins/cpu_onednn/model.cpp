@@ -41,6 +41,19 @@ void with_dnnl(const std::string& what, const std::function<void()>& body) {
   }
 }
 
+bool has_bf16_isa() {
+  // oneDNN's ISA values are bit sets, each containing the ones below it: avx512_core_amx and
+  // avx512_core_fp16 (3.x) contain avx512_core_bf16's bits, avx2_vnni_2 (bf16 conversions, no
+  // bf16 dot products) does not.
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
+}
+
+std::string bf16_isa_gap() {
+  return std::string("precision bf16 needs avx512_core_bf16 or AMX; this CPU: ") +
+         compat::isa_name(dnnl::get_effective_cpu_isa());
+}
+
 Md plain_md(const std::vector<int64_t>& dims, dnnl::memory::data_type type) {
   using tag = dnnl::memory::format_tag;
   static const tag kTags[] = {tag::undef, tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
@@ -61,9 +74,10 @@ constexpr int64_t kParallelMin = 1 << 14;
 }  // namespace
 
 Model::Model(const Context& context, const dlhost_graph* graph,
-             const dlhost_optimizer_desc& optimizer, uint64_t seed)
-    : context_(context), optimizer_(optimizer), seed_(seed) {
+             const dlhost_optimizer_desc& optimizer, uint64_t seed, bool bf16)
+    : context_(context), optimizer_(optimizer), seed_(seed), bf16_(bf16) {
   context_.apply_threads();
+  if (bf16_ && !has_bf16_isa()) sdk::unimplemented("cpu_onednn: " + bf16_isa_gap());
   if (optimizer_.kind == DLHOST_OPTIMIZER_ADAMW &&
       !(optimizer_.beta1 >= 0 && optimizer_.beta1 < 1 && optimizer_.beta2 >= 0 &&
         optimizer_.beta2 < 1 && optimizer_.epsilon >= 0))
@@ -341,6 +355,22 @@ void Model::release_diff(Tensor& t) {
   if (t.diff_offset < 0) return;
   give_back(static_cast<size_t>(t.diff_offset), t.md.get_size());
   t.diff_offset = -1;
+}
+
+dnnl::memory Model::product_operand(const dnnl::memory& plain, Steps& steps,
+                                    const std::string& what) {
+  if (!bf16_) return plain;
+  const std::vector<int64_t> dims = compat::dims_of(plain.get_desc());
+  if (plain.get_desc() != plain_md(dims, dnnl::memory::data_type::f32))
+    sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: " + what + ": a bf16 copy of a non-plain buffer");
+  return as_layout(plain, plain_md(dims, dnnl::memory::data_type::bf16), steps,
+                   what + " (to bf16)");
+}
+
+void Model::refuse_bf16(const std::string& node, const char* op) const {
+  if (bf16_)
+    sdk::unimplemented(std::string("cpu_onednn: precision bf16 is not implemented for op ") + op +
+                       " (node " + node + "); bf16 covers fc, conv2d, attention and tied_fc");
 }
 
 dnnl::memory Model::as_layout(const dnnl::memory& mem, const Md& want, Steps& steps,

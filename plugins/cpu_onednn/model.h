@@ -11,6 +11,12 @@
 // in front of it (or behind it, for what it writes). A parameter's gradient (and velocity) uses
 // the layout of its value, so the SGD update is a plain element-wise loop.
 //
+// Precision bf16 (dlhost_device.h): the products of FC, convolution, attention and the tied
+// output layer take bf16 copies of their operands (a reorder in front of each,
+// round-to-nearest-even) and write fp32 (oneDNN accumulates in fp32); parameters, their
+// gradients, the optimizer state and every other op stay fp32. The LSTM has no bf16 path and
+// refuses the mode.
+//
 // Thread-safety: a Model is used from one host thread at a time (dlhost_backend.h); the
 // parallelism is inside the calls, on OpenMP threads.
 #ifndef DLHOST_CPU_ONEDNN_MODEL_H
@@ -99,9 +105,10 @@ class Layer;
 // The kit's model interface (dlhost/backend_kit.hpp): plugin.cpp hands it to the host as is.
 class Model final : public sdk::Model {
  public:
-  // `seed` is the case's "seed" option: it picks the dropout masks.
+  // `seed` is the case's "seed" option: it picks the dropout masks. `bf16`: precision mode bf16
+  // (the caller has checked that the CPU has bf16 products: has_bf16_isa()).
   Model(const Context& context, const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer,
-        uint64_t seed);
+        uint64_t seed, bool bf16 = false);
   ~Model() override;
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -120,7 +127,8 @@ class Model final : public sdk::Model {
 
   // A batch-norm node's running mean and variance, [channels] each. They are state of the
   // backend, not parameters, so the ABI has no call for them; the white-box test
-  // (tests/plugins/cpu_onednn/test_cpu_onednn_internals.cpp, built with this plugin's sources) reads them here.
+  // (tests/plugins/cpu_onednn/test_cpu_onednn_internals.cpp, built with this plugin's sources)
+  // reads them here.
   struct RunningStats {
     std::string node;
     int64_t channels = 0;
@@ -139,6 +147,18 @@ class Model final : public sdk::Model {
   const dnnl::primitive_attr& attr() const { return attr_; }  // user scratchpad
   float* loss_slot() { return &loss_; }
   uint64_t seed() const { return seed_; }
+  // Precision bf16: the heavy products read bf16 operands.
+  bool bf16() const { return bf16_; }
+  // The type the products read: bf16 in precision bf16, else f32.
+  dnnl::memory::data_type product_type() const {
+    return bf16_ ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+  }
+  // `plain` (an f32 buffer in plain layout) as the products read it: itself in fp32, else a bf16
+  // copy in plain layout, converted by a reorder appended to `steps` (a scratch: see scratch()).
+  dnnl::memory product_operand(const dnnl::memory& plain, Steps& steps, const std::string& what);
+  // Throws UNIMPLEMENTED naming the node and op when the model is in precision bf16: for the ops
+  // whose products have no bf16 path here.
+  void refuse_bf16(const std::string& node, const char* op) const;
   // Forward calls completed so far: during a forward, the step number dropout masks use.
   const uint64_t* forward_calls() const { return &forward_calls_; }
   // Allocates running statistics at mean 0, variance 1 (PyTorch's start).
@@ -226,6 +246,7 @@ class Model final : public sdk::Model {
   float loss_ = 0.0f;
   uint64_t updates_ = 0;  // AdamW's t: update calls so far
   uint64_t seed_ = 0;
+  bool bf16_ = false;
   uint64_t forward_calls_ = 0;
   std::vector<RunningStats> running_stats_;
   // Tensor values and gradients live in one arena: a virtual reservation that only grows
@@ -277,6 +298,13 @@ std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index);
 // Runs `body`; a dnnl::error becomes INTERNAL (UNIMPLEMENTED when oneDNN has no implementation,
 // RESOURCE_EXHAUSTED when it ran out of memory) prefixed with `what`.
 void with_dnnl(const std::string& what, const std::function<void()>& body);
+
+// Whether oneDNN dispatches bf16 products on this CPU (avx512_core_bf16, AMX or newer), after
+// ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA; the name of the ISA it dispatches.
+bool has_bf16_isa();
+// Why precision bf16 is not offered here: "precision bf16 needs avx512_core_bf16 or AMX; this
+// CPU: avx2" (the ISA oneDNN dispatches).
+std::string bf16_isa_gap();
 
 // Plain row-major layout for `dims` (nc, nchw, ...).
 Md plain_md(const std::vector<int64_t>& dims, dnnl::memory::data_type type);

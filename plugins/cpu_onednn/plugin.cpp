@@ -43,11 +43,13 @@ class OnednnBackend final : public sdk::Backend<Context> {
   }
   // No option of its own: the thread count and seed come from the host keys, nothing else.
   std::optional<std::vector<sdk::OptionSpec>> options() const override { return sdk::no_options(); }
-  // Capabilities: every op up to ABI 1.4's Transformer ops, SGD and AdamW; oneDNN is asked for
-  // strict f32 primitives only.
+  // Capabilities: every op up to ABI 1.4's Transformer ops, SGD and AdamW; fp32 (strict f32
+  // primitives), and bf16 only where oneDNN dispatches bf16 products on this CPU (its ISA after
+  // ONEDNN_MAX_CPU_ISA): elsewhere the host records a bf16 case SKIPPED, naming the ISA.
   std::optional<sdk::Capabilities> capabilities() const override {
     sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);
     caps.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
+    if (has_bf16_isa()) caps.precisions |= sdk::bit(DLHOST_PRECISION_BF16);
     return caps;
   }
   // Every value can be read back between forward and backward, except a tensor that an
@@ -74,7 +76,14 @@ class OnednnBackend final : public sdk::Backend<Context> {
     // The compile options are the case's; the context's are the fallback for a host that
     // passes the seed only there.
     const int64_t seed = options.get_int("seed", context.seed);
-    return std::make_unique<Model>(context, &graph, optimizer, static_cast<uint64_t>(seed));
+    const std::string precision = options.get_string("precision", "fp32");
+    if (precision == "bf16" && !has_bf16_isa())
+      sdk::unimplemented(std::string(DLHOST_ONEDNN_PLUGIN_NAME) + ": " + bf16_isa_gap());
+    if (precision != "fp32" && precision != "bf16")
+      sdk::unimplemented(std::string(DLHOST_ONEDNN_PLUGIN_NAME) + ": precision " + precision +
+                         " not implemented (fp32, and bf16 on CPUs with bf16 products)");
+    return std::make_unique<Model>(context, &graph, optimizer, static_cast<uint64_t>(seed),
+                                   precision == "bf16");
   }
 };
 

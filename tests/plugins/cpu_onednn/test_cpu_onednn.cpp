@@ -3,10 +3,11 @@
 // finite differences (ABI 1.0 and 1.1 ops: batch norm, dropout's pinned mask, residual add, LRN,
 // global average pooling, per-step FC, sequence cross-entropy, embedding, LSTM; ABI 1.4's layer
 // norm, GELU, attention, position embedding and tied output layer), the SGD and AdamW updates
-// against their formulas, canonical parameter I/O, two small learnable tasks (an MLP, a language
-// model), and the errors compile and set_input must return. Only the ABI is used: batch norm's
-// running statistics, which no ABI call exposes, are checked by the white-box
-// tests/plugins/cpu_onednn/test_cpu_onednn_internals.cpp, built with the plugin's sources.
+// against their formulas, precision bf16 against fp32 (where the CPU has bf16 products), canonical
+// parameter I/O, two small learnable tasks (an MLP, a language model), and the errors compile and
+// set_input must return. Only the ABI is used: batch norm's running statistics, which no ABI call
+// exposes, are checked by the white-box tests/plugins/cpu_onednn/test_cpu_onednn_internals.cpp,
+// built with the plugin's sources.
 //
 // Forward values of a hidden op are read through a "probe": the op's output feeds an FC with one
 // output, zero weights and zero bias, and an MSE loss against a target of -0.5 at batch 1. Then
@@ -73,13 +74,14 @@ class Session {
   explicit Session(std::unique_ptr<Graph> graph, Sgd sgd = {}, int threads = 1, int64_t seed = 42)
       : Session(test_attrs::sgd(sgd.lr, sgd.momentum, sgd.weight_decay, sgd.clip_norm),
                 std::move(graph), threads, seed) {}
-  // Any optimizer (ABI 1.4: AdamW).
+  // Any optimizer (ABI 1.4: AdamW), and a precision mode ("" leaves the option unset: fp32).
   Session(const dlhost_optimizer_desc& opt, std::unique_ptr<Graph> graph, int threads = 1,
-          int64_t seed = 42)
+          int64_t seed = 42, const std::string& precision = "")
       : graph_(std::move(graph)), api_(backend()) {
     dlhost_options options;
     options.values["threads"] = std::to_string(threads);
     options.values["seed"] = std::to_string(seed);
+    if (!precision.empty()) options.values["precision"] = precision;
     check_status(api_->context_create(0, &options, &context_), "context_create");
     Outcome o = take(api_->compile(context_, graph_->view(), &opt, &options, &model_));
     if (o.code != DLHOST_CODE_OK) {
@@ -1678,6 +1680,142 @@ TEST(cpu_onednn, AdamWUpdateMatchesFormula) {
             << s.graph().param(p).name << "[" << i << "] step " << step;
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace dlhost
+
+namespace dlhost {
+namespace {
+
+// --- precision bf16 ----------------------------------------------------------------------------
+
+// Whether the plugin's capabilities list bf16 (they follow the ISA oneDNN dispatches here).
+bool backend_offers_bf16() {
+  const auto* ext = reinterpret_cast<const dlhost_backend_caps_ext*>(dlhost_find_extension(
+      test_plugins::build_plugin(DLHOST_PLUGIN_BACKEND, DLHOST_TEST_ONEDNN_PLUGIN)
+          .table->extensions,
+      DLHOST_EXT_BACKEND_CAPS));
+  if (ext == nullptr) return false;
+  dlhost_backend_caps caps{};
+  caps.struct_size = DLHOST_BACKEND_CAPS_STRUCT_SIZE;
+  if (take(ext->capabilities(&caps)).code != DLHOST_CODE_OK) return false;
+  return (caps.precisions & (1u << DLHOST_PRECISION_BF16)) != 0;
+}
+
+// A one-block GPT: token and position embeddings, q/k/v FCs over [N, T, C], causal attention
+// with two heads, an output FC, layer norm and the tied output layer: every bf16 product of the
+// plugin (FC forward and both gradients, the four attention matmuls, the tied layer's three).
+std::unique_ptr<Graph> tiny_gpt(int32_t* ids, int32_t* labels) {
+  const int64_t n = 2, t = 6, vocab = 13, dim = 16;
+  GraphBuilder b("tiny_gpt", n);
+  *ids = b.input("ids", DLHOST_DTYPE_I32, {t});
+  *labels = b.input("labels", DLHOST_DTYPE_I32, {t});
+  int32_t words = b.embedding("wte", *ids, embedding(vocab, dim));
+  int32_t x = b.position_embedding("wpe", words, {DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE, t});
+  int32_t y =
+      b.attention("attn", b.fc("q", x, fc(dim, true, 2)), b.fc("k", x, fc(dim, false, 2)),
+                  b.fc("v", x, fc(dim, true, 2)), {DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, 2, 1, 0});
+  y = b.layer_norm("ln", b.fc("proj", y, fc(dim, true, 2)),
+                   {DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE, 1e-5f});
+  b.softmax_cross_entropy(
+      "loss", b.tied_fc("head", y, words, {DLHOST_TIED_FC_ATTRS_STRUCT_SIZE, -1, 1}), *labels);
+  return b.finish();
+}
+
+// A small CNN: conv (-> ReLU, fused) -> max pool -> conv -> FC over the blocked output ->
+// cross-entropy: the convolution's bf16 products (forward, both gradients) and an FC after a
+// blocked layout.
+std::unique_ptr<Graph> tiny_cnn(int32_t* data, int32_t* labels) {
+  GraphBuilder b("tiny_cnn", 4);
+  *data = b.input("data", DLHOST_DTYPE_F32, {3, 12, 12});
+  int32_t x = b.activation("relu1", b.conv2d("conv1", *data, conv(16, 3, 1, 1)),
+                           act(DLHOST_ACTIVATION_RELU));
+  x = b.pool2d("pool1", x, pool(DLHOST_POOL_MAX, 2, 2, 0, false, false));
+  x = b.conv2d("conv2", x, conv(32, 3, 1, 1));
+  return with_ce_head(b, x, 5, labels);
+}
+
+// The loss and every parameter gradient of one forward/backward in fp32 and in bf16 (same
+// weights and batch, set by `feed`): within bf16's rounding (norm-wise relative error under
+// `rtol`), and apart by more than fp32's (1e-4): the products really read bf16. A wrong layout
+// or operand is off by O(1).
+void expect_bf16_near_fp32(const std::function<std::unique_ptr<Graph>()>& make,
+                           const std::function<void(Session&)>& feed, double rtol) {
+  std::vector<std::vector<float>> grads[2];
+  float losses[2] = {0, 0};
+  const char* modes[2] = {"fp32", "bf16"};
+  for (int i = 0; i < 2; ++i) {
+    Session s(test_attrs::sgd(0.0f), make(), 1, 42, modes[i]);
+    std::mt19937 rng(7);
+    s.randomize(rng);
+    feed(s);
+    losses[i] = s.loss();
+    s.backward();
+    for (int32_t p = 0; p < s.graph().num_params(); ++p)
+      grads[i].push_back(s.get(p, DLHOST_PARAM_GRAD));
+  }
+  EXPECT_NEAR(losses[1], losses[0], 1e-2 * std::abs(losses[0]));
+  double largest = 0.0;
+  for (size_t p = 0; p < grads[0].size(); ++p) {
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < grads[0][p].size(); ++i) {
+      diff += std::pow(double(grads[1][p][i]) - grads[0][p][i], 2);
+      norm += std::pow(double(grads[0][p][i]), 2);
+    }
+    ASSERT_GT(norm, 0.0) << "parameter " << p << " has no gradient";
+    const double rel = std::sqrt(diff / norm);
+    EXPECT_LT(rel, rtol) << "parameter " << p;
+    largest = std::max(largest, rel);
+  }
+  EXPECT_GT(largest, 1e-4) << "bf16 gradients equal fp32's: the products did not read bf16";
+}
+
+TEST(cpu_onednn, Bf16TransformerMatchesFp32WithinBf16Rounding) {
+  if (!backend_offers_bf16())
+    GTEST_SKIP() << "this CPU has no bf16 products for oneDNN (needs avx512_core_bf16 or AMX)";
+  int32_t ids = -1, labels = -1;
+  expect_bf16_near_fp32([&] { return tiny_gpt(&ids, &labels); },
+                        [&](Session& s) {
+                          s.set_labels(ids, {1, 4, 12, 0, 6, 2, 3, 3, 9, 11, 5, 7});
+                          s.set_labels(labels, {4, 12, 0, 6, 2, 3, 3, 9, 11, 5, 7, 1});
+                        },
+                        // 8 x bf16's unit roundoff 2^-8; measured at most 0.007.
+                        1.0 / 32);
+}
+
+TEST(cpu_onednn, Bf16ConvolutionMatchesFp32WithinBf16Rounding) {
+  if (!backend_offers_bf16())
+    GTEST_SKIP() << "this CPU has no bf16 products for oneDNN (needs avx512_core_bf16 or AMX)";
+  int32_t data = -1, labels = -1;
+  expect_bf16_near_fp32([&] { return tiny_cnn(&data, &labels); },
+                        [&](Session& s) {
+                          std::mt19937 rng(11);
+                          s.set(data, uniform(4 * 3 * 12 * 12, rng));
+                          s.set_labels(labels, {0, 3, 4, 1});
+                        },
+                        // conv1's gradients sum 576 products of both signs, whose cancellation
+                        // magnifies the rounding of dY: measured 0.055 on its weights, 0.033 on
+                        // its bias, under 0.01 elsewhere.
+                        1.0 / 8);
+}
+
+// In bf16 an op without a bf16 path (the LSTM) refuses to compile, naming itself, instead of
+// running fp32 under a bf16 label.
+TEST(cpu_onednn, Bf16RefusesTheLstm) {
+  if (!backend_offers_bf16())
+    GTEST_SKIP() << "this CPU has no bf16 products for oneDNN (needs avx512_core_bf16 or AMX)";
+  GraphBuilder b("lstm_bf16", 2);
+  int32_t x = b.input("data", DLHOST_DTYPE_F32, {3, 4});
+  int32_t target = b.input("target", DLHOST_DTYPE_F32, {3, 5});
+  b.mse_loss("loss", b.lstm("lstm", x, lstm(5, 1)), target);
+  try {
+    Session s(test_attrs::sgd(0.0f), b.finish(), 1, 42, "bf16");
+    FAIL() << "compiled an LSTM in bf16";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), DLHOST_CODE_UNIMPLEMENTED) << e.what();
+    EXPECT_NE(std::string(e.what()).find("op lstm (node lstm)"), std::string::npos) << e.what();
   }
 }
 
