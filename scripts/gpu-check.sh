@@ -248,8 +248,8 @@ for i, line in enumerate(lines[:-1]):
     p = json.loads(lines[i + 1])
     if p["backend"] != "gpu_cudnn":
         lists["control"].append(line)
-    # bucket_mb 4 marks the buckets-vs-none trio, its comm: none baseline included.
-    elif p["comm"] == "nccl" or p["bucket_mb"] == 4:
+    # A bucket_mb other than the default marks the buckets-vs-none cases, comm: none included.
+    elif p["comm"] == "nccl" or p["bucket_mb"] != 25:
         lists["nccl"].append(line)
     elif p["network"] in transformers:
         lists["transformer"].append(line)
@@ -293,12 +293,14 @@ for r in recs:
     else:
         bad.append(f"{r['case_id']}: {r['status']} {r.get('reason', '')[:200]}")
     print(line)
-base = [r for r in recs if r["params"]["bucket_mb"] == 4 and r["params"]["comm"] == "none" and r["status"] == "OK"]
+# Each network's buckets against its own comm: none run (FCN-R with SGD, gpt2_tiny with AdamW).
+base = {r["params"]["network"]: r for r in recs
+        if r["params"]["bucket_mb"] != 25 and r["params"]["comm"] == "none" and r["status"] == "OK"}
 for r in recs:
-    if r["params"]["bucket_mb"] != 4 or r["params"]["comm"] != "nccl" or r["status"] != "OK" or not base: continue
-    v, b = r["loss"]["values"], base[0]["loss"]["values"]
+    if r["params"]["bucket_mb"] == 25 or r["params"]["comm"] != "nccl" or r["status"] != "OK" or r["params"]["network"] not in base: continue
+    v, b = r["loss"]["values"], base[r["params"]["network"]]["loss"]["values"]
     diff = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(v, b))
-    print(f"  buckets {r['distributed'].get('buckets')}, overlap {r['params']['overlap']}: max relative loss difference from comm none {diff:.2e}")
+    print(f"  {r['params']['network']} {r['params']['ranks']} rank(s), buckets {r['distributed'].get('buckets')}, overlap {r['params']['overlap']}: max relative loss difference from comm none {diff:.2e}")
     if len(v) != len(b) or diff >= 1e-3: bad.append(r["case_id"] + f": losses differ from comm none by {diff:.2e}")
 for b in bad: print("  PROBLEM: " + b)
 sys.exit(1 if bad else 0)
