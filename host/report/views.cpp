@@ -461,7 +461,7 @@ namespace {
 // matmul peak and the fraction of it the training reached (model FLOP utilisation). Empty when
 // no OK record of the group has either, so older reports stay as they were.
 Table tokens_and_utilisation(const EnvironmentGroup& g) {
-  Table t{{"case", "tokens/sample", "tokens/s", "TFLOP/s", "matmul peak TFLOP/s", "MFU"}, {}, 3};
+  Table t{{"case", "tokens/sample", "tokens/s", "TFLOP/s", "matmul peak TFLOP/s", "MFU"}, {}, 1};
   for (const Record* r : g.records) {
     const bool tokens = has(r->data, "/timing/tokens_per_second");
     const bool peak = has(r->data, "/matmul_peak/gflops");
@@ -516,7 +516,8 @@ Section gflops_view(const EnvironmentGroup& g) {
   if (tokens.rows.empty()) return s;
   s.paragraph(
       "Language models: tokens/s = samples/s x tokens per sample (the sequence length). MFU "
-      "(model FLOP utilisation) = the training TFLOP/s above / the matmul peak the case measured "
+      "(model FLOP utilisation) = the training rate above, in TFLOP/s / the matmul peak the case "
+      "measured "
       "through the same backend, threads and precision (matmul_peak: one FC forward of "
       "M = N = K = the key's value, 2MNK FLOPs), times the ranks; - where the record has none.");
   s.add(tokens);
