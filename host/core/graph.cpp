@@ -33,22 +33,29 @@ double Graph::forward_flops_per_sample() const {
   return forward_flops() / static_cast<double>(batch_);
 }
 
+int32_t Graph::data_input() const {
+  for (int32_t id : inputs_)
+    if (tensors_[id].desc.dtype == DLHOST_DTYPE_F32) return id;
+  return inputs_.empty() ? -1 : inputs_.front();
+}
+
 std::string Graph::input_shape() const {
-  // The data input: the first F32 input, or else the first input (token ids of a language model).
-  int32_t chosen = -1;
-  for (int32_t id : inputs_) {
-    if (tensors_[id].desc.dtype == DLHOST_DTYPE_F32) {
-      chosen = id;
-      break;
-    }
-  }
-  if (chosen < 0 && !inputs_.empty()) chosen = inputs_.front();
+  const int32_t chosen = data_input();
   if (chosen < 0) return "";
   const auto& t = tensors_[chosen].desc;
   std::ostringstream os;
   for (int32_t i = 1; i < t.rank; ++i) os << (i > 1 ? "x" : "") << t.dims[i];
   if (t.dtype == DLHOST_DTYPE_I32) os << " ids";
   return os.str();
+}
+
+int64_t Graph::tokens_per_sample() const {
+  const int32_t chosen = data_input();
+  if (chosen < 0 || tensors_[chosen].desc.dtype != DLHOST_DTYPE_I32) return 0;
+  const auto& t = tensors_[chosen].desc;
+  int64_t tokens = 1;
+  for (int32_t i = 1; i < t.rank; ++i) tokens *= t.dims[i];
+  return tokens;
 }
 
 void Graph::finish() {

@@ -31,6 +31,9 @@ class Graph {
   double forward_flops_per_sample() const;  // forward_flops() / batch
   // Per-sample shape of the first non-label input ("3x224x224").
   std::string input_shape() const;
+  // Tokens in one sample: the positions of the data input when it holds token ids (a language
+  // model's sequence length), else 0 (an image or feature input has no tokens).
+  int64_t tokens_per_sample() const;
 
   const dlhost_tensor_desc& tensor(int32_t id) const { return *tensor_ptrs_.at(id); }
   const dlhost_node& node(int32_t index) const { return *node_ptrs_.at(index); }
@@ -74,6 +77,8 @@ class Graph {
     std::string name;
   };
   void finish();  // fills the view from the storages
+  // The data input: the first F32 input, or else the first input (token ids); -1 with none.
+  int32_t data_input() const;
 
   std::string network_;
   int64_t batch_ = 0;

@@ -455,13 +455,46 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
   return s;
 }
 
+namespace {
+
+// Language models' tokens/s and, where the case measured one (`matmul_peak`), the backend's
+// matmul peak and the fraction of it the training reached (model FLOP utilisation). Empty when
+// no OK record of the group has either, so older reports stay as they were.
+Table tokens_and_utilisation(const EnvironmentGroup& g) {
+  Table t{{"case", "tokens/sample", "tokens/s", "TFLOP/s", "matmul peak TFLOP/s", "MFU"}, {}, 1};
+  for (const Record* r : g.records) {
+    const bool tokens = has(r->data, "/timing/tokens_per_second");
+    const bool peak = has(r->data, "/matmul_peak/gflops");
+    if (!is_ok(*r) || (!tokens && !peak)) continue;
+    const double achieved = number_at(r->data, "/timing/train_gflops_per_second_est");
+    // The peak is one rank's (one device's); the achieved rate is all ranks'.
+    const double peak_all_ranks = number_at(r->data, "/matmul_peak/gflops") * ranks(*r);
+    t.rows.push_back(
+        {case_id(*r),
+         tokens ? std::to_string(integer_at(r->data, "/network/tokens_per_sample")) : "-",
+         tokens ? format_number(number_at(r->data, "/timing/tokens_per_second"), 1) : "-",
+         format_number(achieved / 1e3, 3), peak ? format_number(peak_all_ranks / 1e3, 3) : "-",
+         peak && peak_all_ranks > 0 ? format_number(achieved / peak_all_ranks, 3) : "-"});
+  }
+  return t;
+}
+
+}  // namespace
+
 Section gflops_view(const EnvironmentGroup& g) {
   Section s{"Achieved GFLOP/s (" + g.label + ")", {}};
+  const Table tokens = tokens_and_utilisation(g);
+  const bool any_peak = std::any_of(g.records.begin(), g.records.end(), [](const Record* r) {
+    return is_ok(*r) && has(r->data, "/matmul_peak/gflops");
+  });
   s.paragraph(
       "Training GFLOP/s estimated as 3 x forward FLOPs per sample x samples per "
       "mini-batch / median step time (backward ~ 2 x forward; the record's "
-      "train_gflops_per_second_est). The records hold no measured GEMM peak of the "
-      "machine, so the fraction-of-peak column is left out.");
+      "train_gflops_per_second_est). " +
+      std::string(any_peak ? "Cases that measured the backend's matmul peak (matmul_peak) have "
+                             "the fraction of it in the second table."
+                           : "The records hold no measured GEMM peak of the "
+                             "machine, so the fraction-of-peak column is left out."));
   Table t{
       {"case", "network", "backend", "threads", "ranks", "batch", "fwd GFLOP/sample", "GFLOP/s"},
       {},
@@ -475,10 +508,19 @@ Section gflops_view(const EnvironmentGroup& g) {
          format_number(number_at(r->data, "/network/forward_flops_per_sample") / 1e9, 4),
          format_number(number_at(r->data, "/timing/train_gflops_per_second_est"), 2)});
   }
-  if (t.rows.empty())
+  if (t.rows.empty()) {
     s.paragraph("No OK records.");
-  else
-    s.add(t);
+    return s;
+  }
+  s.add(t);
+  if (tokens.rows.empty()) return s;
+  s.paragraph(
+      "Language models: tokens/s = samples/s x tokens per sample (the sequence length). MFU "
+      "(model FLOP utilisation) = the training rate above, in TFLOP/s / the matmul peak the case "
+      "measured "
+      "through the same backend, threads and precision (matmul_peak: one FC forward of "
+      "M = N = K = the key's value, 2MNK FLOPs), times the ranks; - where the record has none.");
+  s.add(tokens);
   return s;
 }
 

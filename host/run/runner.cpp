@@ -31,6 +31,7 @@
 #include "run/data_feed.h"
 #include "run/data_parallel.h"
 #include "run/machine_facts.h"
+#include "run/matmul_peak.h"
 #include "run/step_loop.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
@@ -315,12 +316,15 @@ Prepared prepare(const Plan& plan, const json& p, int rank) {
 }
 
 json network_json(const Plan& plan, const Graph& graph) {
-  return json{{"name", plan.net->name},
-              {"plugin", plan.net->plugin->name},
-              {"batch", plan.batch},
-              {"input_shape", graph.input_shape()},
-              {"params", graph.param_count()},
-              {"forward_flops_per_sample", graph.forward_flops_per_sample()}};
+  json j{{"name", plan.net->name},
+         {"plugin", plan.net->plugin->name},
+         {"batch", plan.batch},
+         {"input_shape", graph.input_shape()},
+         {"params", graph.param_count()},
+         {"forward_flops_per_sample", graph.forward_flops_per_sample()}};
+  // Language models only: a network whose data input is not token ids has no tokens.
+  if (int64_t tokens = graph.tokens_per_sample(); tokens > 0) j["tokens_per_sample"] = tokens;
+  return j;
 }
 
 json optimizer_json(const dlhost_optimizer_desc& opt) {
@@ -424,6 +428,9 @@ json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan&
   auto rate = [&](double per_ms, double ms) { return ms > 0 ? json(per_ms / ms) : json(nullptr); };
   timing["samples_per_second"] = rate(1000.0 * plan.global_batch, step.median);
   timing["samples_per_second_mean"] = rate(1000.0 * plan.global_batch, step.mean);
+  // Language models: samples/s x tokens per sample (the data input's sequence length).
+  if (int64_t tokens = m.graph->tokens_per_sample(); tokens > 0)
+    timing["tokens_per_second"] = rate(1000.0 * plan.global_batch * tokens, step.median);
   // Training costs about 3x the forward FLOPs (forward, backward data, backward weights).
   timing["train_gflops_per_second_est"] =
       rate(3.0 * m.graph->forward_flops() * world_size / 1e6, step.median);
@@ -667,6 +674,10 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   reduce_over_ranks(s, dp, world.size);
 
   rec["timing"] = timing_json(s, params, m, plan, world.size, loop.timer(), feed.get());
+  // After the timed steps, so it cannot disturb them; every rank measures its own device.
+  if (int64_t size = case_value_if<int64_t>(p, "matmul_peak").value_or(0); size > 0 && !s.timed_out)
+    rec["matmul_peak"] = measure_matmul_peak(*plan.backend, plan.device,
+                                             backend_options(p, plan.backend->name), size, 3, 10);
   if (json profile = backward_profile_json(s, *m.graph, api, m.model.get(), loop.timer());
       !profile.is_null())
     rec["backward_profile"] = profile;

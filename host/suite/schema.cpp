@@ -127,6 +127,11 @@ const std::vector<KeySpec>& key_specs() {
     s.push_back(
         key_spec("fused_step", KeyKind::kChoice, false, 0, false, {"auto", "off"}, nullptr));
     unset_is("auto", "auto");
+    // > 0: after training, time one square FC forward of this size through the case's backend,
+    // threads and precision (run/matmul_peak.h): the peak model FLOP utilisation divides by.
+    // No default in the table (unset keeps a case's params_hash).
+    integer("matmul_peak", true, 0, false, nullptr);
+    unset_is(0, "0, not measured");
     boolean("oversubscribe", false);
     launch_only();
     choice("input", {"resident", "upload"});  // upload: the batch copied to the device each step

@@ -66,6 +66,7 @@ TEST_F(SeedNetworks, VariantsAreOptions) {
 TEST_F(SeedNetworks, SequenceShapes) {
   auto g = build("lstm64", 4);
   EXPECT_EQ(g->input_shape(), "64 ids");
+  EXPECT_EQ(g->tokens_per_sample(), 64);  // the sequence length: tokens/s in the record
   const auto& loss = g->node(g->view()->num_nodes - 1);
   ASSERT_EQ(loss.op, DLHOST_OP_SOFTMAX_CROSS_ENTROPY);
   const auto& logits = g->tensor(loss.inputs[0]);
@@ -96,6 +97,7 @@ TEST_F(SeedNetworks, ResNetShapes) {
 TEST_F(SeedNetworks, LeNetShapesAndFlops) {
   auto g = build("lenet", 8);
   EXPECT_EQ(g->input_shape(), "1x28x28");
+  EXPECT_EQ(g->tokens_per_sample(), 0);  // no token ids, no tokens
   const dlhost_graph* v = g->view();
   // conv1 -> 8x20x24x24, pool1 -> 12x12, conv2 -> 8x50x8x8, pool2 -> 4x4.
   int32_t conv2 = -1;

@@ -300,3 +300,61 @@ TEST(Report, PhaseSplitHasADataColumnForRealData) {
   EXPECT_EQ(phases.rows[0][2], "-");
   EXPECT_EQ(phases.rows[1][2], "0.250");
 }
+
+// Records of language models carry tokens/s; cases with `matmul_peak` carry the backend's
+// measured matmul peak. The GFLOP/s section then has a second table with both and the model
+// FLOP utilisation; a group whose records have neither keeps the one table and its paragraph.
+TEST(Report, TokensPerSecondAndModelFlopUtilisation) {
+  const std::string folder = fresh_folder("tokens");
+  std::ifstream in(kData + "/results.jsonl");
+  std::string first;
+  std::getline(in, first);
+  auto plain = nlohmann::ordered_json::parse(first);  // 80.57856 GFLOP/s, 5818.18 samples/s
+  auto tokens = plain;
+  tokens["case_id"] = "gpt2_tiny.tokens";
+  tokens["network"]["tokens_per_sample"] = 128;
+  tokens["timing"]["tokens_per_second"] = 5818.181818181818 * 128;
+  auto peak = tokens;
+  peak["case_id"] = "gpt2_tiny.peak";
+  peak["matmul_peak"] = {{"m", 1024},
+                         {"n", 1024},
+                         {"k", 1024},
+                         {"pass", "forward"},
+                         {"gemm_flops", 2.0 * 1024 * 1024 * 1024},
+                         {"iterations", 10},
+                         {"median_ms", 10.0},
+                         {"gflops", 201.44}};
+  std::ofstream(folder + "/lm.jsonl") << plain.dump() << "\n"
+                                      << tokens.dump() << "\n"
+                                      << peak.dump() << "\n";
+  ReportOptions o;
+  o.inputs = {folder + "/lm.jsonl"};
+  o.folder = folder;
+  o.gnuplot = "";
+  Document doc = write_report(o);
+  const Section& s = section(doc, "Achieved GFLOP/s (E1)");
+  std::vector<const Table*> tables;
+  for (const auto& b : s.blocks)
+    if (b.kind == Block::kTable) tables.push_back(&b.table);
+  ASSERT_EQ(tables.size(), 2u);
+  EXPECT_EQ(tables[1]->header, (std::vector<std::string>{"case", "tokens/sample", "tokens/s",
+                                                         "TFLOP/s", "matmul peak TFLOP/s", "MFU"}));
+  // 80.57856 / 201.44 = 0.400; the record without either field has no row.
+  EXPECT_EQ(tables[1]->rows,
+            (Rows{{"gpt2_tiny.tokens", "128", "744727.3", "0.081", "-", "-"},
+                  {"gpt2_tiny.peak", "128", "744727.3", "0.081", "0.201", "0.400"}}));
+  EXPECT_NE(slurp(folder + "/report.md").find("model FLOP utilisation"), std::string::npos);
+
+  // Without the fields: one table and the paragraph of before.
+  ReportOptions old;
+  old.inputs = {kData + "/results.jsonl"};
+  old.folder = fresh_folder("tokens_none");
+  old.gnuplot = "";
+  Document none = write_report(old);
+  const Section& before = section(none, "Achieved GFLOP/s (E1)");
+  int count = 0;
+  for (const auto& b : before.blocks) count += b.kind == Block::kTable;
+  EXPECT_EQ(count, 1);
+  EXPECT_NE(slurp(old.folder + "/report.md").find("so the fraction-of-peak column is left out"),
+            std::string::npos);
+}
