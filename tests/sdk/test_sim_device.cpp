@@ -44,6 +44,12 @@ TEST(SimDevice, MemoryRefusesMoreThanTheWindow) {
 }
 
 TEST(SimDeviceDeathTest, TheHostTouchingDeviceMemoryFaults) {
+#ifdef __SANITIZE_ADDRESS__
+  // AddressSanitizer catches the SIGSEGV itself, writes a report and exits 1: the fault is
+  // there, but not as a signal, and the report would fail the sanitizer run. The plain build
+  // checks it.
+  GTEST_SKIP() << "under AddressSanitizer the fault is ASan's report, not a SIGSEGV";
+#endif
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
