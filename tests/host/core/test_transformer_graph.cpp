@@ -10,6 +10,7 @@
 
 #include "core/graph.h"
 #include "core/host_api.h"
+#include "graph_attrs.h"
 #include "network_plugin.h"
 
 namespace {
@@ -26,9 +27,7 @@ std::string error_of(const std::function<void()>& f) {
   return "<no error>";
 }
 
-dlhost_attention_attrs attention(int64_t heads, bool causal, float dropout = 0) {
-  return {DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, heads, causal ? 1 : 0, dropout};
-}
+using dlhost::test_attrs::attention;
 
 // One pre-LN block on [2, 3, 8] with 2 heads, a tied output layer, the loss on every position.
 TEST(TransformerOps, ShapesParamsAndFlops) {

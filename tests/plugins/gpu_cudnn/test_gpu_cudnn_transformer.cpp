@@ -54,41 +54,6 @@ void check(dlhost_status* s, const std::string& what) {
   throw std::runtime_error(what + ": " + message);
 }
 
-// --- the ops' attributes -------------------------------------------------------------------------
-
-dlhost_layer_norm_attrs layer_norm(float epsilon) {
-  dlhost_layer_norm_attrs a{};
-  a.struct_size = DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE;
-  a.epsilon = epsilon;
-  return a;
-}
-dlhost_gelu_attrs gelu(int32_t approximation) {
-  dlhost_gelu_attrs a{};
-  a.struct_size = DLHOST_GELU_ATTRS_STRUCT_SIZE;
-  a.approximation = approximation;
-  return a;
-}
-dlhost_attention_attrs attention(int64_t heads, bool causal, float dropout) {
-  dlhost_attention_attrs a{};
-  a.struct_size = DLHOST_ATTENTION_ATTRS_STRUCT_SIZE;
-  a.heads = heads;
-  a.causal = causal ? 1 : 0;
-  a.dropout = dropout;
-  return a;
-}
-dlhost_position_embedding_attrs positions(int64_t max_positions) {
-  dlhost_position_embedding_attrs a{};
-  a.struct_size = DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE;
-  a.max_positions = max_positions;
-  return a;
-}
-dlhost_tied_fc_attrs tied(bool bias) {
-  dlhost_tied_fc_attrs a{};
-  a.struct_size = DLHOST_TIED_FC_ATTRS_STRUCT_SIZE;
-  a.has_bias = bias ? 1 : 0;
-  return a;
-}
-
 // --- a problem, run on both backends -------------------------------------------------------------
 
 // A graph and everything fed to it, so that both backends see the same numbers.
@@ -286,7 +251,9 @@ const OpCase kOpCases[] = {
        return b.attention("op", x, x, x, attention(2, true, 0.1f));
      }},
     {"position_embedding",
-     [](GraphBuilder& b, int32_t x) { return b.position_embedding("op", x, positions(9)); }},
+     [](GraphBuilder& b, int32_t x) {
+       return b.position_embedding("op", x, position_embedding(9));
+     }},
 };
 
 // Printed by name, so that ctest's names are readable and the same in every build.
@@ -325,7 +292,7 @@ Problem mini_transformer(bool causal, float dropout, int32_t gelu_kind) {
   GraphBuilder b(causal ? "mini_gpt" : "mini_bert", 2);
   const int32_t ids = b.input("ids", DLHOST_DTYPE_I32, {6});
   const int32_t e = b.embedding("wte", ids, embedding(kVocab, 12));
-  int32_t x = b.position_embedding("wpe", e, positions(8));
+  int32_t x = b.position_embedding("wpe", e, position_embedding(8));
   for (int block = 0; block < 2; ++block) {
     const std::string at = "b" + std::to_string(block) + ".";
     int32_t h = b.layer_norm(at + "ln1", x, layer_norm(1e-5f));
@@ -338,7 +305,7 @@ Problem mini_transformer(bool causal, float dropout, int32_t gelu_kind) {
     x = b.add(at + "res2", x, b.fc(at + "down", h, fc(12, true, 2)));
   }
   x = b.layer_norm("ln_f", x, layer_norm(1e-5f));
-  p.output = b.tied_fc("head", x, e, tied(true));
+  p.output = b.tied_fc("head", x, e, tied_fc(true));
   const int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {6});
   b.softmax_cross_entropy("loss", p.output, labels);
   p.graph = b.finish();
