@@ -74,8 +74,8 @@ constexpr int64_t kParallelMin = 1 << 14;
 }  // namespace
 
 Model::Model(const Context& context, const dlhost_graph* graph,
-             const dlhost_optimizer_desc& optimizer, uint64_t seed, bool bf16)
-    : context_(context), optimizer_(optimizer), seed_(seed), bf16_(bf16) {
+             const dlhost_optimizer_desc& optimizer, uint64_t seed, bool bf16, bool fused_step)
+    : context_(context), optimizer_(optimizer), seed_(seed), bf16_(bf16), fused_step_(fused_step) {
   context_.apply_threads();
   if (bf16_ && !has_bf16_isa()) sdk::unimplemented("cpu_onednn: " + bf16_isa_gap());
   if (optimizer_.kind == DLHOST_OPTIMIZER_ADAMW &&

@@ -106,9 +106,11 @@ class Layer;
 class Model final : public sdk::Model {
  public:
   // `seed` is the case's "seed" option: it picks the dropout masks. `bf16`: precision mode bf16
-  // (the caller has checked that the CPU has bf16 products: has_bf16_isa()).
+  // (the caller has checked that the CPU has bf16 products: has_bf16_isa()). `fused_step`: the
+  // host's compile option "fused_step" = "1" (ABI 1.4): nothing reads or changes the gradients
+  // between backward and update, so a layer may apply the optimizer where it computes them.
   Model(const Context& context, const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer,
-        uint64_t seed, bool bf16 = false);
+        uint64_t seed, bool bf16 = false, bool fused_step = false);
   ~Model() override;
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -149,6 +151,8 @@ class Model final : public sdk::Model {
   uint64_t seed() const { return seed_; }
   // Precision bf16: the heavy products read bf16 operands.
   bool bf16() const { return bf16_; }
+  // The host's fused_step (see the constructor).
+  bool fused_step() const { return fused_step_; }
   // The type the products read: bf16 in precision bf16, else f32.
   dnnl::memory::data_type product_type() const {
     return bf16_ ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
@@ -247,6 +251,7 @@ class Model final : public sdk::Model {
   uint64_t updates_ = 0;  // AdamW's t: update calls so far
   uint64_t seed_ = 0;
   bool bf16_ = false;
+  bool fused_step_ = false;
   uint64_t forward_calls_ = 0;
   std::vector<RunningStats> running_stats_;
   // Tensor values and gradients live in one arena: a virtual reservation that only grows

@@ -82,8 +82,11 @@ class OnednnBackend final : public sdk::Backend<Context> {
     if (precision != "fp32" && precision != "bf16")
       sdk::unimplemented(std::string(DLHOST_ONEDNN_PLUGIN_NAME) + ": precision " + precision +
                          " not implemented (fp32, and bf16 on CPUs with bf16 products)");
+    // Host-set (ABI 1.4), never declared: "1" when nothing reads the gradients between backward
+    // and update (one rank, no comm, no gradient hook).
+    const bool fused_step = options.get("fused_step").value_or("0") == "1";
     return std::make_unique<Model>(context, &graph, optimizer, static_cast<uint64_t>(seed),
-                                   precision == "bf16");
+                                   precision == "bf16", fused_step);
   }
 };
 
