@@ -396,9 +396,13 @@ class FcLayer : public WeightedLayer {
       std::fill(o, o + rows, 1.0f);
       ones = o;
     }
+    // A loss that made dY in forward also made its column sums (SoftmaxCrossEntropyLayer).
+    const float* dy_sums = m.tensor(output_).diff_column_sums;
     m.add_function(steps, what + " weights", [=, name = name_] {
       gemm(name, 'T', 'N', out, features, rows, dy, out, x, features, dw, features);
-      if (db != nullptr) gemm(name, 'T', 'N', out, 1, rows, dy, out, ones, 1, db, 1);
+      if (db != nullptr && dy_sums != nullptr) std::copy(dy_sums, dy_sums + out, db);
+      if (db != nullptr && dy_sums == nullptr)
+        gemm(name, 'T', 'N', out, 1, rows, dy, out, ones, 1, db, 1);
     });
     m.add_ready(steps, weight_);
     if (bias_ >= 0) m.add_ready(steps, bias_);
@@ -916,6 +920,15 @@ class ActivationLayer : public NodeLayer {
 // there: their bytes are lent to gradients only after their producer's backward):
 // exp(x - lse - ln n) = softmax / n straight into the gradient. The forward reads the logits
 // once and writes nothing big, and the model is 164 MB smaller.
+//
+// Under the host's fused_step (nothing reads the gradients before update) the gradient is made
+// in forward instead: oneDNN's softmax per block of rows straight into the gradient, then, while
+// the block is in cache, the labels' log-probabilities, (p - one_hot) / n and the gradient's
+// column sums (the logits' producer's bias gradient, which would otherwise read the 164 MB
+// gradient once more). The logits are read once per step instead of twice and each exponential
+// is made once instead of twice. The gradient is a buffer of the layer's own (adopt_diff): the
+// pool's bytes are handed out while backward is built and may still hold forward values when
+// this forward runs.
 class SoftmaxCrossEntropyLayer : public NodeLayer {
  public:
   SoftmaxCrossEntropyLayer(const dlhost_graph* g, const dlhost_node& n) : NodeLayer(g, n) {
@@ -958,29 +971,32 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
     float* shift = static_cast<float*>(shift_.get_data_handle());
     float* picked = static_cast<float*>(picked_.get_data_handle());
     const double ln_n = std::log(static_cast<double>(n));
-    // One primitive per block shape (all blocks, then a last partial one), each run with
-    // memories that point at its block of rows.
-    compat::logsoftmax_forward::primitive_desc pd;
-    compat::logsoftmax_forward prim;
-    for (int64_t r0 = 0; r0 < n; r0 += block) {
-      const int64_t rows = std::min(block, n - r0);
-      const Md md = plain_md({rows, c}, dt::f32);
-      if (r0 == 0 || rows != block) {
-        pd = compat::logsoftmax_forward_pd(m.engine(), m.attr(), md, md, 1, false);
-        prim = compat::logsoftmax_forward(pd);
-      }
-      m.add_primitive(steps, what, prim, pd,
-                      {{DNNL_ARG_SRC, memory(md, m.engine(), const_cast<float*>(xs + r0 * c))},
-                       {DNNL_ARG_DST, memory(md, m.engine(), block_lp_.get_data_handle())}});
-      m.add_function(steps, name_ + ": pick labels", [=] {
-        for (int64_t i = 0; i < rows; ++i) {
-          const int64_t row = r0 + i, j = lab[row];
-          const float l = lp[i * c + j];
-          picked[row] = l;
-          // -(lse + ln n) with lse = x - lp: what the backward adds to the logits.
-          shift[row] = static_cast<float>(static_cast<double>(l) -
-                                          static_cast<double>(xs[row * c + j]) - ln_n);
+    // The gradient in forward (see the class comment): only where the logits have no other
+    // reader and their layout is the plain one the gradient is written in.
+    fused_ = m.fused_step() && x.needs_grad && x.consumers == 1 && x.md == plain_;
+    if (fused_) {
+      build_forward_with_gradient(m, steps, xs, lab, picked, block);
+    } else {
+      compat::logsoftmax_forward::primitive_desc pd;
+      compat::logsoftmax_forward prim;
+      for_each_block(block, [&](int64_t r0, int64_t rows, const Md& md, bool new_shape) {
+        if (new_shape) {
+          pd = compat::logsoftmax_forward_pd(m.engine(), m.attr(), md, md, 1, false);
+          prim = compat::logsoftmax_forward(pd);
         }
+        m.add_primitive(steps, what, prim, pd,
+                        {{DNNL_ARG_SRC, memory(md, m.engine(), const_cast<float*>(xs + r0 * c))},
+                         {DNNL_ARG_DST, memory(md, m.engine(), block_lp_.get_data_handle())}});
+        m.add_function(steps, name_ + ": pick labels", [=] {
+          for (int64_t i = 0; i < rows; ++i) {
+            const int64_t row = r0 + i, j = lab[row];
+            const float l = lp[i * c + j];
+            picked[row] = l;
+            // -(lse + ln n) with lse = x - lp: what the backward adds to the logits.
+            shift[row] = static_cast<float>(static_cast<double>(l) -
+                                            static_cast<double>(xs[row * c + j]) - ln_n);
+          }
+        });
       });
     }
     float* loss = is_graph_loss_ ? m.loss_slot() : &own_loss_;
@@ -991,9 +1007,89 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
     });
   }
 
+  // fused_step: per block of rows, oneDNN's softmax straight into the gradient's rows (the one
+  // pass over the logits and the one exponential per logit), then, while the block is in
+  // cache, the labels' log-probabilities (for the loss), (p - one_hot) / n and the column sums.
+  void build_forward_with_gradient(Model& m, Steps& steps, const float* xs, const int32_t* lab,
+                                   float* picked, int64_t block) {
+    const int64_t n = positions_, c = classes_;
+    grad_ = m.alloc(plain_);
+    sums_ = m.alloc(plain_md({c}, dt::f32));
+    float* grad = static_cast<float*>(grad_.get_data_handle());
+    float* sums = static_cast<float*>(sums_.get_data_handle());
+    const std::string what = name_ + ": cross-entropy and its gradient in forward";
+    m.note_implementation("cross-entropy", "gradient in forward");
+    dnnl::softmax_forward::primitive_desc pd;
+    dnnl::softmax_forward prim;
+    for_each_block(block, [&](int64_t r0, int64_t rows, const Md& md, bool new_shape) {
+      if (new_shape) {
+        pd = compat::softmax_forward_pd(m.engine(), m.attr(), md, md, 1);
+        prim = dnnl::softmax_forward(pd);
+      }
+      m.add_primitive(steps, what + ": softmax", prim, pd,
+                      {{DNNL_ARG_SRC, memory(md, m.engine(), const_cast<float*>(xs + r0 * c))},
+                       {DNNL_ARG_DST, memory(md, m.engine(), grad + r0 * c)}});
+      m.add_function(steps, what + ": labels, / n, column sums", [=] {
+        float* g = grad + r0 * c;
+        for (int64_t i = 0; i < rows; ++i) {
+          float& p = g[i * c + lab[r0 + i]];
+          picked[r0 + i] = p >= std::numeric_limits<float>::min()
+                               ? std::log(p)
+                               : log_probability(xs + (r0 + i) * c, c, lab[r0 + i]);
+          p -= 1.0f;
+        }
+        const float inv_n = 1.0f / static_cast<float>(n);
+        // Each column's sum runs over the rows in order, whatever the thread count.
+        constexpr int64_t kColumns = 512;
+#pragma omp parallel for schedule(static)
+        for (int64_t j0 = 0; j0 < c; j0 += kColumns) {
+          const int64_t j1 = std::min(c, j0 + kColumns);
+          if (r0 == 0) std::fill(sums + j0, sums + j1, 0.0f);
+          for (int64_t i = 0; i < rows; ++i) {
+            float* gi = g + i * c;
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+              gi[j] *= inv_n;
+              sums[j] += gi[j];
+            }
+          }
+        }
+      });
+    });
+  }
+
+  // Calls fn(first row, rows, their [rows, classes] descriptor, whether that shape is new) for
+  // each block of rows: all of `block` rows, then a last partial one. A primitive is made per
+  // shape and run with memories that point at each block.
+  template <typename Fn>
+  void for_each_block(int64_t block, Fn fn) const {
+    for (int64_t r0 = 0; r0 < positions_; r0 += block) {
+      const int64_t rows = std::min(block, positions_ - r0);
+      fn(r0, rows, plain_md({rows, classes_}, dt::f32), r0 == 0 || rows != block);
+    }
+  }
+
+  // log softmax(x)[label] of one row of logits, in double: for a probability that underflows
+  // (p below FLT_MIN), where log(p) would not be finite.
+  static float log_probability(const float* x, int64_t c, int32_t label) {
+    double top = x[0];
+    for (int64_t j = 1; j < c; ++j) top = std::max(top, static_cast<double>(x[j]));
+    double sum = 0.0;
+    for (int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(x[j]) - top);
+    return static_cast<float>(static_cast<double>(x[label]) - top - std::log(sum));
+  }
+
   void build_backward(Model& m, Steps& steps) override {
     Tensor& x = m.tensor(inputs_[0]);
     if (!x.needs_grad) return;
+    if (fused_) {  // made in forward
+      if (!m.adopt_diff(x, grad_))
+        sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: node " + name_ +
+                                            ": the logits' gradient, made in forward, has "
+                                            "another writer");
+      x.diff_column_sums = static_cast<const float*>(sums_.get_data_handle());
+      return;
+    }
     const std::string what = name_ + ": cross-entropy backward";
     Steps post;
     memory grad = m.diff_sink(x, plain_, post, what);
@@ -1027,10 +1123,13 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
   static constexpr int64_t kBlockBytes = 1 << 20;
   int64_t positions_ = 0, classes_ = 0;
   Md plain_;
-  memory src_;       // the plain logits, read again by the backward
-  memory block_lp_;  // [block rows, classes]: one block's log-probabilities
-  memory shift_;     // [positions, 1]: -(lse + ln n) per row
-  memory picked_;    // [positions]: the labels' log-probabilities
+  memory src_;          // the plain logits, read again by the backward
+  memory block_lp_;     // [block rows, classes]: one block's log-probabilities
+  memory shift_;        // [positions, 1]: -(lse + ln n) per row
+  memory picked_;       // [positions]: the labels' log-probabilities
+  bool fused_ = false;  // fused_step: the gradient is made in forward (class comment)
+  memory grad_;         // fused_: the logits' gradient
+  memory sums_;         // fused_: its column sums, [classes]
   float own_loss_ = 0.0f;
 };
 

@@ -405,6 +405,13 @@ dnnl::memory Model::diff_sink(Tensor& t, const Md& produced, Steps& post, const 
   return produced_mem;
 }
 
+bool Model::adopt_diff(Tensor& t, const dnnl::memory& mem) {
+  if (!t.needs_grad || t.diff || t.diff_written || !(mem.get_desc() == t.md)) return false;
+  t.diff = mem;  // diff_offset stays -1: not the pool's bytes, so release_diff keeps them
+  t.diff_written = true;
+  return true;
+}
+
 bool Model::pass_diff(Tensor& from, Tensor& to) {
   if (!to.needs_grad || to.diff || to.diff_written || from.diff_offset < 0 || !(from.md == to.md))
     return false;

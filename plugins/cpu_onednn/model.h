@@ -72,6 +72,9 @@ struct Tensor {
   bool holds_relu = false;      // the producer applied its one consumer's ReLU (a post-op)
   int32_t relu_of = -1;         // this tensor is ReLU(relu_of), made by an activation node
   bool relu_diff_done = false;  // its reader wrote relu_of's gradient: the ReLU's backward is done
+  // [last dim]: the column sums of the gradient, made by the node that made the gradient (a loss
+  // that computes its input's gradient in forward, fused_step) for the producer's bias gradient.
+  const float* diff_column_sums = nullptr;
 };
 
 struct Param {
@@ -197,6 +200,10 @@ class Model final : public sdk::Model {
   // backward can run in place (an activation): false, and nothing changes, where `to` already
   // has a gradient or another layout. `from` must have no reader left.
   bool pass_diff(Tensor& from, Tensor& to);
+  // Makes `mem` (a buffer of the caller's, in t's layout, filled before any backward step runs:
+  // a loss that computes its input's gradient in forward under fused_step) t's gradient. False,
+  // and nothing changes, where t already has a gradient or `mem` another layout.
+  bool adopt_diff(Tensor& t, const dnnl::memory& mem);
   // Where a primitive producing layout `produced` writes `target` (a parameter gradient):
   // `target` itself, or a scratch whose reorder into `target` is appended to `post`.
   dnnl::memory output_as(const dnnl::memory& target, const Md& produced, Steps& post,

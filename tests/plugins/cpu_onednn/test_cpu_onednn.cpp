@@ -75,14 +75,16 @@ class Session {
   explicit Session(std::unique_ptr<Graph> graph, Sgd sgd = {}, int threads = 1, int64_t seed = 42)
       : Session(test_attrs::sgd(sgd.lr, sgd.momentum, sgd.weight_decay, sgd.clip_norm),
                 std::move(graph), threads, seed) {}
-  // Any optimizer (ABI 1.4: AdamW), and a precision mode ("" leaves the option unset: fp32).
+  // Any optimizer (ABI 1.4: AdamW), a precision mode ("" leaves the option unset: fp32), and
+  // the host's fused_step (ABI 1.4: nothing reads the gradients between backward and update).
   Session(const dlhost_optimizer_desc& opt, std::unique_ptr<Graph> graph, int threads = 1,
-          int64_t seed = 42, const std::string& precision = "")
+          int64_t seed = 42, const std::string& precision = "", bool fused_step = false)
       : graph_(std::move(graph)), api_(backend()) {
     dlhost_options options;
     options.values["threads"] = std::to_string(threads);
     options.values["seed"] = std::to_string(seed);
     if (!precision.empty()) options.values["precision"] = precision;
+    if (fused_step) options.values["fused_step"] = "1";
     check_status(api_->context_create(0, &options, &context_), "context_create");
     Outcome o = take(api_->compile(context_, graph_->view(), &opt, &options, &model_));
     if (o.code != DLHOST_CODE_OK) {
@@ -542,59 +544,109 @@ TEST(cpu_onednn, LossValuesMatchReference) {
   }
 }
 
-TEST(cpu_onednn, CrossEntropyOverBlocksOfRowsMatchesReference) {
-  // 70000 classes: the forward's log-softmax runs on blocks of 3 rows per thread (~1 MB), so 7
-  // positions make blocks 3, 3, 1 at one thread and 6, 1 at two: the last block is partial.
-  // Biases over [-60, 60] make probabilities underflow in float (the loss must stay finite);
-  // row 0's label is the least likely class.
-  const int64_t n = 7, f = 2, classes = 70000;
-  std::mt19937 rng(7);
-  std::vector<float> x = uniform(n * f, rng), wt = uniform(classes * f, rng, -2, 2),
-                     bias = uniform(classes, rng, -60, 60);
-  std::vector<int32_t> labels(n);
-  for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<int32_t>((i * 9973 + 11) % classes);
-  labels[0] = static_cast<int32_t>(std::min_element(bias.begin(), bias.end()) - bias.begin());
-  std::vector<double> z(n * classes), grad_z(n * classes);
+// fc (2 features -> `classes`) then softmax cross-entropy over n rows, with its reference loss
+// and gradients in double. Biases over [-60, 60] make probabilities underflow in float (the loss
+// must stay finite); row 0's label is the least likely class.
+struct CrossEntropyProblem {
+  int64_t n = 0, f = 2, classes = 0;
+  std::vector<float> x, wt, bias;
+  std::vector<int32_t> labels;
   double want = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    double* row = &z[i * classes];
-    for (int64_t o = 0; o < classes; ++o) {
-      row[o] = bias[o];
-      for (int64_t j = 0; j < f; ++j) row[o] += double(wt[o * f + j]) * x[i * f + j];
+  std::vector<double> want_bias, want_wt;
+
+  CrossEntropyProblem(int64_t rows, int64_t classes_) : n(rows), classes(classes_) {
+    std::mt19937 rng(7);
+    x = uniform(n * f, rng);
+    wt = uniform(classes * f, rng, -2, 2);
+    bias = uniform(classes, rng, -60, 60);
+    labels.resize(n);
+    for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<int32_t>((i * 9973 + 11) % classes);
+    labels[0] = static_cast<int32_t>(std::min_element(bias.begin(), bias.end()) - bias.begin());
+    want_bias.assign(classes, 0.0);
+    want_wt.assign(classes * f, 0.0);
+    std::vector<double> z(classes);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t o = 0; o < classes; ++o) {
+        z[o] = bias[o];
+        for (int64_t j = 0; j < f; ++j) z[o] += double(wt[o * f + j]) * x[i * f + j];
+      }
+      const double mx = *std::max_element(z.begin(), z.end());
+      double sum = 0.0;
+      for (double e : z) sum += std::exp(e - mx);
+      const double lse = mx + std::log(sum);
+      want -= (z[labels[i]] - lse) / double(n);
+      for (int64_t o = 0; o < classes; ++o) {
+        const double g = (std::exp(z[o] - lse) - (o == labels[i] ? 1.0 : 0.0)) / n;
+        want_bias[o] += g;
+        for (int64_t j = 0; j < f; ++j) want_wt[o * f + j] += g * x[i * f + j];
+      }
     }
-    const double mx = *std::max_element(row, row + classes);
-    double sum = 0.0;
-    for (int64_t o = 0; o < classes; ++o) sum += std::exp(row[o] - mx);
-    const double lse = mx + std::log(sum);
-    want -= row[labels[i]] - lse;
-    for (int64_t o = 0; o < classes; ++o)
-      grad_z[i * classes + o] = (std::exp(row[o] - lse) - (o == labels[i] ? 1.0 : 0.0)) / n;
   }
-  want /= double(n);
-  std::vector<double> want_bias(classes, 0.0), want_wt(classes * f, 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t o = 0; o < classes; ++o) {
-      want_bias[o] += grad_z[i * classes + o];
-      for (int64_t j = 0; j < f; ++j) want_wt[o * f + j] += grad_z[i * classes + o] * x[i * f + j];
-    }
-  for (int threads : {1, 2}) {
-    SCOPED_TRACE("threads " + std::to_string(threads));
-    GraphBuilder b("ce_blocks", n);
+
+  // A session on this problem's graph with its weights and inputs set.
+  std::unique_ptr<Session> session(const dlhost_optimizer_desc& opt, int threads,
+                                   bool fused_step) const {
+    GraphBuilder b("ce", n);
     int32_t data = b.input("data", DLHOST_DTYPE_F32, {f});
     int32_t logits = b.fc("fc", data, fc(classes));
     int32_t lab = b.input("labels", DLHOST_DTYPE_I32, {});
     b.softmax_cross_entropy("loss", logits, lab);
-    Session s(b.finish(), {}, threads);
-    s.put(s.param_id("fc.weight"), wt);
-    s.put(s.param_id("fc.bias"), bias);
-    s.set(data, x);
-    s.set_labels(lab, labels);
-    const float loss = s.loss();
+    auto s = std::make_unique<Session>(opt, b.finish(), threads, 42, "", fused_step);
+    s->put(s->param_id("fc.weight"), wt);
+    s->put(s->param_id("fc.bias"), bias);
+    s->set(data, x);
+    s->set_labels(lab, labels);
+    return s;
+  }
+};
+
+TEST(cpu_onednn, CrossEntropyOverBlocksOfRowsMatchesReference) {
+  // 70000 classes: the forward's log-softmax runs on blocks of 3 rows per thread (~1 MB), so 7
+  // positions make blocks 3, 3, 1 at one thread and 6, 1 at two: the last block is partial.
+  const CrossEntropyProblem p(7, 70000);
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    auto s = p.session(test_attrs::sgd(0.0f, 0.0f, 0.0f, 0.0f), threads, false);
+    const float loss = s->loss();
     EXPECT_TRUE(std::isfinite(loss));
-    EXPECT_NEAR(loss, want, 1e-5 * std::max(1.0, want));
-    s.backward();
-    expect_close(s.get(s.param_id("fc.bias"), DLHOST_PARAM_GRAD), want_bias, 1e-6);
-    expect_close(s.get(s.param_id("fc.weight"), DLHOST_PARAM_GRAD), want_wt, 1e-6);
+    EXPECT_NEAR(loss, p.want, 1e-5 * std::max(1.0, p.want));
+    s->backward();
+    expect_close(s->get(s->param_id("fc.bias"), DLHOST_PARAM_GRAD), p.want_bias, 1e-6);
+    expect_close(s->get(s->param_id("fc.weight"), DLHOST_PARAM_GRAD), p.want_wt, 1e-6);
+  }
+}
+
+// Under the host's fused_step the loss makes its input's gradient in forward (softmax per block
+// of rows) and hands its column sums to the fc's bias gradient: checked through the update, as
+// the gradient buffers need not hold the gradients then (lr 100 makes (before - after) / lr
+// resolve the gradients well below the tolerance). 7 rows of 70000 classes: the underflowing
+// rows and partial blocks above, on the fc's inner-product path; 300 rows of 3000 classes: the
+// fc's GEMM path (from 256 rows), whose bias gradient is then the column sums.
+TEST(cpu_onednn, FusedStepCrossEntropyUpdatesLikeTheReference) {
+  const float lr = 100.0f;
+  for (const auto& [n, classes] : {std::pair<int64_t, int64_t>{7, 70000}, {300, 3000}}) {
+    const CrossEntropyProblem p(n, classes);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::to_string(n) + " rows, threads " + std::to_string(threads));
+      auto s = p.session(test_attrs::sgd(lr, 0.0f, 0.0f, 0.0f), threads, true);
+      dlhost_model_info info{};
+      info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
+      check_status(s->api()->model_info(s->model(), &info), "model_info");
+      EXPECT_NE(std::string(info.implementation).find("cross-entropy=gradient in forward"),
+                std::string::npos)
+          << info.implementation;
+      const float loss = s->step();
+      EXPECT_TRUE(std::isfinite(loss));
+      EXPECT_NEAR(loss, p.want, 1e-5 * std::max(1.0, p.want));
+      auto grad_of = [&](const std::vector<float>& before, const std::vector<float>& after) {
+        std::vector<float> g(before.size());
+        for (size_t i = 0; i < g.size(); ++i)
+          g[i] = static_cast<float>((double(before[i]) - after[i]) / lr);
+        return g;
+      };
+      expect_close(grad_of(p.bias, s->get(s->param_id("fc.bias"))), p.want_bias, 1e-6);
+      expect_close(grad_of(p.wt, s->get(s->param_id("fc.weight"))), p.want_wt, 1e-6);
+    }
   }
 }
 
