@@ -1,12 +1,15 @@
 // limits.cpp — bench_limits, the machine-limit probe of bench/: sgemm GFLOP/s through oneDNN's
 // dnnl_sgemm and OpenBLAS's cblas_sgemm (large squares), a STREAM-like triad's bandwidth, the
 // ISA oneDNN dispatches, and the bare-GEMM time of a list of GEMM shapes (the GEMMs of one
-// training step of a fully connected network, which bench.py derives from the layer sizes).
+// training step of a fully connected network, which bench.py derives from the layer sizes), or
+// each shape's own time (--each: bench/kernels.py, the step's kernels beside MKL's).
 // One JSON object per line on stdout. Threads: OpenMP's count for oneDNN and the triad,
 // openblas_set_num_threads for OpenBLAS, both set from --threads.
 //
 //   bench_limits --threads T [--sizes 2048,4096] [--reps R] [--triad-mb 256]
-//                [--shapes M:N:K,M:N:K,...]   (row-major C[M,N] = A[M,K] B[K,N], as oneDNN's)
+//                [--shapes M:N:K[:TT],...] [--each 1]
+//   (row-major C[M,N] = op(A) op(B), op(A) [M,K], op(B) [K,N]; TT: 'N' or 'T' for A then B,
+//   as dnnl_sgemm's transa/transb; NN when absent)
 #include <cblas.h>
 #include <omp.h>
 
@@ -33,6 +36,9 @@ double seconds_since(Clock::time_point t) {
 
 struct Gemm {
   long m, n, k;
+  char ta = 'N', tb = 'N';
+  long lda() const { return ta == 'N' ? k : m; }  // row-major leading dimensions
+  long ldb() const { return tb == 'N' ? n : k; }
 };
 
 // Buffers are allocated and touched once per shape, then reused: fresh pages are slow here.
@@ -45,17 +51,18 @@ struct Buffers {
 };
 
 void run_dnnl(const Gemm& g, Buffers& x) {
-  if (dnnl_sgemm('N', 'N', g.m, g.n, g.k, 1.0f, x.a.data(), g.k, x.b.data(), g.n, 0.0f, x.c.data(),
-                 g.n) != dnnl_success) {
+  if (dnnl_sgemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f, x.a.data(), g.lda(), x.b.data(), g.ldb(), 0.0f,
+                 x.c.data(), g.n) != dnnl_success) {
     std::fprintf(stderr, "bench_limits: dnnl_sgemm failed for %ldx%ldx%ld\n", g.m, g.n, g.k);
     std::exit(1);
   }
 }
 
 void run_openblas(const Gemm& g, Buffers& x) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g.m),
-              static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, x.a.data(), static_cast<int>(g.k),
-              x.b.data(), static_cast<int>(g.n), 0.0f, x.c.data(), static_cast<int>(g.n));
+  cblas_sgemm(CblasRowMajor, g.ta == 'N' ? CblasNoTrans : CblasTrans,
+              g.tb == 'N' ? CblasNoTrans : CblasTrans, static_cast<int>(g.m), static_cast<int>(g.n),
+              static_cast<int>(g.k), 1.0f, x.a.data(), static_cast<int>(g.lda()), x.b.data(),
+              static_cast<int>(g.ldb()), 0.0f, x.c.data(), static_cast<int>(g.n));
 }
 
 // Median seconds of `reps` calls after one warm-up call.
@@ -119,7 +126,7 @@ const char* isa_name(dnnl_cpu_isa_t isa) {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "bench_limits: %s\nusage: bench_limits --threads T [--sizes 2048,4096] [--reps R] "
-               "[--triad-mb MB] [--shapes M:N:K,...]\n",
+               "[--triad-mb MB] [--shapes M:N:K[:TT],...] [--each 1]\n",
                why);
   std::exit(2);
 }
@@ -128,6 +135,7 @@ const char* isa_name(dnnl_cpu_isa_t isa) {
 
 int main(int argc, char** argv) {
   int threads = 0, reps = 5;
+  bool each = false;
   size_t triad_mb = 256;
   std::vector<long> sizes;
   std::vector<Gemm> shapes;
@@ -146,10 +154,17 @@ int main(int argc, char** argv) {
     } else if (arg == "--shapes") {
       for (const auto& s : split(value, ',')) {
         auto p = split(s, ':');
-        if (p.size() != 3) usage(("bad shape '" + s + "', want M:N:K").c_str());
-        shapes.push_back(
-            {std::atol(p[0].c_str()), std::atol(p[1].c_str()), std::atol(p[2].c_str())});
+        const bool trans_ok = p.size() == 4 && p[3].size() == 2 &&
+                              (p[3][0] == 'N' || p[3][0] == 'T') &&
+                              (p[3][1] == 'N' || p[3][1] == 'T');
+        if (p.size() != 3 && !trans_ok) usage(("bad shape '" + s + "', want M:N:K[:TT]").c_str());
+        Gemm g{std::atol(p[0].c_str()), std::atol(p[1].c_str()), std::atol(p[2].c_str())};
+        if (g.m < 1 || g.n < 1 || g.k < 1) usage(("bad shape '" + s + "'").c_str());
+        if (p.size() == 4) g.ta = p[3][0], g.tb = p[3][1];
+        shapes.push_back(g);
       }
+    } else if (arg == "--each") {
+      each = std::atoi(value.c_str()) != 0;
     } else {
       usage(("unknown option " + arg).c_str());
     }
@@ -176,9 +191,16 @@ int main(int argc, char** argv) {
     double sum_dnnl = 0, sum_blas = 0, flops = 0;
     for (const Gemm& g : shapes) {
       Buffers x(g);
-      sum_dnnl += median_seconds(reps, [&] { run_dnnl(g, x); });
-      sum_blas += median_seconds(reps, [&] { run_openblas(g, x); });
+      const double t_dnnl = median_seconds(reps, [&] { run_dnnl(g, x); });
+      const double t_blas = median_seconds(reps, [&] { run_openblas(g, x); });
+      sum_dnnl += t_dnnl;
+      sum_blas += t_blas;
       flops += 2.0 * g.m * g.n * g.k;
+      if (each)
+        std::printf(
+            "{\"kind\": \"gemm\", \"threads\": %d, \"m\": %ld, \"n\": %ld, \"k\": %ld, "
+            "\"trans\": \"%c%c\", \"onednn_ms\": %.3f, \"openblas_ms\": %.3f}\n",
+            threads, g.m, g.n, g.k, g.ta, g.tb, t_dnnl * 1e3, t_blas * 1e3);
     }
     std::printf(
         "{\"kind\": \"step_gemms\", \"threads\": %d, \"gemms\": %zu, \"gflop\": %.3f, "
