@@ -25,23 +25,6 @@ using dnnl::algorithm;
 using dnnl::memory;
 using dnnl::prop_kind;
 
-// Whether the only node reading tensor `t` is a ReLU activation.
-bool only_reader_is_relu(const dlhost_graph* g, int32_t t) {
-  const dlhost_node* reader = nullptr;
-  for (int32_t n = 0; n < g->num_nodes; ++n) {
-    const dlhost_node& node = *g->nodes[n];
-    for (int32_t i = 0; i < node.num_inputs; ++i) {
-      if (node.inputs[i] != t) continue;
-      if (reader != nullptr) return false;
-      reader = &node;
-    }
-  }
-  if (reader == nullptr || reader->op != DLHOST_OP_ACTIVATION || reader->attrs == nullptr)
-    return false;
-  const auto* a = static_cast<const dlhost_activation_attrs*>(reader->attrs);
-  return a->struct_size >= DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE && a->kind == DLHOST_ACTIVATION_RELU;
-}
-
 class InputLayer : public NodeLayer {
  public:
   InputLayer(const dlhost_graph* g, const dlhost_node& n) : NodeLayer(g, n) {}
@@ -888,6 +871,18 @@ class ActivationLayer : public NodeLayer {
     Tensor& y = m.tensor(output_);
     if (y.relu_diff_done) return;  // a max pool behind wrote x's gradient (PoolLayer)
     const std::string what = name_ + ": eltwise backward";
+    if (x.relu_backward_by_producer) {
+      // A batch norm fused this ReLU (fuse_norm_relu) and masks the gradient itself, from its
+      // workspace: y's gradient is x's as it is, handed over or copied.
+      if (m.pass_diff(y, x)) return;
+      Steps post;
+      memory sink = m.diff_sink(x, x.md, post, what);
+      const dnnl::reorder::primitive_desc copy(m.engine(), y.md, m.engine(), x.md, m.attr());
+      m.add_primitive(steps, what + ": gradient to the batch norm", dnnl::reorder(copy), copy,
+                      {{DNNL_ARG_FROM, m.diff_of(y)}, {DNNL_ARG_TO, sink}});
+      steps.insert(steps.end(), post.begin(), post.end());
+      return;
+    }
     const auto pd =
         compat::eltwise_backward_pd(m.engine(), m.attr(), alg_, y.md, y.md, y.md, 0.0f, 0.0f, pd_);
     memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
@@ -1198,6 +1193,23 @@ class MseLayer : public NodeLayer {
 };
 
 }  // namespace
+
+// Whether the only node reading tensor `t` is a ReLU activation.
+bool only_reader_is_relu(const dlhost_graph* g, int32_t t) {
+  const dlhost_node* reader = nullptr;
+  for (int32_t n = 0; n < g->num_nodes; ++n) {
+    const dlhost_node& node = *g->nodes[n];
+    for (int32_t i = 0; i < node.num_inputs; ++i) {
+      if (node.inputs[i] != t) continue;
+      if (reader != nullptr) return false;
+      reader = &node;
+    }
+  }
+  if (reader == nullptr || reader->op != DLHOST_OP_ACTIVATION || reader->attrs == nullptr)
+    return false;
+  const auto* a = static_cast<const dlhost_activation_attrs*>(reader->attrs);
+  return a->struct_size >= DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE && a->kind == DLHOST_ACTIVATION_RELU;
+}
 
 std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index) {
   const dlhost_node& node = *graph->nodes[index];

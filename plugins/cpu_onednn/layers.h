@@ -23,6 +23,9 @@ inline Md any_md(const std::vector<int64_t>& dims) {
   return Md(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
 
+// Whether the only node reading tensor `t` is a ReLU activation (a producer may then apply it).
+bool only_reader_is_relu(const dlhost_graph* g, int32_t t);
+
 // Whether a primitive descriptor exists and is not oneDNN's slow reference implementation.
 inline bool fast(const dnnl::primitive_desc_base& pd) {
   return pd && std::string(pd.impl_info_str()).rfind("ref", 0) != 0;

@@ -22,6 +22,12 @@ using dnnl::prop_kind;
 
 // Training-mode batch normalization over N (and H, W) per channel. Scale and shift are [C]
 // parameters in plain layout, which is also what oneDNN's use_scale / use_shift flags read.
+//
+// Batch norm -> ReLU (its only reader, as in every ResNet block but the residual's): oneDNN's
+// fuse_norm_relu applies the ReLU in the normalization's pass and keeps a bit mask (the
+// workspace) from which the backward masks the gradient itself. The ReLU node then takes the
+// output's bytes as its own and its backward only hands the gradient over: one pass over the
+// tensor less in forward and one in backward. Only where oneDNN keeps the same kernel.
 class BatchNormLayer : public NodeLayer {
  public:
   BatchNormLayer(const dlhost_graph* g, const dlhost_node& n)
@@ -31,6 +37,7 @@ class BatchNormLayer : public NodeLayer {
     expect_params(2);
     if (!(a_.epsilon > 0.0f) || !(a_.momentum >= 0.0f && a_.momentum <= 1.0f))
       bad("epsilon must be > 0 and momentum in [0, 1]");
+    fuse_relu_ = only_reader_is_relu(g, output_);
   }
 
   void build_forward(Model& m, Steps& steps) override {
@@ -42,20 +49,33 @@ class BatchNormLayer : public NodeLayer {
     const Md vec = plain_md({channels}, dt::f32);
     pd_ = compat::normalization_forward_pd<dnnl::batch_normalization_forward>(
         m.engine(), m.attr(), x.md, x.md, a_.epsilon, flags());
+    if (fuse_relu_) {
+      const auto fused = compat::normalization_forward_pd<dnnl::batch_normalization_forward>(
+          m.engine(), m.attr(), x.md, x.md, a_.epsilon, flags(true));
+      fuse_relu_ = fused && std::string(fused.impl_info_str()) == pd_.impl_info_str() &&
+                   fused.dst_desc() == pd_.dst_desc();
+      if (fuse_relu_) pd_ = fused;
+    }
     m.alloc_param(params_[0], vec, vec);
     m.alloc_param(params_[1], vec, vec);
     m.alloc_tensor(y, pd_.dst_desc());
+    y.holds_relu = fuse_relu_;
+    y.relu_backward_by_producer = fuse_relu_;
     mean_ = m.alloc(pd_.mean_desc());
     variance_ = m.alloc(pd_.variance_desc());
     const std::string what = name_ + ": batch normalization forward";
-    m.add_primitive(steps, what, dnnl::batch_normalization_forward(pd_), pd_,
-                    {{DNNL_ARG_SRC, x.value},
-                     {DNNL_ARG_SCALE, m.param(params_[0]).value},
-                     {DNNL_ARG_SHIFT, m.param(params_[1]).value},
-                     {DNNL_ARG_DST, y.value},
-                     {DNNL_ARG_MEAN, mean_},
-                     {DNNL_ARG_VARIANCE, variance_}});
-    m.note_implementation("bnorm fwd", pd_.impl_info_str());
+    Args args = {{DNNL_ARG_SRC, x.value},
+                 {DNNL_ARG_SCALE, m.param(params_[0]).value},
+                 {DNNL_ARG_SHIFT, m.param(params_[1]).value},
+                 {DNNL_ARG_DST, y.value},
+                 {DNNL_ARG_MEAN, mean_},
+                 {DNNL_ARG_VARIANCE, variance_}};
+    if (fuse_relu_) {
+      workspace_ = m.alloc(pd_.workspace_desc());
+      args.push_back({DNNL_ARG_WORKSPACE, workspace_});
+    }
+    m.add_primitive(steps, what, dnnl::batch_normalization_forward(pd_), pd_, args);
+    m.note_implementation(fuse_relu_ ? "bnorm+relu fwd" : "bnorm fwd", pd_.impl_info_str());
 
     // PyTorch's running statistics: they start at mean 0, variance 1, and take the unbiased
     // batch variance. oneDNN has no such output, so a loop over the channels keeps them.
@@ -82,8 +102,8 @@ class BatchNormLayer : public NodeLayer {
     Tensor& y = m.tensor(output_);
     const std::string what = name_ + ": batch normalization backward";
     const auto pd = compat::normalization_backward_pd<dnnl::batch_normalization_backward>(
-        m.engine(), m.attr(), pd_.dst_desc(), pd_.dst_desc(), pd_.src_desc(), a_.epsilon, flags(),
-        pd_);
+        m.engine(), m.attr(), pd_.dst_desc(), pd_.dst_desc(), pd_.src_desc(), a_.epsilon,
+        flags(fuse_relu_), pd_);
     memory diff_dst = m.as_layout(m.diff_of(y), pd.diff_dst_desc(), steps, what);
     Steps post;
     // oneDNN computes the data gradient in any case; nobody reads it when nothing upstream
@@ -101,6 +121,7 @@ class BatchNormLayer : public NodeLayer {
     // oneDNN 2.6 checks for the shift here too, though backward never reads it; 3.x refuses it.
     if (compat::bnorm_backward_takes_shift)
       args.push_back({DNNL_ARG_SHIFT, m.param(params_[1]).value});
+    if (fuse_relu_) args.push_back({DNNL_ARG_WORKSPACE, workspace_});
     m.add_primitive(steps, what, dnnl::batch_normalization_backward(pd), pd, args);
     steps.insert(steps.end(), post.begin(), post.end());
     m.add_ready(steps, params_[0]);
@@ -109,13 +130,16 @@ class BatchNormLayer : public NodeLayer {
   }
 
  private:
-  static dnnl::normalization_flags flags() {
-    return dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  static dnnl::normalization_flags flags(bool relu = false) {
+    const auto f = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    return relu ? f | dnnl::normalization_flags::fuse_norm_relu : f;
   }
 
   dlhost_batch_norm_attrs a_;
+  bool fuse_relu_ = false;  // the output's only reader is a ReLU, applied here (class comment)
   dnnl::batch_normalization_forward::primitive_desc pd_;
   memory mean_, variance_;
+  memory workspace_;  // fuse_relu_: the ReLU's bit mask, from forward to backward
 };
 
 // Inverted dropout: y = x * mask, the mask 1 / (1 - p) or 0 per element. The mask is made in

@@ -72,6 +72,9 @@ struct Tensor {
   bool holds_relu = false;      // the producer applied its one consumer's ReLU (a post-op)
   int32_t relu_of = -1;         // this tensor is ReLU(relu_of), made by an activation node
   bool relu_diff_done = false;  // its reader wrote relu_of's gradient: the ReLU's backward is done
+  // holds_relu, and the producer's backward masks the gradient itself (a batch norm's
+  // fuse_norm_relu): the ReLU's backward only hands its gradient over.
+  bool relu_backward_by_producer = false;
   // [last dim]: the column sums of the gradient, made by the node that made the gradient (a loss
   // that computes its input's gradient in forward, fused_step) for the producer's bias gradient.
   const float* diff_column_sums = nullptr;

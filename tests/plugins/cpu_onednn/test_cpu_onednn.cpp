@@ -1060,6 +1060,62 @@ TEST(cpu_onednn, BatchNormGradients) {
       [](GraphBuilder& b, int32_t x) { return b.batch_norm("bn", x, bn()); }, 1e-2f);
 }
 
+// Batch norm -> ReLU runs as one fused_norm_relu primitive (the ReLU's mask in its workspace);
+// its gradients as a ResNet block has them: into a convolution, into a max pool (which masks
+// by the ReLU's output itself), the ReLU's output read by a residual add, and on rank 2. The
+// batch norm's shifts are +-5 by channel (scale 1): every normalized value is then at least ~5
+// from the ReLU's kink on the side its channel chose, so finite differences see no kink (with
+// random shifts a crossing makes them wrong by ~1e-2, fused or not) and both sides are tested.
+void check_bn_relu_gradients(const std::string& name, int64_t batch,
+                             const std::vector<int64_t>& shape, int64_t channels,
+                             const std::function<int32_t(GraphBuilder&, int32_t)>& body) {
+  SCOPED_TRACE(name);
+  GraphBuilder b(name, batch);
+  int32_t data = b.input("data", DLHOST_DTYPE_F32, shape);
+  int32_t labels = -1;
+  auto graph = with_ce_head(b, body(b, data), 3, &labels);
+  int64_t n = batch;
+  for (int64_t d : shape) n *= d;
+  Session s(std::move(graph));
+  dlhost_model_info info{};
+  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
+  check_status(s.api()->model_info(s.model(), &info), "model_info");
+  EXPECT_NE(std::string(info.implementation).find("bnorm+relu fwd="), std::string::npos)
+      << info.implementation;
+  std::mt19937 rng(1234);
+  s.randomize(rng);
+  std::vector<float> shift(channels);
+  for (int64_t c = 0; c < channels; ++c) shift[c] = c % 2 == 0 ? 5.0f : -5.0f;
+  s.put(s.param_id("bn.scale"), std::vector<float>(channels, 1.0f));
+  s.put(s.param_id("bn.shift"), shift);
+  s.set(data, uniform(n, rng));
+  std::vector<int32_t> y(batch);
+  for (int64_t i = 0; i < batch; ++i) y[i] = static_cast<int32_t>(i % 3);
+  s.set_labels(labels, y);
+  expect_gradients_match(s, 1e-2f);
+}
+
+TEST(cpu_onednn, BatchNormReluGradients) {
+  const auto relu = act(DLHOST_ACTIVATION_RELU);
+  check_bn_relu_gradients("conv_bn_relu_conv", 3, {2, 6, 6}, 8, [&](GraphBuilder& b, int32_t x) {
+    x = b.batch_norm("bn", b.conv2d("conv1", x, conv(8, 3, 1, 1, 1, false)), bn());
+    return b.conv2d("conv2", b.activation("relu", x, relu), conv(4, 3, 1, 1));
+  });
+  check_bn_relu_gradients("conv_bn_relu_pool", 3, {2, 6, 6}, 16, [&](GraphBuilder& b, int32_t x) {
+    x = b.batch_norm("bn", b.conv2d("conv", x, conv(16, 3, 1, 1, 1, false)), bn());
+    return b.pool2d("pool", b.activation("relu", x, relu),
+                    pool(DLHOST_POOL_MAX, 3, 2, 0, true, false));
+  });
+  check_bn_relu_gradients("bn_relu_residual", 3, {8, 5, 5}, 8, [&](GraphBuilder& b, int32_t x) {
+    int32_t h = b.batch_norm("bn", b.conv2d("conv", x, conv(8, 3, 1, 1, 1, false)), bn());
+    h = b.activation("relu", h, relu);
+    return b.add("add", h, b.conv2d("conv2", h, conv(8, 3, 1, 1)));
+  });
+  check_bn_relu_gradients("fc_bn_relu", 4, {5}, 6, [&](GraphBuilder& b, int32_t x) {
+    return b.activation("relu", b.batch_norm("bn", b.fc("fc", x, fc(6, false)), bn()), relu);
+  });
+}
+
 bool kept(uint64_t seed, uint32_t node, uint64_t step, uint64_t index, float p) {
   return dlhost_dropout_keep(seed, node, step, index, p) != 0;
 }
