@@ -104,9 +104,16 @@ void read_left_out(const fs::path& path, std::vector<LeftOutPlugin>& notes) {
 
 void PluginRegistry::discover(const std::vector<std::string>& folders, const Vetter& vet) {
   std::vector<std::string> files;
+  std::vector<fs::path> scanned;
   for (const auto& folder : folders) {
     std::vector<std::string> in_folder;
     std::error_code ec;
+    // A folder named twice (--plugin-path on the build's own plugins, which an installed or
+    // in-tree dlhost searches anyway; another spelling of one path) is read once: its plugins
+    // are not duplicates of themselves.
+    const fs::path canonical = fs::weakly_canonical(folder, ec);
+    if (!ec && std::find(scanned.begin(), scanned.end(), canonical) != scanned.end()) continue;
+    if (!ec) scanned.push_back(canonical);
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
       if (entry.path().extension() == ".so" && entry.is_regular_file(ec))
         in_folder.push_back(entry.path().string());

@@ -120,4 +120,15 @@ TEST(PluginLoadingSingle, LeftOutNotesGiveTheBuildsReason) {
   fs::remove_all(dir);
 }
 
+// The same folder twice, as `--plugin-path build/plugins` on an in-tree dlhost gives it (and
+// another spelling of it): read once, so no plugin is refused as a duplicate of itself.
+TEST(PluginLoadingSingle, AFolderNamedTwiceIsReadOnce) {
+  dlhost::PluginRegistry registry;
+  registry.discover(
+      {kGood, kGood + "/.", kGood + "/../" + std::filesystem::path(kGood).filename().string()});
+  ASSERT_NE(registry.find(DLHOST_PLUGIN_BACKEND, "cpu_reference"), nullptr);
+  for (const auto& r : registry.refused())
+    EXPECT_EQ(r.reason.find("duplicate"), std::string::npos) << r.path << ": " << r.reason;
+}
+
 }  // namespace
