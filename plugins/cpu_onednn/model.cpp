@@ -610,6 +610,18 @@ void Model::update() {
     float* w = static_cast<float*>(p.value.get_data_handle());
     const float* g = static_cast<const float*>(p.grad.get_data_handle());
     const int64_t n = p.floats;
+    if (p.update_in_backward) {
+      // The backward's GEMM did the step (momentum 0) or left mu v + g in v: the same v as
+      // below, its sums in another order (scale is 1: no clipping on this path).
+      if (momentum == 0.0f) continue;
+      float* v = static_cast<float*>(p.velocity.get_data_handle());
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) {
+        v[i] += decay * w[i];
+        w[i] -= lr * v[i];
+      }
+      continue;
+    }
     if (momentum == 0.0f) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) w[i] -= lr * (scale * g[i] + decay * w[i]);

@@ -90,6 +90,11 @@ struct Param {
   // Compile-time: a node's backward already writes this gradient, so a later-built one (the
   // embedding under a tied output layer) adds to it instead of overwriting it.
   bool grad_written = false;
+  // Fused SGD (Model::sgd_in_backward): the node's backward applies this parameter's step itself
+  // and never writes `grad`. Momentum 0: its weight-gradient GEMM writes the new value, and
+  // update() skips the parameter; with momentum the GEMM writes mu v + g into `velocity`, and
+  // update() only adds the decay and steps the value.
+  bool update_in_backward = false;
 };
 
 // One entry of a replayed list: a primitive with its arguments, a loop, or a grad-ready notice.
@@ -159,6 +164,14 @@ class Model final : public sdk::Model {
   bool bf16() const { return bf16_; }
   // The host's fused_step (see the constructor).
   bool fused_step() const { return fused_step_; }
+  // Whether a layer may fold SGD's step into its weight-gradient GEMM (Param::update_in_backward):
+  // the host's fused_step, plain SGD (the step is linear in the gradient), no clipping (its scale
+  // needs every gradient first) and fp32 (bf16's gradients come from matmuls, not dnnl_sgemm).
+  bool sgd_in_backward() const {
+    return fused_step_ && optimizer_.kind == DLHOST_OPTIMIZER_SGD && optimizer_.clip_norm == 0.0f &&
+           !bf16_;
+  }
+  const dlhost_optimizer_desc& optimizer() const { return optimizer_; }
   // The type the products read: bf16 in precision bf16, else f32.
   dnnl::memory::data_type product_type() const {
     return bf16_ ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;

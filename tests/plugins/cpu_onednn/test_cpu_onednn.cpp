@@ -948,6 +948,80 @@ TEST(cpu_onednn, SgdClipNormScalesGradients) {
   }
 }
 
+// --- fused_step: SGD inside the FC's weight-gradient GEMM ---------------------------------------
+
+// An MLP of `batch` rows: fc1 (bias) -> ReLU -> fc2 (no bias) -> sigmoid -> head (bias) -> CE.
+std::unique_ptr<Graph> fused_mlp(int64_t batch, int32_t* data, int32_t* labels) {
+  GraphBuilder b("fused_mlp", batch);
+  *data = b.input("data", DLHOST_DTYPE_F32, {40});
+  int32_t h = b.activation("relu", b.fc("fc1", *data, fc(48)), act(DLHOST_ACTIVATION_RELU));
+  h = b.activation("sig", b.fc("fc2", h, fc(24, false)), act(DLHOST_ACTIVATION_SIGMOID));
+  return with_ce_head(b, h, 10, labels);
+}
+
+struct FusedRun {
+  std::vector<std::vector<float>> weights;  // every parameter after the steps
+  std::string implementation;
+};
+
+// `steps` SGD steps on a fixed random batch from the same start, with or without fused_step.
+FusedRun train_fused_mlp(const dlhost_optimizer_desc& opt, bool fused_step, int64_t batch,
+                         const std::string& precision = "", int steps = 4) {
+  int32_t data = -1, labels = -1;
+  Session s(opt, fused_mlp(batch, &data, &labels), 1, 42, precision, fused_step);
+  std::mt19937 rng(31);
+  s.randomize(rng);
+  s.set(data, uniform(batch * 40, rng));
+  std::vector<int32_t> y(batch);
+  for (int64_t i = 0; i < batch; ++i) y[i] = static_cast<int32_t>(rng() % 10);
+  s.set_labels(labels, y);
+  for (int i = 0; i < steps; ++i) s.step();
+  FusedRun run;
+  for (int32_t p = 0; p < s.graph().num_params(); ++p) run.weights.push_back(s.get(p));
+  dlhost_model_info info{};
+  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
+  check_status(s.api()->model_info(s.model(), &info), "model_info");
+  run.implementation = info.implementation;
+  return run;
+}
+
+// Same weights within `tol` (relative to 1 + |w|); the steps moved them by far more than that.
+void expect_same_training(const FusedRun& fused, const FusedRun& split, const FusedRun& start,
+                          double tol) {
+  ASSERT_EQ(fused.weights.size(), split.weights.size());
+  for (size_t p = 0; p < split.weights.size(); ++p) {
+    double moved = 0.0;
+    for (size_t i = 0; i < split.weights[p].size(); ++i) {
+      const double want = split.weights[p][i];
+      ASSERT_NEAR(fused.weights[p][i], want, tol * (1.0 + std::fabs(want)))
+          << "parameter " << p << "[" << i << "]";
+      moved = std::max(moved, std::fabs(want - start.weights[p][i]));
+    }
+    EXPECT_GT(moved, 100 * tol) << "parameter " << p << " did not train";
+  }
+}
+
+// With fused_step the GEMM path (256 rows) applies SGD in its weight-gradient GEMM, and the
+// weights follow the split step's (backward, then update) up to the GEMMs' rounding, for plain
+// SGD, weight decay, momentum and both. A wrong alpha or beta (the decay left out: lr wd |w|
+// ~ 1e-3 a step) or a missed update is off by orders of magnitude more than the tolerance.
+TEST(cpu_onednn, FusedSgdTrainsLikeTheSplitStep) {
+  const int64_t batch = 256;
+  const FusedRun start = train_fused_mlp(test_attrs::sgd(0.0f), false, batch, "", /*steps=*/0);
+  for (const Sgd& sgd : {Sgd{0.1f, 0.0f, 0.0f, 0.0f}, Sgd{0.1f, 0.0f, 0.01f, 0.0f},
+                         Sgd{0.05f, 0.9f, 0.0f, 0.0f}, Sgd{0.05f, 0.9f, 0.01f, 0.0f}}) {
+    SCOPED_TRACE("momentum " + std::to_string(sgd.momentum) + " decay " +
+                 std::to_string(sgd.weight_decay));
+    const auto opt = test_attrs::sgd(sgd.lr, sgd.momentum, sgd.weight_decay, sgd.clip_norm);
+    const FusedRun split = train_fused_mlp(opt, false, batch);
+    const FusedRun fused = train_fused_mlp(opt, true, batch);
+    EXPECT_EQ(split.implementation.find("gemm bwd + sgd"), std::string::npos);
+    EXPECT_NE(fused.implementation.find("gemm bwd + sgd"), std::string::npos)
+        << fused.implementation;
+    expect_same_training(fused, split, start, 2e-6);
+  }
+}
+
 // --- a learnable task --------------------------------------------------------------------------
 
 std::vector<float> train_mlp(int steps) {
@@ -1916,6 +1990,32 @@ TEST(cpu_onednn, Bf16RefusesTheLstm) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), DLHOST_CODE_UNIMPLEMENTED) << e.what();
     EXPECT_NE(std::string(e.what()).find("op lstm (node lstm)"), std::string::npos) << e.what();
+  }
+}
+
+// Where the step cannot go into the GEMM, fused_step keeps the split step and trains the same:
+// clipping (its scale needs every gradient first), bf16 (matmul gradients), and FCs of few rows
+// (the blocked inner product on AMX at 1 thread).
+TEST(cpu_onednn, FusedStepKeepsTheSplitStepWhereItCannotFuse) {
+  struct Case {
+    const char* what;
+    Sgd sgd;
+    int64_t batch;
+    std::string precision;
+  };
+  std::vector<Case> cases = {{"clip_norm", {0.1f, 0.9f, 0.01f, 0.5f}, 256, ""},
+                             {"few rows", {0.1f, 0.9f, 0.01f, 0.0f}, 16, ""}};
+  if (backend_offers_bf16()) cases.push_back({"bf16", {0.1f, 0.9f, 0.01f, 0.0f}, 256, "bf16"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const auto opt = test_attrs::sgd(c.sgd.lr, c.sgd.momentum, c.sgd.weight_decay, c.sgd.clip_norm);
+    const FusedRun start = train_fused_mlp(test_attrs::sgd(0.0f), false, c.batch, "", 0);
+    const FusedRun split = train_fused_mlp(opt, false, c.batch, c.precision);
+    const FusedRun fused = train_fused_mlp(opt, true, c.batch, c.precision);
+    if (c.batch == 256) {
+      EXPECT_EQ(fused.implementation.find("+ sgd"), std::string::npos) << fused.implementation;
+    }
+    expect_same_training(fused, split, start, 2e-6);
   }
 }
 
