@@ -6,7 +6,6 @@
 // Layers exist only while a model compiles; the steps they leave keep what they point to alive.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -183,8 +182,7 @@ class FcLayer : public WeightedLayer {
           plain_source ? src : m.as_layout(x.value, plain_md(x.dims, dt::f32), steps, what));
       return;
     }
-    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales()) ||
-         (m.sgd_in_backward() && std::getenv("I29_GEMM_ALL") != nullptr)) &&
+    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales()) || m.sgd_in_backward()) &&
         plain_source) {
       build_forward_gemm(m, steps, x, y, src);
       return;
@@ -269,7 +267,13 @@ class FcLayer : public WeightedLayer {
   // At 2 threads the blocked inner product at 64 rows does not scale: the quiet run of
   // 2026-12-03 (bench/results/2026-12-03-quiet) had FCN-8's step at 430 ms against 270 ms for
   // its GEMMs bare as dnnl_sgemm (FCN-5: 265 against 220), so with more than one thread every
-  // plain FC takes this path there: see blocked_scales.
+  // plain FC takes this path there: see blocked_scales. With fused SGD (Model::sgd_in_backward)
+  // every plain FC takes it, as only dnnl_sgemm's beta lets the step go into the gradient's
+  // product (the inner product's backward has no post-ops): measured on the Intel Xeon with AMX,
+  // 1 thread, 3 alternating rounds (2026-12-06, issue 29), the whole step took 0.94x the blocked
+  // path's time for FCN-5, 0.97x for FCN-8, 0.95x for AlexNet at batch 16, 0.87x for the
+  // AutoEncoder, 1.00x for LeNet; at 2 threads (the best of 3 runs, a shared machine) 0.89-0.92x
+  // for FCN-5 and FCN-8, 0.92x for the AutoEncoder.
   static constexpr int64_t kGemmMinRows = 256;
   // Whether the blocked inner product over few rows scales to 2+ threads on this CPU. Measured
   // quiet, whole steps at 2 threads: on AMD EPYC (oneDNN dispatching avx512_core_bf16; the run

@@ -1001,24 +1001,26 @@ void expect_same_training(const FusedRun& fused, const FusedRun& split, const Fu
   }
 }
 
-// With fused_step the GEMM path (256 rows) applies SGD in its weight-gradient GEMM, and the
-// weights follow the split step's (backward, then update) up to the GEMMs' rounding, for plain
-// SGD, weight decay, momentum and both. A wrong alpha or beta (the decay left out: lr wd |w|
+// With fused_step every plain FC (the GEMM path at any row count) applies SGD in its
+// weight-gradient GEMM, and the weights follow the split step's (backward, then update) up to
+// the products' rounding, for plain SGD, weight decay, momentum and both. A wrong alpha or beta (the decay left out: lr wd |w|
 // ~ 1e-3 a step) or a missed update is off by orders of magnitude more than the tolerance.
 TEST(cpu_onednn, FusedSgdTrainsLikeTheSplitStep) {
-  const int64_t batch = 256;
-  const FusedRun start = train_fused_mlp(test_attrs::sgd(0.0f), false, batch, "", /*steps=*/0);
-  for (const Sgd& sgd : {Sgd{0.1f, 0.0f, 0.0f, 0.0f}, Sgd{0.1f, 0.0f, 0.01f, 0.0f},
-                         Sgd{0.05f, 0.9f, 0.0f, 0.0f}, Sgd{0.05f, 0.9f, 0.01f, 0.0f}}) {
-    SCOPED_TRACE("momentum " + std::to_string(sgd.momentum) + " decay " +
-                 std::to_string(sgd.weight_decay));
-    const auto opt = test_attrs::sgd(sgd.lr, sgd.momentum, sgd.weight_decay, sgd.clip_norm);
-    const FusedRun split = train_fused_mlp(opt, false, batch);
-    const FusedRun fused = train_fused_mlp(opt, true, batch);
-    EXPECT_EQ(split.implementation.find("gemm bwd + sgd"), std::string::npos);
-    EXPECT_NE(fused.implementation.find("gemm bwd + sgd"), std::string::npos)
-        << fused.implementation;
-    expect_same_training(fused, split, start, 2e-6);
+  // 16 rows: the split step takes the blocked inner product on AMX at 1 thread; 256: the GEMM.
+  for (const int64_t batch : {16, 256}) {
+    const FusedRun start = train_fused_mlp(test_attrs::sgd(0.0f), false, batch, "", 0);
+    for (const Sgd& sgd : {Sgd{0.1f, 0.0f, 0.0f, 0.0f}, Sgd{0.1f, 0.0f, 0.01f, 0.0f},
+                           Sgd{0.05f, 0.9f, 0.0f, 0.0f}, Sgd{0.05f, 0.9f, 0.01f, 0.0f}}) {
+      SCOPED_TRACE("batch " + std::to_string(batch) + " momentum " + std::to_string(sgd.momentum) +
+                   " decay " + std::to_string(sgd.weight_decay));
+      const auto opt = test_attrs::sgd(sgd.lr, sgd.momentum, sgd.weight_decay, sgd.clip_norm);
+      const FusedRun split = train_fused_mlp(opt, false, batch);
+      const FusedRun fused = train_fused_mlp(opt, true, batch);
+      EXPECT_EQ(split.implementation.find("gemm bwd + sgd"), std::string::npos);
+      EXPECT_NE(fused.implementation.find("gemm bwd + sgd"), std::string::npos)
+          << fused.implementation;
+      expect_same_training(fused, split, start, 2e-6);
+    }
   }
 }
 
@@ -1994,27 +1996,24 @@ TEST(cpu_onednn, Bf16RefusesTheLstm) {
 }
 
 // Where the step cannot go into the GEMM, fused_step keeps the split step and trains the same:
-// clipping (its scale needs every gradient first), bf16 (matmul gradients), and FCs of few rows
-// (the blocked inner product on AMX at 1 thread).
+// clipping (its scale needs every gradient first), AdamW (not linear in the gradient) and bf16
+// (matmul gradients).
 TEST(cpu_onednn, FusedStepKeepsTheSplitStepWhereItCannotFuse) {
   struct Case {
     const char* what;
-    Sgd sgd;
-    int64_t batch;
+    dlhost_optimizer_desc opt;
     std::string precision;
   };
-  std::vector<Case> cases = {{"clip_norm", {0.1f, 0.9f, 0.01f, 0.5f}, 256, ""},
-                             {"few rows", {0.1f, 0.9f, 0.01f, 0.0f}, 16, ""}};
-  if (backend_offers_bf16()) cases.push_back({"bf16", {0.1f, 0.9f, 0.01f, 0.0f}, 256, "bf16"});
+  std::vector<Case> cases = {{"clip_norm", test_attrs::sgd(0.1f, 0.9f, 0.01f, 0.5f), ""},
+                             {"adamw", test_attrs::adamw(0.01f, 0.01f), ""}};
+  if (backend_offers_bf16()) cases.push_back({"bf16", test_attrs::sgd(0.1f, 0.9f, 0.01f), "bf16"});
+  const int64_t batch = 256;
+  const FusedRun start = train_fused_mlp(test_attrs::sgd(0.0f), false, batch, "", 0);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    const auto opt = test_attrs::sgd(c.sgd.lr, c.sgd.momentum, c.sgd.weight_decay, c.sgd.clip_norm);
-    const FusedRun start = train_fused_mlp(test_attrs::sgd(0.0f), false, c.batch, "", 0);
-    const FusedRun split = train_fused_mlp(opt, false, c.batch, c.precision);
-    const FusedRun fused = train_fused_mlp(opt, true, c.batch, c.precision);
-    if (c.batch == 256) {
-      EXPECT_EQ(fused.implementation.find("+ sgd"), std::string::npos) << fused.implementation;
-    }
+    const FusedRun split = train_fused_mlp(c.opt, false, batch, c.precision);
+    const FusedRun fused = train_fused_mlp(c.opt, true, batch, c.precision);
+    EXPECT_EQ(fused.implementation.find("+ sgd"), std::string::npos) << fused.implementation;
     expect_same_training(fused, split, start, 2e-6);
   }
 }
