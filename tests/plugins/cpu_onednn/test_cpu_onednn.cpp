@@ -620,8 +620,8 @@ TEST(cpu_onednn, CrossEntropyOverBlocksOfRowsMatchesReference) {
 // of rows) and hands its column sums to the fc's bias gradient: checked through the update, as
 // the gradient buffers need not hold the gradients then (lr 100 makes (before - after) / lr
 // resolve the gradients well below the tolerance). 7 rows of 70000 classes: the underflowing
-// rows and partial blocks above, on the fc's inner-product path; 300 rows of 3000 classes: the
-// fc's GEMM path (from 256 rows), whose bias gradient is then the column sums.
+// rows and partial blocks above; 300 rows of 3000 classes. Plain SGD under fused_step puts
+// both on the fc's GEMM path, whose bias step then reads the column sums.
 TEST(cpu_onednn, FusedStepCrossEntropyUpdatesLikeTheReference) {
   const float lr = 100.0f;
   for (const auto& [n, classes] : {std::pair<int64_t, int64_t>{7, 70000}, {300, 3000}}) {
