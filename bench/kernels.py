@@ -9,7 +9,9 @@ kernel for that shape (issue 29: "show the kernel, its measured rate and the pee
 same shape"). The shapes are the ones cpu_onednn issues on its GEMM path (plugins/cpu_onednn/
 layers.cpp, FcLayer: forward Y = X W^T with W [out, in] row-major, dW = dY^T X, dX = dY W), for
 FCN-5, FCN-8 and FCN-R at their paper batches and the language models' decoder (LSTM-32/PTB:
-4096 positions, 256 -> 10000). Like bench.py, every command runs with OPENBLAS_CORETYPE and
+4096 positions, 256 -> 10000), with alpha 1 and beta 0 as the split step runs them (under the
+host's fused_step an FC's weight-gradient call has beta 1 and writes the SGD step into W, which
+oneDNN runs at another speed: bench/results/2026-12-06-spr-issue29/README.md). Like bench.py, every command runs with OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE unset.
 
     python3 bench/kernels.py --build build [--threads 1,2] [--rounds 3] [--output DIR]
