@@ -22,7 +22,7 @@ echo "load before: $(uptime)" | tee "$OUT/load.txt"
   echo "defaults: {backend: cpu_onednn, threads: 1, comm: mpi, warmup: 2, iterations: $ITERATIONS, timeout: 150}"
   echo "cases:"
   for nb in lenet:64 fcnr:256 resnet56:32; do
-    echo "  - {network: ${nb%%:*}, batch: ${nb#*:}, ranks: 1}"
+    echo "  - {network: ${nb%%:*}, batch: ${nb#*:}, ranks: 1, fused_step: off}"
   done
   # Every 2-rank row before the 4-rank ones (those oversubscribe the 2 cores).
   for n in $RANKS; do

@@ -30,6 +30,12 @@ int per_rank_batch(const Record& r) {
 // The profile of one record, or why it has none.
 ComputeProfile profile_of(const Record& r) {
   const auto& d = r.data;
+  if (!report::has(d, "/backward_profile/gradients") && d.contains("timing") &&
+      d.at("timing").value("fused_step", false))
+    throw std::runtime_error(r.where() + ": case " + report::case_id(r) +
+                             " has no backward_profile: it ran the fused step (timing.fused_step), "
+                             "not the split step data parallelism runs; give the 1-rank case "
+                             "fused_step: off");
   if (!report::has(d, "/backward_profile/gradients"))
     throw std::runtime_error(r.where() + ": case " + report::case_id(r) +
                              " has no backward_profile (recorded by dlhost run on the host clock "
@@ -130,7 +136,8 @@ std::vector<const Record*> profiled(const report::Inputs& in, const std::string&
   }
   if (profiles.empty())
     throw std::runtime_error(
-        case_id.empty() ? "no OK 1-rank record with a backward_profile in the results given"
+        case_id.empty() ? "no OK 1-rank record with a backward_profile in the results given (a "
+                          "1-rank case records one with fused_step: off)"
                         : "no record '" + case_id + "' in the results given");
   return profiles;
 }

@@ -678,7 +678,12 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   if (int64_t size = case_value_if<int64_t>(p, "matmul_peak").value_or(0); size > 0 && !s.timed_out)
     rec["matmul_peak"] = measure_matmul_peak(*plan.backend, plan.device,
                                              backend_options(p, plan.backend->name), size, 3, 10);
-  if (json profile = backward_profile_json(s, *m.graph, api, m.model.get(), loop.timer());
+  // Not under the fused step: the backend may then do backward's work in another call and skip
+  // some or all grad_ready callbacks, and the profile must be the split step's, which data
+  // parallelism runs (a partial one would project too few gradient bytes).
+  if (json profile = m.fused_step
+                         ? json()
+                         : backward_profile_json(s, *m.graph, api, m.model.get(), loop.timer());
       !profile.is_null())
     rec["backward_profile"] = profile;
   if (dp) rec["distributed"] = distributed_json(s, p, plan, world, d);

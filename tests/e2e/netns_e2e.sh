@@ -135,7 +135,7 @@ elif [ "$MODE" = projection ]; then
 name: projection
 defaults: {network: lenet, backend: cpu_onednn, threads: 1, warmup: 2, iterations: 6, timeout: 120}
 cases:
-  - {batch: 64, tags: [one]}
+  - {batch: 64, fused_step: off, tags: [one]}
   - {batch: 128, ranks: 2, comm: mpi, interconnect: 1gbe, tags: [two]}
   - {batch: 256, ranks: 4, comm: mpi, interconnect: 1gbe, tags: [four]}
 YAML

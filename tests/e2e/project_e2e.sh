@@ -28,10 +28,10 @@ name: project_check
 description: 1-rank profiles and 2-rank loopback runs for dlhost project
 defaults: {backend: cpu_onednn, threads: 1, warmup: 3, iterations: $ITERATIONS, timeout: 600}
 cases:
-  - {network: lenet, batch: 64, ranks: 1}
+  - {network: lenet, batch: 64, ranks: 1, fused_step: off}
   - {network: lenet, batch: 128, ranks: 2, comm: mpi, overlap: true}
   - {network: lenet, batch: 128, ranks: 2, comm: mpi, overlap: false}
-  - {network: fcnr, batch: 256, ranks: 1}
+  - {network: fcnr, batch: 256, ranks: 1, fused_step: off}
   - {network: fcnr, batch: 512, ranks: 2, comm: mpi, overlap: true}
   - {network: fcnr, batch: 512, ranks: 2, comm: mpi, overlap: false}
 YAML

@@ -269,6 +269,16 @@ TEST(ProjectCommand, FilesToTableAndError) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("backward_profile"), std::string::npos) << e.what();
   }
+  // One that ran the host's fused step (a backend may skip grad_ready then): the error says
+  // which key gives the split step's profile.
+  bare["timing"]["fused_step"] = true;
+  o.results = {write("fused.jsonl", bare.dump() + "\n")};
+  try {
+    run_projection(o);
+    ADD_FAILURE() << "a fused-step record cannot be projected";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("fused_step: off"), std::string::npos) << e.what();
+  }
   for (const auto& f : {o.results[0], o.compare[0], o.comm_benches[0]}) std::filesystem::remove(f);
 }
 
