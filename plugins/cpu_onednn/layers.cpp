@@ -997,21 +997,22 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
     // [4096, 10000] at once (ONEDNN_VERBOSE): the in-cache passes are bound by compute.
     const int64_t per_thread = std::max<int64_t>(1, kBlockBytes / (c * 4));
     const int64_t block = std::min(n, per_thread * std::max(1, m.threads()));
-    block_lp_ = m.alloc(plain_md({block, c}, dt::f32));
-    shift_ = m.alloc(plain_md({n, 1}, dt::f32));
     picked_ = m.alloc(plain_md({n}, dt::f32));
     const float* xs = static_cast<const float*>(src_.get_data_handle());
-    const float* lp = static_cast<const float*>(block_lp_.get_data_handle());
     const int32_t* lab = static_cast<const int32_t*>(labels.value.get_data_handle());
-    float* shift = static_cast<float*>(shift_.get_data_handle());
     float* picked = static_cast<float*>(picked_.get_data_handle());
-    const double ln_n = std::log(static_cast<double>(n));
     // The gradient in forward (see the class comment): only where the logits have no other
     // reader and their layout is the plain one the gradient is written in.
     fused_ = m.fused_step() && x.needs_grad && x.consumers == 1 && x.md == plain_;
     if (fused_) {
       build_forward_with_gradient(m, steps, xs, lab, picked, block);
     } else {
+      // The log-probabilities' block buffer and the shift the backward adds: the split step's.
+      block_lp_ = m.alloc(plain_md({block, c}, dt::f32));
+      shift_ = m.alloc(plain_md({n, 1}, dt::f32));
+      const float* lp = static_cast<const float*>(block_lp_.get_data_handle());
+      float* shift = static_cast<float*>(shift_.get_data_handle());
+      const double ln_n = std::log(static_cast<double>(n));
       compat::logsoftmax_forward::primitive_desc pd;
       compat::logsoftmax_forward prim;
       for_each_block(block, [&](int64_t r0, int64_t rows, const Md& md, bool new_shape) {
