@@ -849,7 +849,10 @@ int run_comm_bench(const PluginRegistry& registry, const Options& o) {
     std::unique_ptr<CommSession> base;
     if (baseline_plugin != nullptr)
       base = std::make_unique<CommSession>(*baseline_plugin, w.env, dlhost_options{}, where);
-    return sweep(o, w, comm, base.get(), baseline_name, rig.get());
+    const int code = sweep(o, w, comm, base.get(), baseline_name, rig.get());
+    if (base) base->goodbye();
+    comm.goodbye();
+    return code;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlhost: comm-bench: rank %d: %s\n", w.env.rank, e.what());
     if (w.env.size > 1) {

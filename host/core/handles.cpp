@@ -95,6 +95,14 @@ void CommSession::barrier() const {
   complete(r, "barrier");
 }
 
+void CommSession::goodbye() const {
+  // The last barrier may fail on the rank that finished it last (its peer, done, closed first).
+  dlhost_request* r = nullptr;
+  if (StatusPtr(api_->barrier(comm_, &r)) || r == nullptr) return;
+  StatusPtr ignored(api_->wait(r));
+  api_->request_free(r);
+}
+
 void CommSession::all_reduce(void* data, uint64_t count, int32_t dtype, int32_t redop) const {
   dlhost_request* r = nullptr;
   check_status(api_->all_reduce(comm_, data, data, count, dtype, redop, DLHOST_MEMORY_HOST, &r),

@@ -76,6 +76,12 @@ class CommSession {
   void complete(dlhost_request* r, const std::string& what) const;
 
   void barrier() const;
+  // Ends a clean run before the comm is finalized: a barrier whose failure is ignored. A rank that
+  // passes it knows every rank has finished its collectives, so closing its connections cuts
+  // none off: Gloo fails a collective whose peer closed before it saw the collective complete,
+  // even with all the data in (a 2-rank halving-doubling all-reduce failed so under load). Not
+  // after a failure: the peers may be gone or waiting in another collective.
+  void goodbye() const;
   // In place, on host memory.
   void all_reduce(void* data, uint64_t count, int32_t dtype, int32_t redop) const;
   void all_gather(const void* send, void* recv, uint64_t count, int32_t dtype) const;

@@ -694,6 +694,7 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
     if (case_value<bool>(p, "evaluate") && !s.timed_out) rec["evaluation"] = evaluation(*feed, dp);
   }
   finish_status(s, params, rec);
+  if (d.comm) d.comm->goodbye();  // only on this clean path (a failure leaves at once)
 }
 
 }  // namespace
