@@ -914,13 +914,7 @@ class ActivationLayer : public NodeLayer {
     if (x.relu_backward_by_producer) {
       // A batch norm fused this ReLU (fuse_norm_relu) and masks the gradient itself, from its
       // workspace: y's gradient is x's as it is, handed over or copied.
-      if (m.pass_diff(y, x)) return;
-      Steps post;
-      memory sink = m.diff_sink(x, x.md, post, what);
-      const dnnl::reorder::primitive_desc copy(m.engine(), y.md, m.engine(), x.md, m.attr());
-      m.add_primitive(steps, what + ": gradient to the batch norm", dnnl::reorder(copy), copy,
-                      {{DNNL_ARG_FROM, m.diff_of(y)}, {DNNL_ARG_TO, sink}});
-      steps.insert(steps.end(), post.begin(), post.end());
+      m.hand_over_diff(y, x, steps, what + ": gradient to the batch norm");
       return;
     }
     const auto pd =

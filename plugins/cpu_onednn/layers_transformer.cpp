@@ -420,20 +420,10 @@ class PositionEmbeddingLayer : public NodeLayer {
     });
     m.add_ready(steps, params_[0]);
     // dx = dy: the same buffer where x has no gradient yet, else a copy or a sum into it.
-    if (!x.needs_grad || m.pass_diff(y, x)) return;
-    Steps post;
-    add_copy(m, steps, what + " (input)", dy, m.diff_sink(x, y.md, post, what));
-    steps.insert(steps.end(), post.begin(), post.end());
+    m.hand_over_diff(y, x, steps, what + " (input)");
   }
 
  private:
-  static void add_copy(Model& m, Steps& steps, const std::string& what, const memory& from,
-                       const memory& to) {
-    dnnl::reorder::primitive_desc pd(m.engine(), from.get_desc(), m.engine(), to.get_desc(),
-                                     m.attr());
-    m.add_primitive(steps, what, dnnl::reorder(pd), pd, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-  }
-
   dlhost_position_embedding_attrs a_;
   Md rows_md_;   // [1, T, C]: the table rows in use
   memory ones_;  // [N] ones, the table gradient's dnnl_sgemm operand

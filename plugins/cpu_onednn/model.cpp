@@ -422,6 +422,16 @@ bool Model::pass_diff(Tensor& from, Tensor& to) {
   return true;
 }
 
+void Model::hand_over_diff(Tensor& from, Tensor& to, Steps& steps, const std::string& what) {
+  if (!to.needs_grad || pass_diff(from, to)) return;
+  Steps post;
+  dnnl::memory sink = diff_sink(to, from.md, post, what);
+  dnnl::reorder::primitive_desc pd(context_.engine, from.md, context_.engine, from.md, attr_);
+  add_primitive(steps, what, dnnl::reorder(pd), pd,
+                {{DNNL_ARG_FROM, diff_of(from)}, {DNNL_ARG_TO, sink}});
+  steps.insert(steps.end(), post.begin(), post.end());
+}
+
 dnnl::memory Model::output_as(const dnnl::memory& target, const Md& produced, Steps& post,
                               const std::string& what) {
   if (produced == target.get_desc()) return target;

@@ -216,6 +216,10 @@ class Model final : public sdk::Model {
   // backward can run in place (an activation): false, and nothing changes, where `to` already
   // has a gradient or another layout. `from` must have no reader left.
   bool pass_diff(Tensor& from, Tensor& to);
+  // `to`'s gradient is `from`'s as it is (an identity in backward): `from`'s bytes handed over
+  // (pass_diff) where it can, else a copy into `to`'s gradient or a sum onto it, appended to
+  // `steps`. Nothing where `to` needs no gradient.
+  void hand_over_diff(Tensor& from, Tensor& to, Steps& steps, const std::string& what);
   // Makes `mem` (a buffer of the caller's, in t's layout, filled before any backward step runs:
   // a loss that computes its input's gradient in forward under fused_step) t's gradient. False,
   // and nothing changes, where t already has a gradient or `mem` another layout.
