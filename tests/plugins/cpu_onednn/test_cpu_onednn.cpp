@@ -102,6 +102,13 @@ class Session {
   const Graph& graph() const { return *graph_; }
   dlhost_model* model() { return model_; }
   const dlhost_backend_api* api() { return api_; }
+  // model_info's implementation string ("conv fwd=..., gemm bwd + sgd=dnnl_sgemm, ...").
+  std::string implementation() {
+    dlhost_model_info info{};
+    info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
+    check_status(api_->model_info(model_, &info), "model_info");
+    return info.implementation;
+  }
 
   int32_t param_id(const std::string& name) const {
     for (int32_t i = 0; i < graph_->num_params(); ++i)
@@ -629,12 +636,9 @@ TEST(cpu_onednn, FusedStepCrossEntropyUpdatesLikeTheReference) {
     for (int threads : {1, 2}) {
       SCOPED_TRACE(std::to_string(n) + " rows, threads " + std::to_string(threads));
       auto s = p.session(test_attrs::sgd(lr, 0.0f, 0.0f, 0.0f), threads, true);
-      dlhost_model_info info{};
-      info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
-      check_status(s->api()->model_info(s->model(), &info), "model_info");
-      EXPECT_NE(std::string(info.implementation).find("cross-entropy=gradient in forward"),
-                std::string::npos)
-          << info.implementation;
+      const std::string implementation = s->implementation();
+      EXPECT_NE(implementation.find("cross-entropy=gradient in forward"), std::string::npos)
+          << implementation;
       const float loss = s->step();
       EXPECT_TRUE(std::isfinite(loss));
       EXPECT_NEAR(loss, p.want, 1e-5 * std::max(1.0, p.want));
@@ -978,10 +982,7 @@ FusedRun train_fused_mlp(const dlhost_optimizer_desc& opt, bool fused_step, int6
   for (int i = 0; i < steps; ++i) s.step();
   FusedRun run;
   for (int32_t p = 0; p < s.graph().num_params(); ++p) run.weights.push_back(s.get(p));
-  dlhost_model_info info{};
-  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
-  check_status(s.api()->model_info(s.model(), &info), "model_info");
-  run.implementation = info.implementation;
+  run.implementation = s.implementation();
   return run;
 }
 
@@ -1003,8 +1004,9 @@ void expect_same_training(const FusedRun& fused, const FusedRun& split, const Fu
 
 // With fused_step every plain FC (the GEMM path at any row count) applies SGD in its
 // weight-gradient GEMM, and the weights follow the split step's (backward, then update) up to
-// the products' rounding, for plain SGD, weight decay, momentum and both. A wrong alpha or beta (the decay left out: lr wd |w|
-// ~ 1e-3 a step) or a missed update is off by orders of magnitude more than the tolerance.
+// the products' rounding, for plain SGD, weight decay, momentum and both. A wrong alpha or beta
+// (the decay left out: lr wd |w| ~ 1e-3 a step) or a missed update is off by orders of magnitude
+// more than the tolerance.
 TEST(cpu_onednn, FusedSgdTrainsLikeTheSplitStep) {
   // 16 rows: the split step takes the blocked inner product on AMX at 1 thread; 256: the GEMM.
   for (const int64_t batch : {16, 256}) {
@@ -1153,11 +1155,8 @@ void check_bn_relu_gradients(const std::string& name, int64_t batch,
   int64_t n = batch;
   for (int64_t d : shape) n *= d;
   Session s(std::move(graph));
-  dlhost_model_info info{};
-  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
-  check_status(s.api()->model_info(s.model(), &info), "model_info");
-  EXPECT_NE(std::string(info.implementation).find("bnorm+relu fwd="), std::string::npos)
-      << info.implementation;
+  const std::string implementation = s.implementation();
+  EXPECT_NE(implementation.find("bnorm+relu fwd="), std::string::npos) << implementation;
   std::mt19937 rng(1234);
   s.randomize(rng);
   std::vector<float> shift(channels);
