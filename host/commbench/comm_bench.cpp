@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "commbench/bench_memory.h"
+#include "commbench/collectives.h"
 #include "commbench/comm_bench_data.h"
 #include "core/command.h"
 #include "core/device.h"
@@ -94,8 +95,9 @@ std::string default_baseline(const std::string& comm) { return comm == "mpi" ? "
 
 // What one row moves: elements per rank, their type, and the op's parameters.
 struct Shape {
-  Collective op;
-  uint64_t count;  // per rank (all_gather: each rank's block)
+  const Collective* op;
+  uint64_t count;       // per rank (all_gather: each rank's block)
+  uint64_t recv_count;  // in the receive buffer after the collective
   int32_t dtype;
   int32_t redop;
   int root;
@@ -105,23 +107,10 @@ struct Shape {
 // Issues the collective of shape `s` on `comm` and returns its request; the caller waits on it
 // and frees it. Errors become dlhost::Error naming the plugin.
 dlhost_request* issue(const CommSession& comm, const Shape& s, const BenchMemory& m) {
-  const dlhost_comm_api* api = comm.api();
   dlhost_request* r = nullptr;
-  switch (s.op) {
-    case Collective::kAllReduce:
-      check_status(api->all_reduce(comm.get(), s.in_place ? m.recv() : m.send(), m.recv(), s.count,
-                                   s.dtype, s.redop, m.space(), &r),
-                   comm.name() + ": all_reduce");
-      break;
-    case Collective::kBroadcast:
-      check_status(api->broadcast(comm.get(), m.recv(), s.count, s.dtype, s.root, m.space(), &r),
-                   comm.name() + ": broadcast");
-      break;
-    case Collective::kAllGather:
-      check_status(api->all_gather(comm.get(), m.send(), m.recv(), s.count, s.dtype, m.space(), &r),
-                   comm.name() + ": all_gather");
-      break;
-  }
+  const comm_bench::IssueArgs args{m.send(), m.recv(), s.count,   s.dtype,
+                                   s.redop,  s.root,   m.space(), s.in_place};
+  check_status(s.op->issue(comm.api(), comm.get(), args, &r), comm.name() + ": " + s.op->name);
   return r;
 }
 
@@ -145,8 +134,8 @@ struct Sample {
 Sample measure(const CommSession& comm, ControlPlane& control, const Shape& s, BenchMemory& b,
                const Options& o, int rank, int world) {
   const size_t esize = comm_bench::dtype_size(s.dtype);
-  const uint64_t recv_elems = s.op == Collective::kAllGather ? s.count * world : s.count;
-  const bool keeps_input = s.op == Collective::kBroadcast && rank == s.root;
+  const uint64_t recv_elems = s.recv_count;
+  const bool keeps_input = s.op->root_input_in_recv && rank == s.root;
   // Broadcast works in place on `recv`: the root's copy is its input.
   if (keeps_input) b.input_to_recv(s.count * esize);
   auto poison = [&] {
@@ -191,7 +180,7 @@ struct Timing {
 };
 
 // Reduces a rank's sample over all ranks through `via` (the plugin under test, or the store).
-Timing agree(ControlPlane& via, const Sample& s, Collective op, uint64_t bytes, int world) {
+Timing agree(ControlPlane& via, const Sample& s, const Collective& op, uint64_t bytes, int world) {
   std::vector<double> v(1 + s.iter_us.size());
   double sum = 0;
   for (double t : s.iter_us) sum += t;
@@ -210,7 +199,7 @@ Timing agree(ControlPlane& via, const Sample& s, Collective op, uint64_t bytes, 
     t.median_us = n % 2 ? per_iter[n / 2] : (per_iter[n / 2 - 1] + per_iter[n / 2]) / 2;
   }
   t.algbw = t.time_us > 0 ? static_cast<double>(bytes) / (t.time_us * 1e-6) / 1e9 : 0;
-  t.busbw = t.algbw * comm_bench::busbw_factor(op, world);
+  t.busbw = t.algbw * op.busbw_factor(world);
   t.wrong = wrong;
   return t;
 }
@@ -251,23 +240,23 @@ const LoadedPlugin* find_comm(const PluginRegistry& registry, const std::string&
 struct Sweep {
   RankEnv env;
   std::vector<uint64_t> sizes;
-  std::vector<Collective> ops;
+  std::vector<const Collective*> ops;
   int32_t dtype = 0, redop = 0;
 };
 
-std::vector<Collective> parse_ops(const std::vector<std::string>& names) {
-  std::vector<Collective> ops;
+std::vector<const Collective*> parse_ops(const std::vector<std::string>& names) {
+  std::vector<const Collective*> ops;
+  std::string known;
+  for (const Collective* c : comm_bench::collectives()) known += std::string(c->name) + ", ";
   for (const auto& name : names) {
-    std::vector<Collective> named;
-    Collective c;
+    std::vector<const Collective*> named;
     if (name == "all")
-      named = {Collective::kAllReduce, Collective::kBroadcast, Collective::kAllGather};
-    else if (comm_bench::parse_collective(name, &c))
+      named = comm_bench::collectives();
+    else if (const Collective* c = comm_bench::find_collective(name))
       named = {c};
     else
-      throw std::invalid_argument("unknown collective '" + name +
-                                  "' (all_reduce, broadcast, all_gather, all)");
-    for (Collective n : named)
+      throw std::invalid_argument("unknown collective '" + name + "' (" + known + "all)");
+    for (const Collective* n : named)
       if (std::find(ops.begin(), ops.end(), n) == ops.end()) ops.push_back(n);
   }
   return ops;
@@ -392,8 +381,8 @@ void print_header(const Bench& b, const Placement& where) {
   std::fflush(stdout);
 }
 
-void print_op_header(Collective op, bool with_base) {
-  std::printf("#\n# %s\n", comm_bench::collective_name(op));
+void print_op_header(const Collective& op, bool with_base) {
+  std::printf("#\n# %s\n", op.name);
   std::printf("# %12s %12s %5s %6s %5s | %10s %8s %8s %7s", "size", "count", "type", "redop",
               "root", "time", "algbw", "busbw", "#wrong");
   if (with_base) std::printf(" | %10s %7s %6s", "base time", "#wrong", "ratio");
@@ -404,22 +393,20 @@ void print_op_header(Collective op, bool with_base) {
 }
 
 // Measures one (collective, size) row on the plugin and its baseline; adds it to `b`.
-void run_row(Bench& b, Collective op, uint64_t size) {
+void run_row(Bench& b, const Collective& op, uint64_t size) {
   const Options& o = b.o;
   const int world = b.w.env.size;
-  const size_t esize = comm_bench::dtype_size(b.w.dtype);
-  // nccl-tests' convention: an all-gather's size is the gathered (total) buffer.
-  uint64_t count = op == Collective::kAllGather ? size / (esize * world) : size / esize;
-  if (count == 0) return;
-  uint64_t bytes = op == Collective::kAllGather ? count * esize * world : count * esize;
-  Shape s{op,
+  const comm_bench::RowShape row_shape = op.shape(size, comm_bench::dtype_size(b.w.dtype), world);
+  if (row_shape.count == 0) return;
+  const uint64_t count = row_shape.count, bytes = row_shape.bytes;
+  Shape s{&op,
           count,
+          row_shape.recv_count,
           b.w.dtype,
-          op == Collective::kAllReduce ? b.w.redop : 0,
-          op == Collective::kBroadcast ? o.root : -1,
-          op == Collective::kAllReduce && o.in_place};
-  if (o.check)
-    comm_bench::fill_expected(op, b.buffers.expected(), count, b.w.dtype, b.w.redop, world, o.root);
+          op.reduces ? b.w.redop : 0,
+          op.rooted ? o.root : -1,
+          op.in_place && o.in_place};
+  if (o.check) op.fill_expected(b.buffers.expected(), count, b.w.dtype, s.redop, world, s.root);
   const int rank = b.w.env.rank;
   Timing t =
       agree(b.control, measure(b.comm, b.control, s, b.buffers, o, rank, world), op, bytes, world);
@@ -437,7 +424,7 @@ void run_row(Bench& b, Collective op, uint64_t size) {
   if (ratio > 0) b.log_ratio_sum += std::log(ratio);
   if (median_ratio > 0) b.log_median_ratio_sum += std::log(median_ratio);
   ++b.n_rows;
-  json row{{"op", comm_bench::collective_name(op)},
+  json row{{"op", op.name},
            {"size", bytes},
            {"count", count},
            {"type", o.dtype},
@@ -562,9 +549,9 @@ int sweep(const Options& o, const Sweep& w, const CommSession& comm, const CommS
   buffers.load_input(w.sizes.back());
   Bench b{o, w, comm, base, baseline_name, *control, buffers, rig, root_prints};
   if (root_prints) print_header(b, where);
-  for (Collective op : w.ops) {
-    if (root_prints) print_op_header(op, base != nullptr);
-    for (uint64_t size : w.sizes) run_row(b, op, size);
+  for (const Collective* op : w.ops) {
+    if (root_prints) print_op_header(*op, base != nullptr);
+    for (uint64_t size : w.sizes) run_row(b, *op, size);
   }
   Footer f = footer(b);
   if (root_prints) print_footer(b, f);

@@ -1,5 +1,5 @@
-// comm_bench_data.cpp — exact inputs and expected results of comm-bench, size parsing and the
-// bus bandwidth factors (see comm_bench_data.h).
+// comm_bench_data.cpp — exact inputs of comm-bench, wrong elements counted, dtypes, reduction
+// ops and size parsing (see comm_bench_data.h).
 #include "commbench/comm_bench_data.h"
 
 #include <algorithm>
@@ -19,76 +19,13 @@ void fill_input_typed(T* x, uint64_t count, int rank) {
 }
 
 template <class T>
-void fill_expected_typed(Collective c, T* x, uint64_t count, int32_t redop, int world, int root) {
-  if (c == Collective::kBroadcast) return fill_input_typed(x, count, root);
-  if (c == Collective::kAllGather) {
-    for (int r = 0; r < world; ++r)
-      fill_input_typed(x + static_cast<uint64_t>(r) * count, count, r);
-    return;
-  }
-  for (uint64_t i = 0; i < count; ++i) {
-    T acc = static_cast<T>(input_value(0, i));
-    for (int r = 1; r < world; ++r) {
-      T v = static_cast<T>(input_value(r, i));
-      if (redop == DLHOST_REDUCE_MAX)
-        acc = std::max(acc, v);
-      else if (redop == DLHOST_REDUCE_MIN)
-        acc = std::min(acc, v);
-      else
-        acc += v;  // exact: small integers
-    }
-    // The same single division the plugin does (integer types truncate toward zero).
-    if (redop == DLHOST_REDUCE_AVG) acc /= static_cast<T>(world);
-    x[i] = acc;
-  }
-}
-
-template <class T>
 uint64_t count_wrong_typed(const T* got, const T* expected, uint64_t n) {
   uint64_t wrong = 0;
   for (uint64_t i = 0; i < n; ++i) wrong += got[i] == expected[i] ? 0 : 1;  // NaN counts wrong
   return wrong;
 }
 
-// Calls fn(T*) with the buffer cast to the dtype's element type.
-template <class Fn>
-void dispatch(int32_t dtype, void* buffer, Fn&& fn) {
-  switch (dtype) {
-    case DLHOST_DTYPE_F32:
-      return fn(static_cast<float*>(buffer));
-    case DLHOST_DTYPE_F64:
-      return fn(static_cast<double*>(buffer));
-    case DLHOST_DTYPE_I32:
-      return fn(static_cast<int32_t*>(buffer));
-    case DLHOST_DTYPE_I64:
-      return fn(static_cast<int64_t*>(buffer));
-    default:
-      throw std::invalid_argument("comm-bench: unsupported dtype " + std::to_string(dtype));
-  }
-}
-
 }  // namespace
-
-const char* collective_name(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce:
-      return "all_reduce";
-    case Collective::kBroadcast:
-      return "broadcast";
-    case Collective::kAllGather:
-      return "all_gather";
-  }
-  return "?";
-}
-
-bool parse_collective(const std::string& name, Collective* out) {
-  for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kAllGather})
-    if (name == collective_name(c)) {
-      *out = c;
-      return true;
-    }
-  return false;
-}
 
 size_t dtype_size(int32_t dtype) {
   switch (dtype) {
@@ -204,34 +141,16 @@ int input_value(int rank, uint64_t i) {
 }
 
 void fill_input(void* buffer, uint64_t count, int32_t dtype, int rank) {
-  dispatch(dtype, buffer, [&](auto* x) { fill_input_typed(x, count, rank); });
-}
-
-void fill_expected(Collective c, void* buffer, uint64_t count, int32_t dtype, int32_t redop,
-                   int world, int root) {
-  dispatch(dtype, buffer, [&](auto* x) { fill_expected_typed(c, x, count, redop, world, root); });
+  dispatch_dtype(dtype, buffer, [&](auto* x) { fill_input_typed(x, count, rank); });
 }
 
 uint64_t count_wrong(const void* got, const void* expected, uint64_t n, int32_t dtype) {
   uint64_t wrong = 0;
-  dispatch(dtype, const_cast<void*>(got), [&](auto* x) {
+  dispatch_dtype(dtype, const_cast<void*>(got), [&](auto* x) {
     using T = std::remove_pointer_t<decltype(x)>;
     wrong = count_wrong_typed<T>(x, static_cast<const T*>(expected), n);
   });
   return wrong;
-}
-
-double busbw_factor(Collective c, int world) {
-  double n = world;
-  switch (c) {
-    case Collective::kAllReduce:
-      return 2.0 * (n - 1) / n;
-    case Collective::kAllGather:
-      return (n - 1) / n;
-    case Collective::kBroadcast:
-      return 1.0;
-  }
-  return 1.0;
 }
 
 }  // namespace dlhost::comm_bench
