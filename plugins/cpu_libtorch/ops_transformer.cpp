@@ -12,6 +12,7 @@
 #include <string>
 
 #include "dlhost/dlhost.hpp"
+#include "dlhost/graph_access.hpp"
 #include "ops.h"
 
 namespace dlhost::cpu_libtorch {
@@ -19,9 +20,10 @@ namespace {
 
 namespace sdk = dlhost::sdk;
 
+// Checked: absent or truncated attributes are refused naming the node (graph_access.hpp).
 template <class Attrs>
 const Attrs& attrs_of(const dlhost_node& n) {
-  return *static_cast<const Attrs*>(n.attrs);
+  return sdk::node_attrs<Attrs>(n);
 }
 
 NodeForward lower_layer_norm(const LowerEnv& env, const dlhost_node& n) {
@@ -71,6 +73,11 @@ NodeForward lower_attention(const LowerEnv& env, const dlhost_node& n, int32_t i
 
 NodeForward lower_position_embedding(const LowerEnv& env, const dlhost_node& n) {
   const int64_t steps = env.graph.tensors[n.inputs[0]]->dims[1];
+  const int64_t max_positions = attrs_of<dlhost_position_embedding_attrs>(n).max_positions;
+  if (steps > max_positions)
+    sdk::invalid(std::string(DLHOST_TORCH_PLUGIN_NAME ": ") + sdk::node_label(n) + " embeds " +
+                 std::to_string(steps) + " positions, over its max_positions " +
+                 std::to_string(max_positions));
   return [x = n.inputs[0], steps, table = env.params[size_t(n.params[0])]](const Values& t) {
     return t[size_t(x)] + table.narrow(0, 0, steps);
   };
@@ -79,6 +86,10 @@ NodeForward lower_position_embedding(const LowerEnv& env, const dlhost_node& n) 
 // The weight is the embedding's table itself (params[0], owned by that node): one leaf used
 // twice, whose gradient autograd sums.
 NodeForward lower_tied_fc(const LowerEnv& env, const dlhost_node& n) {
+  const int32_t has_bias = attrs_of<dlhost_tied_fc_attrs>(n).has_bias;
+  if ((has_bias != 0) != (n.num_params > 1))
+    sdk::invalid(std::string(DLHOST_TORCH_PLUGIN_NAME ": ") + sdk::node_label(n) + " has_bias=" +
+                 std::to_string(has_bias) + " but " + std::to_string(n.num_params) + " parameters");
   at::Tensor bias = n.num_params > 1 ? env.params[size_t(n.params[1])] : at::Tensor();
   return [x = n.inputs[0], table = env.params[size_t(n.params[0])], bias](const Values& t) {
     return at::linear(t[size_t(x)], table, bias);

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "dlhost/dlhost.hpp"
+#include "dlhost/graph_access.hpp"
 #include "program.h"
 
 namespace dlhost::cpu_mxnet {
@@ -50,9 +51,10 @@ class Lowering {
   const dlhost_tensor_desc& tensor(int32_t id) const { return *g_.tensors[id]; }
   const dlhost_node& node() const { return *g_.nodes[node_]; }
   int in(int k) const { return p_->tensor_value[size_t(node().inputs[k])]; }
+  // Checked: absent or truncated attributes are refused naming the node (graph_access.hpp).
   template <class A>
   const A& attrs() const {
-    return *static_cast<const A*>(node().attrs);
+    return sdk::node_attrs<A>(node());
   }
   [[noreturn]] void unsupported(const std::string& why) const {
     sdk::unimplemented("cpu_mxnet: " + sdk::op_name(node().op) + " '" + node().name + "': " + why);

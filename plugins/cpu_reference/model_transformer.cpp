@@ -20,15 +20,15 @@ namespace {
                "': " + what);
 }
 
-// The node's attributes, refused when missing or shorter than ABI 1.4's struct; and its inputs.
+// The node's attributes, refused when missing or shorter than ABI 1.4's struct (the SDK's checked
+// accessor, as for every other op); and its inputs.
 template <class Attrs>
-const Attrs& transformer_attrs(const dlhost_node& node, size_t size, int32_t inputs) {
-  const auto* attrs = static_cast<const Attrs*>(node.attrs);
-  if (attrs == nullptr || attrs->struct_size < size) wrong(node, "missing or truncated attributes");
+const Attrs& transformer_attrs(const dlhost_node& node, int32_t inputs) {
+  const Attrs& attrs = sdk::node_attrs<Attrs>(node);
   if (node.num_inputs != inputs || node.inputs == nullptr)
     wrong(node, "has " + std::to_string(node.num_inputs) + " inputs, its op takes " +
                     std::to_string(inputs));
-  return *attrs;
+  return attrs;
 }
 
 }  // namespace
@@ -51,8 +51,7 @@ void Model::lower_transformer(uint32_t index, const dlhost_node& node, Step& ste
 }
 
 void Model::lower_layer_norm(const dlhost_node& node, Step& step) {
-  const auto& a =
-      transformer_attrs<dlhost_layer_norm_attrs>(node, DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE, 1);
+  const auto& a = transformer_attrs<dlhost_layer_norm_attrs>(node, 1);
   const int32_t x = node.inputs[0], y = node.output;
   const Tensor& in = tensor(x);
   LayerNormShape s;
@@ -73,7 +72,7 @@ void Model::lower_layer_norm(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_gelu(const dlhost_node& node, Step& step) {
-  const auto& a = transformer_attrs<dlhost_gelu_attrs>(node, DLHOST_GELU_ATTRS_STRUCT_SIZE, 1);
+  const auto& a = transformer_attrs<dlhost_gelu_attrs>(node, 1);
   if (a.approximation != DLHOST_GELU_ERF && a.approximation != DLHOST_GELU_TANH)
     wrong(node, "gelu approximation " + std::to_string(a.approximation));
   const bool tanh = a.approximation == DLHOST_GELU_TANH;
@@ -87,8 +86,7 @@ void Model::lower_gelu(const dlhost_node& node, Step& step) {
 }
 
 void Model::lower_attention(uint32_t index, const dlhost_node& node, Step& step) {
-  const auto& a =
-      transformer_attrs<dlhost_attention_attrs>(node, DLHOST_ATTENTION_ATTRS_STRUCT_SIZE, 3);
+  const auto& a = transformer_attrs<dlhost_attention_attrs>(node, 3);
   const int32_t q = node.inputs[0], k = node.inputs[1], v = node.inputs[2], y = node.output;
   const Tensor& in = tensor(q);
   if (in.dims.size() != 3 || a.heads <= 0 || in.dims[2] % a.heads != 0 ||
@@ -116,8 +114,7 @@ void Model::lower_attention(uint32_t index, const dlhost_node& node, Step& step)
 }
 
 void Model::lower_position_embedding(const dlhost_node& node, Step& step) {
-  const auto& a = transformer_attrs<dlhost_position_embedding_attrs>(
-      node, DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE, 1);
+  const auto& a = transformer_attrs<dlhost_position_embedding_attrs>(node, 1);
   const int32_t x = node.inputs[0], y = node.output;
   const Tensor& in = tensor(x);
   if (in.dims.size() != 3 || in.dims[1] > a.max_positions || node.num_params != 1 ||
@@ -137,8 +134,7 @@ void Model::lower_position_embedding(const dlhost_node& node, Step& step) {
 // this node's share goes to a buffer of its own, added to the table's gradient right after the
 // owner's backward; the table is reported ready there, once.
 void Model::lower_tied_fc(const dlhost_node& node, Step& step) {
-  const auto& a =
-      transformer_attrs<dlhost_tied_fc_attrs>(node, DLHOST_TIED_FC_ATTRS_STRUCT_SIZE, 1);
+  const auto& a = transformer_attrs<dlhost_tied_fc_attrs>(node, 1);
   const int32_t x = node.inputs[0], y = node.output;
   if (a.embedding_node < 0 || a.embedding_node >= static_cast<int32_t>(step_of_node_.size()) ||
       step_of_node_[a.embedding_node] < 0 || node.num_params != 1 + (a.has_bias ? 1 : 0))

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "dlhost/dlhost.hpp"
+#include "dlhost/graph_access.hpp"
 
 namespace dlhost::cpu_tensorflow {
 
@@ -258,9 +259,10 @@ class Lowerer {
   struct Node {
     const dlhost_node& n;
     std::string prefix;  // unique operation-name prefix
+    // Checked: absent or truncated attributes are refused naming the node (graph_access.hpp).
     template <class A>
     const A& attrs() const {
-      return *static_cast<const A*>(n.attrs);
+      return sdk::node_attrs<A>(n);
     }
   };
 
@@ -809,6 +811,11 @@ class Lowerer {
   TF_Output position_embedding(const Node& v) {
     const dlhost_tensor_desc& x = in_desc(v, 0);
     if (x.rank != 3) unsupported(v, "an input of rank " + std::to_string(x.rank));
+    const auto& a = v.attrs<dlhost_position_embedding_attrs>();
+    if (x.dims[1] > a.max_positions)
+      sdk::invalid("cpu_tensorflow: " + sdk::node_label(v.n) + " embeds " +
+                   std::to_string(x.dims[1]) + " positions, over its max_positions " +
+                   std::to_string(a.max_positions));
     std::vector<int32_t> positions(size_t(x.dims[1]));
     std::iota(positions.begin(), positions.end(), 0);
     TF_Output rows = Op(g_, "GatherV2", v.prefix + "/rows")
@@ -822,6 +829,11 @@ class Lowerer {
   // x E^T (+ b): MatMul with transpose_b over the embedding's own variable (param() returns the
   // same read), as Keras models tie an output layer to an Embedding's weights.
   TF_Output tied_fc(const Node& v) {
+    const auto& a = v.attrs<dlhost_tied_fc_attrs>();
+    if ((a.has_bias != 0) != (v.n.num_params > 1))
+      sdk::invalid("cpu_tensorflow: " + sdk::node_label(v.n) +
+                   " has_bias=" + std::to_string(a.has_bias) + " but " +
+                   std::to_string(v.n.num_params) + " parameters");
     const dlhost_tensor_desc& x = in_desc(v, 0);
     const dlhost_tensor_desc& y = out_desc(v);
     const int64_t dim = x.dims[x.rank - 1];

@@ -547,6 +547,30 @@ TEST(GraphAccess, Pool2dCeilModeDropsAWindowInThePadding) {
   EXPECT_EQ(sdk::pool2d_geometry(g.graph, g.node).oh, 4);
 }
 
+// Every ABI 1.4 attribute struct has its line in AttrsMinSize, so node_attrs reads it checked.
+template <class Attrs>
+void expect_truncated_refused(int32_t op, size_t full_size) {
+  auto a = sdk::make_struct<Attrs>(full_size);
+  OneNodeGraph g(op, &a);
+  EXPECT_EQ(&sdk::node_attrs<Attrs>(g.node), &a);
+  a.struct_size = full_size - 1;
+  EXPECT_NE(thrown_by([&] { sdk::node_attrs<Attrs>(g.node); }).find("has truncated attributes"),
+            std::string::npos)
+      << sdk::op_name(op);
+}
+
+TEST(GraphAccess, TransformerAttributesAreReadChecked) {
+  expect_truncated_refused<dlhost_layer_norm_attrs>(DLHOST_OP_LAYER_NORM,
+                                                    DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE);
+  expect_truncated_refused<dlhost_gelu_attrs>(DLHOST_OP_GELU, DLHOST_GELU_ATTRS_STRUCT_SIZE);
+  expect_truncated_refused<dlhost_attention_attrs>(DLHOST_OP_ATTENTION,
+                                                   DLHOST_ATTENTION_ATTRS_STRUCT_SIZE);
+  expect_truncated_refused<dlhost_position_embedding_attrs>(
+      DLHOST_OP_POSITION_EMBEDDING, DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE);
+  expect_truncated_refused<dlhost_tied_fc_attrs>(DLHOST_OP_TIED_FC,
+                                                 DLHOST_TIED_FC_ATTRS_STRUCT_SIZE);
+}
+
 TEST(GraphAccess, RefusesTruncatedAttributesAndWrongInputs) {
   auto a = sdk::make_struct<dlhost_conv2d_attrs>(DLHOST_CONV2D_ATTRS_STRUCT_SIZE);
   a.struct_size = 16;

@@ -19,7 +19,9 @@ namespace dlhost::sdk {
 
 // The struct_size of the first ABI release that had each attribute struct: a graph from a 1.0
 // host has a shorter dlhost_fc_attrs (no batch_dims), which is valid; read the newer fields with
-// DLHOST_HAS_FIELD.
+// DLHOST_HAS_FIELD. Every attribute struct of the ABI is here, so that node_attrs<A> compiles for
+// each and no backend casts node.attrs unchecked; a struct added in a later minor gets its line
+// with its first release's size.
 template <class Attrs>
 struct AttrsMinSize;
 #define DLHOST_DETAIL_ATTRS_MIN(type, size) \
@@ -36,6 +38,13 @@ DLHOST_DETAIL_ATTRS_MIN(dlhost_dropout_attrs, DLHOST_DROPOUT_ATTRS_STRUCT_SIZE);
 DLHOST_DETAIL_ATTRS_MIN(dlhost_lrn_attrs, DLHOST_LRN_ATTRS_STRUCT_SIZE);
 DLHOST_DETAIL_ATTRS_MIN(dlhost_embedding_attrs, DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE);
 DLHOST_DETAIL_ATTRS_MIN(dlhost_lstm_attrs, DLHOST_LSTM_ATTRS_STRUCT_SIZE);
+// ABI 1.4: the Transformer ops.
+DLHOST_DETAIL_ATTRS_MIN(dlhost_layer_norm_attrs, DLHOST_LAYER_NORM_ATTRS_STRUCT_SIZE);
+DLHOST_DETAIL_ATTRS_MIN(dlhost_gelu_attrs, DLHOST_GELU_ATTRS_STRUCT_SIZE);
+DLHOST_DETAIL_ATTRS_MIN(dlhost_attention_attrs, DLHOST_ATTENTION_ATTRS_STRUCT_SIZE);
+DLHOST_DETAIL_ATTRS_MIN(dlhost_position_embedding_attrs,
+                        DLHOST_POSITION_EMBEDDING_ATTRS_STRUCT_SIZE);
+DLHOST_DETAIL_ATTRS_MIN(dlhost_tied_fc_attrs, DLHOST_TIED_FC_ATTRS_STRUCT_SIZE);
 #undef DLHOST_DETAIL_ATTRS_MIN
 
 // "node 'conv1'" for messages.

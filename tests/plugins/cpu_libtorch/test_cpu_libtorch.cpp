@@ -1,13 +1,13 @@
 // test_cpu_libtorch.cpp — what `dlhost conform` cannot see of the cpu_libtorch backend (conform
-// compares its numbers with cpu_reference; tests/e2e/framework_e2e.sh runs that): the ABI contract a
-// framework underneath could break. Parameter and gradient buffers must not move (the host
+// compares its numbers with cpu_reference; tests/e2e/framework_e2e.sh runs that): the ABI contract
+// a framework underneath could break. Parameter and gradient buffers must not move (the host
 // all-reduces them in place) and update must use what the host left in them; backward must
 // overwrite, not accumulate (autograd accumulates); grad-ready notices once per parameter in
 // reverse layer order; the SGD of the ABI exactly (momentum, weight decay, clipping by the global
 // norm); the threads option; and the errors of bad inputs and of what ATen cannot do.
-// Built once per libtorch flavour (tests/plugins/cpu_libtorch/CMakeLists.txt): DLHOST_TEST_TORCH_BACKEND
-// is the plugin (cpu_libtorch, cpu_libtorch2) and names the test suite, the other definitions
-// say what that flavour's library line and grad-ready notices must be.
+// Built once per libtorch flavour (tests/plugins/cpu_libtorch/CMakeLists.txt):
+// DLHOST_TEST_TORCH_BACKEND is the plugin (cpu_libtorch, cpu_libtorch2) and names the test suite,
+// the other definitions say what that flavour's library line and grad-ready notices must be.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -93,6 +93,10 @@ TEST(DLHOST_TEST_TORCH_BACKEND, SetInputRejectsLabelsOutOfRangeAndWrongSizes) {
 
 TEST(DLHOST_TEST_TORCH_BACKEND, OtherPrecisionsAreUnimplemented) {
   framework_contract::other_precisions_are_unimplemented(kBackend);
+}
+
+TEST(DLHOST_TEST_TORCH_BACKEND, TruncatedAttributesAreRefusedNamingTheNode) {
+  framework_contract::truncated_attributes_are_refused_naming_the_node(kBackend);
 }
 
 }  // namespace

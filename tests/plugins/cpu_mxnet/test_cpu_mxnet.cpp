@@ -116,6 +116,9 @@ TEST(cpu_mxnet, AdamWIsTheAbisWithDecoupledDecayAndBiasCorrection) {
 TEST(cpu_mxnet, TransformerBlockTrainsAndATiedTableIsReadyOnce) {
   framework_contract::transformer_block_trains_and_a_tied_table_is_ready_once(kBackend);
 }
+TEST(cpu_mxnet, TruncatedAttributesAreRefusedNamingTheNode) {
+  framework_contract::truncated_attributes_are_refused_naming_the_node(kBackend);
+}
 
 // The Transformer block (attention's constant causal mask and dropout mask leaves, the tied
 // table) with AdamW: the imperative mode computes what the CachedOp computes.

@@ -204,6 +204,9 @@ TEST(cpu_tensorflow, AdamWIsTheAbisWithDecoupledDecayAndBiasCorrection) {
 TEST(cpu_tensorflow, TransformerBlockTrainsAndATiedTableIsReadyOnce) {
   framework_contract::transformer_block_trains_and_a_tied_table_is_ready_once(kBackend);
 }
+TEST(cpu_tensorflow, TruncatedAttributesAreRefusedNamingTheNode) {
+  framework_contract::truncated_attributes_are_refused_naming_the_node(kBackend);
+}
 
 }  // namespace
 }  // namespace dlhost
