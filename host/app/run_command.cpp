@@ -1,7 +1,9 @@
 // run_command.cpp — `dlhost validate` and `dlhost run`: load a suite, select its cases, then (run)
 // each case in its own process, its record (with its warnings) appended to the results file and
-// printed as one line the moment it ends, under a live progress line on a terminal (RunConsole).
-// Ctrl-C ends the running case and keeps the file valid for --resume.
+// printed as one line the moment it ends, under a live progress line on a terminal (RunConsole);
+// the cases known to be skipped are told in one line per reason at the start, and a case is named
+// by what varies in its part of the suite. Ctrl-C ends the running case and keeps the file valid
+// for --resume.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
