@@ -20,6 +20,7 @@
 
 #include "app/commands.h"
 #include "core/command.h"
+#include "core/log_pattern.h"
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "distributed/rank_env.h"
@@ -42,7 +43,7 @@ void set_up_logging(bool verbose, bool level_given, std::string log_level) {
   }
   auto logger = spdlog::stderr_color_mt("dlhost");
   spdlog::set_default_logger(logger);
-  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  spdlog::set_pattern(kLogPattern);
   spdlog::set_level(spdlog::level::from_str(log_level));
 }
 

@@ -1,7 +1,9 @@
 // run_command.cpp — `dlhost validate` and `dlhost run`: load a suite, select its cases, then (run)
 // each case in its own process, its record (with its warnings) appended to the results file and
-// printed as one line the moment it ends, under a live progress line on a terminal (RunConsole).
-// Ctrl-C ends the running case and keeps the file valid for --resume.
+// printed as one line the moment it ends, under a live progress line on a terminal (RunConsole);
+// the cases known to be skipped are told in one line per reason at the start, and a case is named
+// by what varies in its part of the suite. Ctrl-C ends the running case and keeps the file valid
+// for --resume.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -14,13 +16,16 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "app/commands.h"
 #include "console/progress_channel.h"
 #include "console/run_console.h"
+#include "console/skipped_cases.h"
 #include "console/warnings.h"
 #include "core/compatibility.h"
 #include "core/environment.h"
@@ -32,6 +37,7 @@
 #include "run/results.h"
 #include "run/resume.h"
 #include "run/runner.h"
+#include "suite/case_names.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
 #include "suite/suite.h"
@@ -173,9 +179,11 @@ std::vector<std::string> case_plugin_files(const CaseSpec& c, const RunContext& 
   return files;
 }
 
-// One case's record: in this process (--no-isolate, or skipped), else in its own process(es).
+// One case's record: in this process (--no-isolate, or skipped), else in its own process(es),
+// whose libraries' output goes to the record's stderr tail and, with -v, to the console.
 // A null record: interrupted, the case has no result. Throws when no process can be started.
-json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const RunContext& ctx) {
+json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const RunContext& ctx,
+             RunConsole& console) {
   if (o.in_process || !c.skip_reason.empty()) return run_case(c, ctx);
   CaseJob job{c, suite.name, suite.path, o.plugin_folders, o.unsafe_plugins, {}, ""};
   job.plugin_files = case_plugin_files(c, ctx);
@@ -186,6 +194,8 @@ json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const R
   limits.case_timeout_s = timeout;
   limits.memory_limit_mb = case_value<int64_t>(c.params, "memory_limit_mb");
   limits.launcher_args = o.launcher_args;
+  limits.to_console = [&console](const std::string& line) { console.error(line); };
+  limits.show_library_output = spdlog::should_log(spdlog::level::debug);
   return run_case_in_child(job, limits, ctx.environment, &g_interrupted);
 }
 
@@ -232,12 +242,43 @@ bool save(ResultsWriter& writer, const json& rec, const RunOptions& o) {
   }
 }
 
-std::vector<PlannedCase> console_plan(const std::vector<const CaseSpec*>& selected) {
+// The console's names of the suite's cases: by the keys that vary within each case's matrix part
+// (suite/case_names.h); display only, --case and the records keep the ids.
+std::map<std::string, std::string> display_names(const Suite& suite) {
+  std::vector<NamedCase> cases;
+  for (const auto& c : suite.cases) cases.push_back({c.id, c.params, c.source});
+  const std::vector<std::string> names = short_case_names(cases, console_name_options());
+  std::map<std::string, std::string> by_id;
+  for (size_t i = 0; i < cases.size(); ++i) by_id[cases[i].id] = names[i];
+  return by_id;
+}
+
+std::vector<PlannedCase> console_plan(const std::vector<const CaseSpec*>& shown,
+                                      const std::map<std::string, std::string>& names) {
   std::vector<PlannedCase> plan;
-  for (const auto* c : selected)
-    plan.push_back({c->id, case_value<int64_t>(c->params, "warmup"),
+  for (const auto* c : shown)
+    plan.push_back({names.at(c->id), case_value<int64_t>(c->params, "warmup"),
                     case_value<int64_t>(c->params, "iterations"), c->skip_reason.empty()});
   return plan;
+}
+
+// Under a case that did not pass: where its libraries' output went, and its last line (not one
+// of dlhost's own log lines, "[10:02:03.456] [warning] ...", which the console showed already).
+std::vector<std::string> stderr_tail_note(const json& rec) {
+  auto t = rec.find("stderr_tail");
+  if (t == rec.end() || !t->is_string()) return {};
+  static const std::regex dlhost_log(R"(^\[\d\d:\d\d:\d\d\.\d{3}\] \[)");
+  std::istringstream in(t->get<std::string>());
+  size_t lines = 0;
+  std::string line, last;
+  while (std::getline(in, line)) {
+    ++lines;
+    if (!line.empty() && !std::regex_search(line, dlhost_log)) last = line;
+  }
+  if (lines == 0) return {};
+  return {"its output: " + std::to_string(lines) +
+          " lines in the record's stderr_tail (-v shows them live)" +
+          (last.empty() ? "" : "; the last of its libraries: " + last)};
 }
 
 std::vector<std::string> warning_lines(const std::vector<Warning>& warnings) {
@@ -248,9 +289,9 @@ std::vector<std::string> warning_lines(const std::vector<Warning>& warnings) {
 
 // One case's record with its warnings: the machine's load is measured around the case's process.
 json measured_case(const CaseSpec& c, const Suite& suite, const RunOptions& o,
-                   const RunContext& ctx, std::vector<Warning>& case_warned) {
+                   const RunContext& ctx, RunConsole& console, std::vector<Warning>& case_warned) {
   CpuTimes before = sample_cpu_times();
-  json rec = run_one(c, suite, o, ctx);
+  json rec = run_one(c, suite, o, ctx, console);
   if (rec.is_null()) return rec;
   CaseLoad load = load_between(before, sample_cpu_times());
   rec["params_hash"] = params_hash(c.params);
@@ -259,23 +300,37 @@ json measured_case(const CaseSpec& c, const Suite& suite, const RunOptions& o,
   return rec;
 }
 
-// Runs the selected cases in order; the exit code.
+// Runs the selected cases in order; the exit code. The cases known to be skipped before any runs
+// are told in one line per reason first (console/skipped_cases.h) and recorded in their place.
 int run_cases(const std::vector<const CaseSpec*>& selected, const Suite& suite, const RunOptions& o,
               const RunContext& ctx, ResultsWriter& writer, RunConsole& console,
               ProgressChannel* channel) {
+  const std::map<std::string, std::string> names = display_names(suite);
+  std::vector<KnownSkip> skips;
+  std::vector<const CaseSpec*> shown;
+  for (const auto* c : selected) {
+    if (c->skip_reason.empty())
+      shown.push_back(c);
+    else
+      skips.push_back({names.at(c->id), c->params, c->skip_reason});
+  }
+  for (const auto& line : folded_skip_lines(skips)) console.note(line);
   std::map<std::string, int> counts;
   ScalingBaselines baselines;
-  size_t index = 0;
+  size_t done = 0, shown_index = 0;
   int warned = 0;
-  console.plan(console_plan(selected));
+  console.plan(console_plan(shown, names));
   for (const auto* c : selected) {
     if (g_interrupted) break;
-    if (channel) channel->reset();
-    console.case_started(index);
+    const bool folded = !c->skip_reason.empty();
+    if (!folded) {
+      if (channel) channel->reset();
+      console.case_started(shown_index);
+    }
     json rec;
     std::vector<Warning> case_warned;
     try {
-      rec = measured_case(*c, suite, o, ctx, case_warned);
+      rec = measured_case(*c, suite, o, ctx, console, case_warned);
     } catch (const std::exception& e) {
       console.error(std::string("dlhost: cannot start the case's process: ") + e.what());
       return 2;
@@ -286,12 +341,17 @@ int run_cases(const std::vector<const CaseSpec*>& selected, const Suite& suite, 
       if (g_interrupted) break;  // the write blocked and Ctrl-C (or SIGTERM) came
       return 2;
     }
+    ++done;
     ++counts[rec["status"].get<std::string>()];
     warned += rec["warnings"].empty() ? 0 : 1;
-    console.case_finished(case_line(++index, selected.size(), RecordSummary::of(rec)),
-                          warning_lines(case_warned));
+    if (folded) continue;
+    RecordSummary summary = RecordSummary::of(rec);
+    summary.case_id = names.at(c->id);
+    std::vector<std::string> notes = warning_lines(case_warned);
+    for (const auto& n : stderr_tail_note(rec)) notes.push_back(n);
+    console.case_finished(case_line(++shown_index, shown.size(), summary), notes);
   }
-  return finish(counts, index, selected.size(), warned, o, writer.path(), console);
+  return finish(counts, done, selected.size(), warned, o, writer.path(), console);
 }
 
 // The shared memory the cases report their steps into; none (no step shown) where it cannot be

@@ -27,7 +27,7 @@ ConsoleMode console_mode(int fd, bool quiet);
 // A selected case as the console needs it; `runs` false for a case already known to be skipped
 // (it takes no time, so the ETA does not count it).
 struct PlannedCase {
-  std::string id;
+  std::string id;  // as the console names it (suite/case_names.h), or the case id
   int64_t warmup = 0, iterations = 0;
   bool runs = true;
 };
@@ -48,7 +48,7 @@ struct LiveStatus {
   std::optional<double> eta_s;
 };
 // "[ 3/12] lenet.cpu_onednn.b64.t2  timed step 4/10 backward  case 0:12  run 2:31  ETA 5:10",
-// the case id shortened so the line fits in `width` columns (a wrapped line cannot be redrawn).
+// the case's name shortened so the line fits in `width` columns (a wrapped line cannot be redrawn).
 std::string live_line(const LiveStatus& status, size_t width);
 
 class RunConsole {

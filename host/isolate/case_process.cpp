@@ -19,6 +19,7 @@
 #include "core/environment.h"
 #include "core/host_api.h"
 #include "distributed/store_address.h"
+#include "isolate/case_output.h"
 #include "isolate/startup_watch.h"
 #include "launch/launcher.h"
 #include "launch/process_group.h"
@@ -34,7 +35,6 @@ namespace {
 using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kStderrTailBytes = 4096;
 // How long the launcher of a multi-rank case may go on after a rank reported its failure before
 // the case is ended: the launcher ends the other ranks when one exits non-zero, at once.
 constexpr double kFailedRankLingerS = 10;
@@ -120,42 +120,6 @@ std::string store_address(const CaseJob& job, const CaseLimits& limits,
       .address;
 }
 
-// What the child wrote: its stderr forwarded live and its tail kept, its marker lines parsed.
-struct ChildOutput {
-  std::string tail, out_partial;
-  WorkerReports reports;
-  // The first line a test host's agent wrote about its daemon (test_hosts.cpp): which host's
-  // daemon ended, kept apart since the launcher's own help text that follows can push it out of
-  // the tail.
-  std::string agent_note;
-
-  void on_stderr(const char* data, size_t n) {
-    // Forwarded live so the user sees the case's log, and kept for the record.
-    (void)!write(STDERR_FILENO, data, n);
-    tail.append(data, n);
-    static const std::string kAgent = "dlhost test-host agent: ";
-    if (size_t at = tail.find(kAgent); agent_note.empty() && at != std::string::npos) {
-      size_t end = tail.find('\n', at);
-      if (end != std::string::npos)
-        agent_note = tail.substr(at + kAgent.size(), end - at - kAgent.size());
-    }
-    if (tail.size() > 2 * kStderrTailBytes) tail.erase(0, tail.size() - kStderrTailBytes);
-  }
-  void on_stdout(const char* data, size_t n) {
-    out_partial.append(data, n);
-    size_t nl;
-    while ((nl = out_partial.find('\n')) != std::string::npos) {
-      std::string l = out_partial.substr(0, nl);
-      out_partial.erase(0, nl + 1);
-      if (auto marker = marker_in(l)) {
-        reports.line(*marker);
-      } else {
-        on_stderr((l + "\n").data(), l.size() + 1);  // a plugin's own prints: with the log
-      }
-    }
-  }
-};
-
 struct Outcome {
   int status = 0;  // waitpid's
   bool timed_out = false;
@@ -173,7 +137,7 @@ bool rank_failed(const WorkerReports& r) {
 
 // Waits for the case while forwarding its output; ends it at the deadline, on interruption, when
 // the start-up stalls (`watch`, multi-rank cases) or when a failed rank's launcher lingers.
-Outcome supervise(ProcessGroup& group, ChildOutput& output, const CaseLimits& limits,
+Outcome supervise(ProcessGroup& group, CaseOutput& output, const CaseLimits& limits,
                   Clock::time_point start, volatile const int* interrupted,
                   const StartupWatch* watch) {
   Outcome o;
@@ -202,7 +166,7 @@ Outcome supervise(ProcessGroup& group, ChildOutput& output, const CaseLimits& li
 }
 
 // Why a case that sent no record ended: its status and reason.
-std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput& output,
+std::pair<std::string, std::string> failure(const Outcome& o, const CaseOutput& output,
                                             const CaseLimits& limits, int ranks,
                                             const std::string& comm, const RankPlace& place) {
   const WorkerReports& reports = output.reports;
@@ -243,7 +207,7 @@ std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput&
   std::smatch m;
   static const std::regex mpirun_signal(
       "process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
-  if (std::regex_search(output.tail, m, mpirun_signal)) {
+  if (std::regex_search(output.tail(), m, mpirun_signal)) {
     int sig = std::stoi(m[2]);
     return {kStatusCrashed,
             "rank " + m[1].str() + " killed by " + signal_name(sig) + " (" + strsignal(sig) + ")"};
@@ -259,7 +223,7 @@ std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput&
     std::string why = (ranks > 1 ? "the launcher" : "the case worker") +
                       std::string(" exited with code ") + std::to_string(WEXITSTATUS(o.status)) +
                       " without a result";
-    if (!output.agent_note.empty()) why += ": " + output.agent_note;
+    if (!output.agent_note().empty()) why += ": " + output.agent_note();
     if (WEXITSTATUS(o.status) == 127) why += " (could not start: see stderr_tail)";
     return {kStatusFailed, why};
   }
@@ -355,7 +319,11 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   spawn.memory_limit_mb = limits.memory_limit_mb;
   spawn.env = store ? store->job_environment() : nullptr;
   ProcessGroup group(cmd, spawn);
-  ChildOutput output;
+  CaseOutput output(
+      limits.to_console
+          ? limits.to_console
+          : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
+      limits.show_library_output);
   const std::string comm = case_value<std::string>(job.input.params, "comm");
   RankPlace place;
   if (hosts)
@@ -366,6 +334,7 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
                      Clock::now()};
   Outcome outcome =
       supervise(group, output, limits, start, interrupted, ranks > 1 ? &watch : nullptr);
+  output.finish();
   double duration = std::chrono::duration<double>(Clock::now() - start).count();
   json rec = read_record_file(job.record_file);  // read and removed, however the case ended
   if (interrupted != nullptr && *interrupted && !outcome.timed_out) return json();
@@ -374,7 +343,7 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
     auto [status, why] = failure(outcome, output, limits, ranks, comm, place);
     rec = parent_record(job, environment, status, why, duration, started_at);
   }
-  finish_record(rec, hosts.get(), output.tail);
+  finish_record(rec, hosts.get(), output.tail());
   return rec;
 }
 

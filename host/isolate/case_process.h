@@ -7,10 +7,13 @@
 // and need no shared filesystem: rank 0's record, every rank's step progress (to name a rank
 // that hangs), and a failing rank's reason. The child gets its own process group (so the
 // launcher and its ranks die with it) and dies with the parent (PR_SET_PDEATHSIG); each worker
-// also dies with its own parent. The parent forwards the children's stderr live and keeps its
-// tail. Not thread-safe: one case at a time.
+// also dies with its own parent. The parent keeps the tail of the children's own output (the
+// libraries', the launcher's) for the record and shows it live only when asked; dlhost's own log
+// lines, which the workers send tagged (case_output.h), always reach the console. Not
+// thread-safe: one case at a time.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -27,6 +30,12 @@ struct CaseLimits {
   int64_t memory_limit_mb = 0;
   double kill_grace_s = 5;                 // between SIGTERM and SIGKILL
   std::vector<std::string> launcher_args;  // from the command line, after the suite's
+  // Where the lines for the console go (dlhost's own log lines from the workers, and the
+  // libraries' output when shown); null: this process's stderr.
+  std::function<void(const std::string& line)> to_console;
+  // The libraries' own output (and the launcher's) live on the console, not only in the record's
+  // stderr_tail (-v, --log-level debug or trace).
+  bool show_library_output = false;
 };
 
 // The command that starts the case: the worker itself, or the launcher with one worker per rank.
@@ -44,7 +53,7 @@ nlohmann::ordered_json run_case_in_child(const CaseJob& job, const CaseLimits& l
 
 // What a line of a workers' stdout carries: the marker line at its end (from "@@DLHOST_"),
 // "" for a piece of a torn marker (a rank killed mid-write leaves "@@DLH" before another rank's
-// whole line), std::nullopt for a plugin's own print (forwarded with the log).
+// whole line), std::nullopt for a plugin's own print (kept with the libraries' output).
 std::optional<std::string> marker_in(const std::string& line);
 
 // The worker side: runs the job's case as this process's rank and reports on stdout.

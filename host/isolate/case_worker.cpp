@@ -1,9 +1,10 @@
 // case_worker.cpp — the worker side of case_process.h: `dlhost case-worker JOB` runs the case as
-// one rank and reports on stdout in marker lines (startup_watch.h); `dlhost case-local N JOB` is
-// the `launcher: local` of a multi-rank case (dlhost's fork launcher, launch/process_group.h).
+// one rank and reports on stdout in marker lines (startup_watch.h; its log lines too:
+// case_output.h); `dlhost case-local N JOB` is the `launcher: local` of a multi-rank case
+// (dlhost's fork launcher, launch/process_group.h).
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <fstream>
 
@@ -12,6 +13,7 @@
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "distributed/rank_env.h"
+#include "isolate/case_output.h"
 #include "isolate/case_process.h"
 #include "isolate/startup_watch.h"
 #include "launch/process_group.h"
@@ -22,21 +24,6 @@ namespace dlhost {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-// One whole line to stdout in one write(), so a launcher forwarding several ranks never
-// interleaves two of them.
-void emit_line(const std::string& line) {
-  std::string text = line + "\n";
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = write(STDOUT_FILENO, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
 
 // Rank 0's record in `path` (written whole, then renamed into place); nothing when path is "" or
 // its folder is not on this node (a rank 0 on another host: the parent reads stdout then).
@@ -61,12 +48,14 @@ int case_local_main(int ranks, const std::string& job_json) {
 
 int case_worker_main(const std::string& job_json) {
   die_with_launcher();
+  // dlhost's own log lines apart from the libraries' output, which has stderr to itself.
+  install_worker_log_sink();
   CaseJob job = job_from_json(nlohmann::json::parse(job_json));
   RunContext ctx;
   try {
     ctx.rank = detect_rank_env();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "case-worker: %s\n", e.what());
+    spdlog::error("case-worker: {}", e.what());
     return 3;
   }
   if (ctx.rank.size > 1) {

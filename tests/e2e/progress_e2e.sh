@@ -2,7 +2,8 @@
 # progress_e2e.sh — what `dlhost run` prints, through the real executable: plain lines (no
 # terminal control) when stdout is a pipe, only the summary with --quiet, the updating line on a
 # pseudo-terminal (util-linux `script`), and the threads > cores warning in the console, in the
-# record (validated against docs/results-schema.json) and in `dlhost report`'s Warnings section.
+# record (validated against docs/results-schema.json) and in `dlhost report`'s Warnings section;
+# the known skips folded into one line per reason, and cases named by what varies in their part.
 # Usage: progress_e2e.sh DLHOST SOURCE_DIR WORK_DIR
 set -eu
 fail() { echo "progress_e2e: FAILED: $*"; exit 1; }
@@ -79,4 +80,30 @@ fi
 grep -q "Warnings" "$WORK/report/report.md" || fail "no Warnings section in the report"
 grep "$over_id" "$WORK/report/report.md" | grep -q "threads_exceed_cores" \
   || fail "the report does not list the case's warning"
+# A newcomer's first run (issue 40): the cases known to be skipped (more threads than cores) are
+# one line for their reason, not a line each, and every one of them is in the results file; a
+# case is named by what varies in its part of the suite, not by its full id (which names `seed`
+# because the second part sets it).
+over2=$((over + 1))
+cat > "$WORK/first.yaml" <<YAML
+name: first
+defaults: {backend: cpu_onednn, network: lenet, batch: 4, warmup: 0, iterations: 1, timeout: 120}
+cases:
+  - {threads: [1, $over, $over2]}
+  - {network: [lenet, autoencoder], threads: 1, seed: 2}
+YAML
+"$DLHOST" run "$WORK/first.yaml" -o "$WORK/first.jsonl" > "$WORK/first.txt"
+grep -qx "SKIPPED 2 cases: needs $over..$over2 threads; this machine has $(nproc) cores (threads: $over, $over2)" "$WORK/first.txt" \
+  || { cat "$WORK/first.txt"; fail "the skipped cases are not one line for their reason"; }
+test "$(grep -c '^\[[0-9]/3\] ' "$WORK/first.txt")" -eq 3 || { cat "$WORK/first.txt"; fail "expected 3 case lines, the skipped cases none"; }
+for name in "lenet.cpu_onednn.b4.t1.seed=42" "lenet.cpu_onednn.b4.t1.seed=2" "autoencoder.cpu_onednn.b4.t1 "; do
+  grep -q "^\[[0-9]/3\] $name" "$WORK/first.txt" || { cat "$WORK/first.txt"; fail "no case line named $name"; }
+done
+python3 - "$WORK/first.jsonl" <<'PY' || fail "the results file does not keep every case with its full id"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(recs) == 5, len(recs)
+assert sum(r["status"] == "SKIPPED" for r in recs) == 2, [r["status"] for r in recs]
+assert all(".seed=" in r["case_id"] for r in recs), [r["case_id"] for r in recs]
+PY
 echo "progress_e2e: all checks passed"

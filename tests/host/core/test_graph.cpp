@@ -17,18 +17,8 @@ namespace {
 using dlhost::Error;
 using dlhost::GraphBuilder;
 
-class SeedNetworks : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    plugin = new dlhost::test_networks::NetworkPlugin("libdlhost_networks_paper.so");
-  }
-  std::unique_ptr<dlhost::Graph> build(const std::string& name, int64_t batch = 1,
-                                       std::map<std::string, std::string> options = {}) {
-    return plugin->build(name, batch, std::move(options));
-  }
-  static dlhost::test_networks::NetworkPlugin* plugin;
-};
-dlhost::test_networks::NetworkPlugin* SeedNetworks::plugin = nullptr;
+class SeedNetworks
+    : public dlhost::test_networks::NetworkPluginTest<dlhost::test_networks::kPaperNetworks> {};
 
 // The counts of docs/networks.md (each derived there from the layer sizes).
 TEST_F(SeedNetworks, ParameterCountsMatchThePaper) {

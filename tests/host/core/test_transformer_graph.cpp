@@ -121,18 +121,9 @@ TEST(TransformerOps, CTableRefusesAShortStruct) {
 
 // --- the networks ------------------------------------------------------------------------------
 
-class TransformerNetworks : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    plugin = new dlhost::test_networks::NetworkPlugin("libdlhost_networks_transformer.so");
-  }
-  std::unique_ptr<dlhost::Graph> build(const std::string& name, int64_t batch = 1,
-                                       std::map<std::string, std::string> options = {}) {
-    return plugin->build(name, batch, std::move(options));
-  }
-  static dlhost::test_networks::NetworkPlugin* plugin;
+class TransformerNetworks
+    : public dlhost::test_networks::NetworkPluginTest<dlhost::test_networks::kTransformerNetworks> {
 };
-dlhost::test_networks::NetworkPlugin* TransformerNetworks::plugin = nullptr;
 
 // GPT-2 small as published (Hugging Face's GPT2LMHeadModel: 124,439,808). BERT-base: Hugging
 // Face's BertModel has 109,482,240 (token-type embeddings 2x768 and the pooler 768x768+768

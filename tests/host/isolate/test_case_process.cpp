@@ -1,12 +1,14 @@
 // test_case_process.cpp — isolate/case_process: the parent's reading of its case workers' stdout:
 // marker lines, the pieces a rank killed mid-write leaves (which once leaked to the user's stderr
 // as "@@DLH@@DLHOST_PROGRESS@@ 1 3 0" on SIGTERM of a 2-rank case), and a plugin's own prints;
+// the libraries' output kept off the console apart from dlhost's own log (case_output.h);
 // also the case's command under each launcher and what its keys say about its test hosts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "console/progress_channel.h"
+#include "isolate/case_output.h"
 #include "isolate/case_process.h"
 #include "launch/launcher.h"
 
@@ -31,6 +33,51 @@ TEST(worker_output, APluginsOwnPrintIsNotAMarker) {
   EXPECT_EQ(marker_in("cudnn: using algorithm 3"), std::nullopt);
   EXPECT_EQ(marker_in("a@@b"), std::nullopt);
   EXPECT_EQ(marker_in(""), std::nullopt);
+}
+
+// The libraries' own output (stderr, a plugin's prints on stdout) stays off the console and in the
+// tail; dlhost's own log lines (tagged on stdout) reach the console and the tail alike, even when
+// a library left half a line before one.
+TEST(case_output, TheLibrariesOutputStaysInTheTailDlhostsLogReachesTheConsole) {
+  std::vector<std::string> shown;
+  CaseOutput out([&](const std::string& line) { shown.push_back(line); }, false);
+  const std::string guard = "I tensorflow/core/platform/cpu_feature_guard.cc:210] This binary\n";
+  out.on_stderr(guard.data(), guard.size());
+  const std::string mixed = std::string("MXNet engine: ") + kLogMarker +
+                            "[10:00:00.000] [warning] [faulty] low memory\n" + kStageMarker +
+                            "1 ready\nplugin print\n";
+  out.on_stdout(mixed.data(), mixed.size());
+  out.finish();
+  EXPECT_EQ(shown, std::vector<std::string>{"[10:00:00.000] [warning] [faulty] low memory"});
+  EXPECT_NE(out.tail().find("cpu_feature_guard.cc:210] This binary\n"), std::string::npos);
+  EXPECT_NE(out.tail().find("MXNet engine: \n"), std::string::npos);
+  EXPECT_NE(out.tail().find("[warning] [faulty] low memory\n"), std::string::npos);
+  EXPECT_NE(out.tail().find("plugin print\n"), std::string::npos);
+  EXPECT_EQ(out.tail().find("@@DLHOST_"), std::string::npos);
+  EXPECT_EQ(out.reports.stages.at(1), "ready");
+}
+
+// -v: the libraries' lines too, whole, as they end; a last line without its newline at the end.
+TEST(case_output, ShownLiveWhenAskedLineByLine) {
+  std::vector<std::string> shown;
+  CaseOutput out([&](const std::string& line) { shown.push_back(line); }, true);
+  out.on_stderr("W cpu_fea", 9);
+  EXPECT_TRUE(shown.empty());
+  const std::string rest = "ture_guard\nlast";
+  out.on_stderr(rest.data(), rest.size());
+  const std::string print = "stdout print\n";
+  out.on_stdout(print.data(), print.size());
+  out.finish();
+  EXPECT_EQ(shown, (std::vector<std::string>{"W cpu_feature_guard", "stdout print", "last"}));
+}
+
+TEST(case_output, TheTailIsBounded) {
+  CaseOutput out([](const std::string&) {}, false);
+  const std::string line(100, 'x');
+  const std::string text = line + "\n";
+  for (int i = 0; i < 1000; ++i) out.on_stderr(text.data(), text.size());
+  EXPECT_LE(out.tail().size(), 2 * kStderrTailBytes);
+  EXPECT_GE(out.tail().size(), kStderrTailBytes);
 }
 
 using json = nlohmann::ordered_json;

@@ -915,11 +915,16 @@ INSTANTIATE_TEST_SUITE_P(fixtures, suite_errors, ::testing::ValuesIn(bad_fixture
                            return param.param;
                          });
 
+// Every good fixture loads; a folder without one (moved, emptied, misnamed) fails the test instead
+// of passing it with nothing checked.
 TEST(suite_examples, AllLoad) {
+  size_t loaded = 0;
   for (const auto& entry : fs::directory_iterator(kSuiteDir + "/good")) {
     SCOPED_TRACE(entry.path().string());
     EXPECT_NO_THROW(load_suite(entry.path().string(), test_catalog(), kCores));
+    ++loaded;
   }
+  EXPECT_GT(loaded, 0u) << "no suite in " << kSuiteDir << "/good";
 }
 
 }  // namespace

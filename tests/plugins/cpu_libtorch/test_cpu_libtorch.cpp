@@ -1,19 +1,18 @@
 // test_cpu_libtorch.cpp — what `dlhost conform` cannot see of the cpu_libtorch backend (conform
 // compares its numbers with cpu_reference; tests/e2e/framework_e2e.sh runs that): the ABI contract
-// a framework underneath could break. Parameter and gradient buffers must not move (the host
-// all-reduces them in place) and update must use what the host left in them; backward must
-// overwrite, not accumulate (autograd accumulates); grad-ready notices once per parameter in
-// reverse layer order; the SGD of the ABI exactly (momentum, weight decay, clipping by the global
-// norm); the threads option; and the errors of bad inputs and of what ATen cannot do.
-// Built once per libtorch flavour (tests/plugins/cpu_libtorch/CMakeLists.txt):
-// DLHOST_TEST_TORCH_BACKEND is the plugin (cpu_libtorch, cpu_libtorch2) and names the test suite,
-// the other definitions say what that flavour's library line and grad-ready notices must be.
+// a framework underneath could break, as every framework backend keeps it
+// (framework_contract_suite.h: buffers in place, an overwriting backward, grad-ready order, the
+// ABI's SGD and AdamW exactly, a Transformer block, threads, bad inputs, fp32 only), and the
+// grad-ready order across branches that autograd finishes in its own order. Built once per libtorch
+// flavour (tests/plugins/cpu_libtorch/CMakeLists.txt): DLHOST_TEST_TORCH_BACKEND is the plugin
+// (cpu_libtorch, cpu_libtorch2) and names the test suite, the other definitions say what that
+// flavour's library line and grad-ready notices must be.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "framework_contract.h"
+#include "framework_contract_suite.h"
 
 namespace dlhost {
 namespace {
@@ -24,27 +23,18 @@ using namespace dlhost::test_attrs;
 #define DLHOST_TEST_NAME(x) DLHOST_TEST_STRING(x)
 const char* const kBackend = DLHOST_TEST_NAME(DLHOST_TEST_TORCH_BACKEND);
 
-// "libtorch 2.15.0 (ATen avx512, oneDNN 3.x, OpenMP 4.5, MKL 2024.2)"
-TEST(DLHOST_TEST_TORCH_BACKEND, DescribesTheDeviceAndItsLibraries) {
-  framework_contract::describes_the_device_and_its_libraries(
-      kBackend, {DLHOST_TEST_LIBTORCH, "oneDNN ", "OpenMP ", DLHOST_TEST_TORCH_BLAS});
+// The contract every framework backend keeps (framework_contract_suite.h), AdamW and the
+// Transformer block included. The device line: "libtorch 2.15.0 (ATen avx512, oneDNN 3.x,
+// OpenMP 4.5, MKL 2024.2)".
+framework_contract::ContractBackend contract_backend() {
+  framework_contract::ContractBackend b;
+  b.name = kBackend;
+  b.library = {DLHOST_TEST_LIBTORCH, "oneDNN ", "OpenMP ", DLHOST_TEST_TORCH_BLAS};
+  return b;
 }
-
-TEST(DLHOST_TEST_TORCH_BACKEND, ThreadsOptionSetsTheModelsThreads) {
-  framework_contract::threads_option_sets_the_models_threads(kBackend);
-}
-
-TEST(DLHOST_TEST_TORCH_BACKEND, ThreadsOutOfRangeIsRefusedNamingTheKey) {
-  framework_contract::threads_out_of_range_is_refused_naming_the_key(kBackend);
-}
-
-TEST(DLHOST_TEST_TORCH_BACKEND, UpdateUsesTheGradientBuffersInPlace) {
-  framework_contract::update_uses_the_gradient_buffers_in_place(kBackend, 0, true);
-}
-
-TEST(DLHOST_TEST_TORCH_BACKEND, BackwardOverwritesAndNotifiesInReverseLayerOrder) {
-  framework_contract::backward_overwrites_and_notifies_in_reverse_layer_order(kBackend);
-}
+using framework_contract::FrameworkContract;
+INSTANTIATE_TEST_SUITE_P(contract, FrameworkContract, ::testing::Values(contract_backend()),
+                         framework_contract::contract_backend_name);
 
 // data -> {fc_a, fc_b} -> add -> relu -> head -> cross-entropy: autograd finishes the branches in
 // its own order, the notices still come in reverse layer order (head, fc_b, fc_a). With libtorch
@@ -81,22 +71,6 @@ TEST(DLHOST_TEST_TORCH_BACKEND, NotifiesInReverseLayerOrderAcrossBranches) {
   // fc_a 0, 1; fc_b 2, 3; head 4, 5.
   EXPECT_EQ(seen.order, (std::vector<int32_t>{4, 5, 2, 3, 0, 1}));
   EXPECT_EQ(seen.fc_a_done_at_head, !DLHOST_TEST_NOTICES_DURING_BACKWARD);
-}
-
-TEST(DLHOST_TEST_TORCH_BACKEND, SgdIsTheAbisWithMomentumDecayAndClipping) {
-  framework_contract::sgd_is_the_abis_with_momentum_decay_and_clipping(kBackend);
-}
-
-TEST(DLHOST_TEST_TORCH_BACKEND, SetInputRejectsLabelsOutOfRangeAndWrongSizes) {
-  framework_contract::set_input_rejects_labels_out_of_range_and_wrong_sizes(kBackend);
-}
-
-TEST(DLHOST_TEST_TORCH_BACKEND, OtherPrecisionsAreUnimplemented) {
-  framework_contract::other_precisions_are_unimplemented(kBackend);
-}
-
-TEST(DLHOST_TEST_TORCH_BACKEND, TruncatedAttributesAreRefusedNamingTheNode) {
-  framework_contract::truncated_attributes_are_refused_naming_the_node(kBackend);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "framework_contract.h"
+#include "framework_contract_suite.h"
 
 // Every TF_SessionRun the plugin makes, counted: this executable exports TF_SessionRun
 // (ENABLE_EXPORTS), which the dynamic linker binds the plugin's calls to before TensorFlow's own
@@ -65,24 +65,30 @@ std::unique_ptr<Graph> convnet() {
   return b.finish();
 }
 
+// The contract every framework backend keeps (framework_contract_suite.h). The model_info names
+// the mode (graph mode). The buffers hold TensorFlow's layout (an FC weight transposed), so the
+// in-place check takes a bias, whose layout is the same; the value buffer stages the host's
+// broadcast, not kept current after an update. SGD trains the convnet: the filter and the FC
+// after an image, whose layouts TensorFlow keeps its own way.
+framework_contract::ContractBackend contract_backend() {
+  framework_contract::ContractBackend b;
+  b.name = kBackend;
+  b.library = {"TensorFlow 2.", "oneDNN ", "NHWC"};
+  b.implementation = "graph mode";
+  b.in_place_param = 1;  // fc1.bias
+  b.value_buffer_is_live = false;
+  b.sgd_graph = convnet;
+  return b;
+}
+using framework_contract::FrameworkContract;
+INSTANTIATE_TEST_SUITE_P(contract, FrameworkContract, ::testing::Values(contract_backend()),
+                         framework_contract::contract_backend_name);
+
 // A Trainer on cpu_tensorflow.
 struct Trainer : framework_contract::Trainer {
   explicit Trainer(std::unique_ptr<Graph> g, const dlhost_optimizer_desc& opt = sgd(0.1f))
       : framework_contract::Trainer(kBackend, std::move(g), opt) {}
 };
-
-TEST(cpu_tensorflow, DescribesTheDeviceAndItsLibrary) {
-  framework_contract::describes_the_device_and_its_libraries(kBackend,
-                                                             {"TensorFlow 2.", "oneDNN ", "NHWC"});
-}
-
-TEST(cpu_tensorflow, ThreadsAndModeAreInTheModelInfo) {
-  framework_contract::threads_option_sets_the_models_threads(kBackend, "graph mode");
-}
-
-TEST(cpu_tensorflow, ThreadsOutOfRangeIsRefusedNamingTheKey) {
-  framework_contract::threads_out_of_range_is_refused_naming_the_key(kBackend);
-}
 
 TEST(cpu_tensorflow, RefusesAnUnknownMode) {
   dlhost_options options;
@@ -105,26 +111,6 @@ TEST(cpu_tensorflow, CanonicalLayoutsSurviveTensorFlows) {
   }
 }
 
-// The buffers hold TensorFlow's layout (an FC weight transposed), so the check takes a bias,
-// whose layout is the same; the value buffer stages the host's broadcast, not kept current after
-// an update.
-TEST(cpu_tensorflow, UpdateUsesTheGradientBuffersInPlace) {
-  framework_contract::update_uses_the_gradient_buffers_in_place(kBackend, 1 /* fc1.bias */, false);
-}
-
-TEST(cpu_tensorflow, BackwardOverwritesAndNotifiesInReverseLayerOrder) {
-  framework_contract::backward_overwrites_and_notifies_in_reverse_layer_order(kBackend);
-}
-
-// On the convnet: the filter and the FC after an image, whose layouts TensorFlow keeps its own way.
-TEST(cpu_tensorflow, SgdIsTheAbisWithMomentumDecayAndClipping) {
-  framework_contract::sgd_is_the_abis_with_momentum_decay_and_clipping(kBackend, convnet);
-}
-
-TEST(cpu_tensorflow, SetInputRejectsLabelsOutOfRangeAndWrongSizes) {
-  framework_contract::set_input_rejects_labels_out_of_range_and_wrong_sizes(kBackend);
-}
-
 // What TensorFlow cannot express is UNIMPLEMENTED at compile, naming the node and why.
 TEST(cpu_tensorflow, DilationWithStrideIsUnimplemented) {
   GraphBuilder b("dilated", 2);
@@ -140,10 +126,6 @@ TEST(cpu_tensorflow, DilationWithStrideIsUnimplemented) {
   EXPECT_EQ(code_of(api().compile(context.get(), graph->view(), &opt, &options, &model), &message),
             DLHOST_CODE_UNIMPLEMENTED);
   EXPECT_NE(message.find("conv2d 'wide': dilation with a stride"), std::string::npos) << message;
-}
-
-TEST(cpu_tensorflow, OtherPrecisionsAreUnimplemented) {
-  framework_contract::other_precisions_are_unimplemented(kBackend);
 }
 
 // ABI 1.4: with the host's fused_step the whole step is one TF_SessionRun (forward's), and it
@@ -195,17 +177,6 @@ TEST(cpu_tensorflow, FusedStepIsOneRunAndTrainsLikeTheSplitStep) {
 TEST(cpu_tensorflow, FusedAdamWStepTrainsLikeTheSplitStep) {
   expect_fused_step_is_one_run_and_trains_like_the_split_step(framework_contract::transformer_block,
                                                               adamw(0.02f, 0.1f, 5.0f));
-}
-
-TEST(cpu_tensorflow, AdamWIsTheAbisWithDecoupledDecayAndBiasCorrection) {
-  framework_contract::adamw_is_the_abis_with_decoupled_decay_and_bias_correction(kBackend);
-}
-
-TEST(cpu_tensorflow, TransformerBlockTrainsAndATiedTableIsReadyOnce) {
-  framework_contract::transformer_block_trains_and_a_tied_table_is_ready_once(kBackend);
-}
-TEST(cpu_tensorflow, TruncatedAttributesAreRefusedNamingTheNode) {
-  framework_contract::truncated_attributes_are_refused_naming_the_node(kBackend);
 }
 
 }  // namespace
