@@ -138,6 +138,45 @@ struct Place {
   bool kernel_link = false;  // a /proc link: the kernel follows it
 };
 
+// Makes the folder `next` (shown as `shown`) the one the walk is in.
+void enter(Place& p, Fd next, const std::string& shown) {
+  p.dir = std::move(next);
+  p.folder = shown;
+}
+
+// Ends the walk at `comp`, which is there (`exists`, as `st`) or not.
+Place& end_at(Place& p, const std::string& comp, bool exists, const struct stat& st) {
+  p.name = comp;
+  p.exists = exists;
+  p.st = st;
+  return p;
+}
+
+// Follows the link `comp` of the walk's folder (the owner rule has allowed it): its target's
+// components go before `rest`, from / when it is absolute.
+void follow_link(Place& p, const std::string& path, const std::string& comp,
+                 const std::string& shown, std::deque<std::string>& rest) {
+  const std::string target = read_link(p.dir.get(), comp, shown);
+  if (target.empty()) fail(shown, "an empty symbolic link");
+  std::deque<std::string> parts = components(target);
+  rest.insert(rest.begin(), parts.begin(), parts.end());
+  if (target[0] == '/') enter(p, open_start(path, true), "/");
+}
+
+// Opens the folder `comp` of the walk's folder, without following a link, and enters it when the
+// owner rule allows what was opened. False when it was replaced since it was looked at.
+bool into_folder(Place& p, const std::string& comp, const std::string& shown) {
+  Fd next(::openat(p.dir.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat opened {};
+  if (next.get() < 0 || ::fstat(next.get(), &opened) != 0) {
+    if (errno != ENOTDIR && errno != ELOOP && errno != ENOENT) fail_errno(shown, "cannot open");
+    return false;
+  }
+  check_owner(p.dir_st, p.folder, shown, opened);  // what was opened is what counts
+  enter(p, std::move(next), shown);
+  return true;
+}
+
 // Walks `path` from / or the current folder. Every component but the last (every one, for a
 // folder) must lead to a folder, created when absent and `make_folders`; links are followed here
 // after the owner rule allows them. The last component is not opened: its folder and what it is
@@ -145,10 +184,9 @@ struct Place {
 Place walk(const std::string& path, bool make_folders, bool to_folder) {
   if (path.empty()) fail("''", "an empty path");
   Place p;
-  p.dir = open_start(path, path[0] == '/');
-  p.folder = path[0] == '/' ? "/" : "";
+  enter(p, open_start(path, path[0] == '/'), path[0] == '/' ? "/" : "");
   std::deque<std::string> rest = components(path);
-  int links = 0, made = 0;
+  int links = 0, retries = 0;
   while (!rest.empty()) {
     std::string comp = std::move(rest.front());
     rest.pop_front();
@@ -159,72 +197,43 @@ Place walk(const std::string& path, bool make_folders, bool to_folder) {
       if (last) fail(path, "is a folder");
       Fd up(::openat(p.dir.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
       if (up.get() < 0) fail_errno(shown, "cannot open");
-      p.dir = std::move(up);
-      p.folder = shown;
+      enter(p, std::move(up), shown);
       continue;
     }
     struct stat st {};
     if (::fstatat(p.dir.get(), comp.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno != ENOENT) fail_errno(shown, "cannot reach");
-      if (last) {
-        p.name = comp;
-        return p;
-      }
+      if (last) return std::move(end_at(p, comp, false, st));
       if (!make_folders) fail(shown, "no such folder");
       if (::mkdirat(p.dir.get(), comp.c_str(), 0777) != 0 && errno != EEXIST)
         fail_errno(shown, "cannot create the folder");
-      if (++made > kMaxAttempts) fail(shown, "keeps changing while dlhost creates it");
+      if (++retries > kMaxAttempts) fail(shown, "keeps changing while dlhost creates it");
       rest.push_front(comp);  // decided on again, as what is there now
       continue;
     }
     check_owner(p.dir_st, p.folder, shown, st);
-    if (S_ISLNK(st.st_mode)) {
-      if (on_procfs(p.dir.get())) {
-        // /proc/self/fd/1 and its like name an open file (a pipe, a socket): only the kernel
-        // can follow them, and /proc holds no folder another user writes.
-        if (last) {
-          p.name = comp;
-          p.exists = true;
-          p.st = st;
-          p.kernel_link = true;
-          return p;
-        }
-        Fd next(::openat(p.dir.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-        if (next.get() < 0) fail_errno(shown, "cannot open");
-        p.dir = std::move(next);
-        p.folder = shown;
-        continue;
+    if (S_ISLNK(st.st_mode) && on_procfs(p.dir.get())) {
+      // /proc/self/fd/1 and its like name an open file (a pipe, a socket): only the kernel can
+      // follow them, and /proc holds no folder another user writes.
+      if (last) {
+        p.kernel_link = true;
+        return std::move(end_at(p, comp, true, st));
       }
+      Fd next(::openat(p.dir.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (next.get() < 0) fail_errno(shown, "cannot open");
+      enter(p, std::move(next), shown);
+    } else if (S_ISLNK(st.st_mode)) {
       if (++links > kMaxLinks) fail(path, "too many levels of symbolic links");
-      const std::string target = read_link(p.dir.get(), comp, shown);
-      if (target.empty()) fail(shown, "an empty symbolic link");
-      std::deque<std::string> parts = components(target);
-      rest.insert(rest.begin(), parts.begin(), parts.end());
-      if (target[0] == '/') {
-        p.dir = open_start(path, true);
-        p.folder = "/";
-      }
+      follow_link(p, path, comp, shown, rest);
       if (rest.empty() && !to_folder) fail(path, "is a folder");
-      continue;
-    }
-    if (last) {
-      p.name = comp;
-      p.exists = true;
-      p.st = st;
-      return p;
-    }
-    if (!S_ISDIR(st.st_mode)) fail(shown, "not a folder (a " + kind_of(st.st_mode) + ")");
-    Fd next(::openat(p.dir.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat opened {};
-    if (next.get() < 0 || ::fstat(next.get(), &opened) != 0) {
-      if (errno != ENOTDIR && errno != ELOOP && errno != ENOENT) fail_errno(shown, "cannot open");
-      if (++made > kMaxAttempts) fail(shown, "keeps changing while dlhost opens it");
+    } else if (last) {
+      return std::move(end_at(p, comp, true, st));
+    } else if (!S_ISDIR(st.st_mode)) {
+      fail(shown, "not a folder (a " + kind_of(st.st_mode) + ")");
+    } else if (!into_folder(p, comp, shown)) {
+      if (++retries > kMaxAttempts) fail(shown, "keeps changing while dlhost opens it");
       rest.push_front(comp);  // replaced since fstatat: decided on again
-      continue;
     }
-    check_owner(p.dir_st, p.folder, shown, opened);  // what was opened is what counts
-    p.dir = std::move(next);
-    p.folder = shown;
   }
   if (!to_folder) fail(path, "is a folder");
   if (::fstat(p.dir.get(), &p.dir_st) != 0) fail_errno(p.folder, "cannot stat");
@@ -277,7 +286,7 @@ void write_by_rename(const Place& p, const std::string& path, const std::string&
   for (int i = 0; fd.get() < 0; ++i) {
     temp = ".dlhost-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".tmp";
     fd.reset(::openat(p.dir.get(), temp.c_str(),
-                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
     if (fd.get() < 0 && (errno != EEXIST || i > 100))
       fail_errno(path, "cannot create a temporary file in " + (p.folder.empty() ? "." : p.folder));
   }
