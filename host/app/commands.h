@@ -15,7 +15,8 @@
 namespace dlhost {
 
 // `dlhost new-backend NAME`: writes a buildable backend plugin with every op UNIMPLEMENTED.
-Command add_new_backend_command(CLI::App& app);
+// Loads no plugin; `plugin_dirs` (--plugin-path) are read for the names of plugins there.
+Command add_new_backend_command(CLI::App& app, const std::vector<std::string>& plugin_dirs);
 
 // `dlhost plugins` and `dlhost networks`. `folders`: every folder searched, in order
 // (--plugin-path ones first), for the `searched:` line; main fills it before the command runs.

@@ -23,6 +23,7 @@
 #include "core/log_pattern.h"
 #include "core/networks.h"
 #include "core/plugin_registry.h"
+#include "core/plugin_trust.h"
 #include "distributed/rank_env.h"
 #include "isolate/case_process.h"
 #include "isolate/plugin_probe.h"
@@ -129,6 +130,11 @@ int run_main(int argc, char** argv) {
   app.add_option("--plugin-path", plugin_dirs,
                  "Extra plugin folder, searched before the build folder, DLHOST_PLUGIN_PATH and "
                  "the install folder (repeatable; before or after the subcommand)");
+  bool allow_unsafe_plugin_paths = false;
+  app.add_flag("--allow-unsafe-plugin-paths", allow_unsafe_plugin_paths,
+               std::string("Load plugins even from a file or folder others can write (group- or "
+                           "world-writable, or owned by neither root nor you); the same as ") +
+                   kAllowUnsafePluginPathsEnv + "=1");
 
   // Every subcommand, registered through the one Command shape (core/subcommand.h). `folders`
   // and the RunOptions are completed after parsing, before the chosen command runs.
@@ -142,7 +148,7 @@ int run_main(int argc, char** argv) {
   commands.add(add_validate_command(app, validate_opts));
   commands.add(add_conform_command(app));
   commands.add(add_comm_bench_command(app));
-  commands.add(add_new_backend_command(app));
+  commands.add(add_new_backend_command(app, plugin_dirs));
   commands.add(report::add_commands(app));  // report, export, compare
   commands.add(project::add_command(app));
   commands.add(add_internal_commands(app));
@@ -154,6 +160,8 @@ int run_main(int argc, char** argv) {
   }
   if (quick) run_opts.overrides.insert(run_opts.overrides.begin(), {"warmup=1", "iterations=3"});
   set_up_logging(verbose, app.get_option("--log-level")->count() > 0, log_level);
+  // Through the environment, so that the plugin probes and case workers judge alike.
+  if (allow_unsafe_plugin_paths) ::setenv(kAllowUnsafePluginPathsEnv, "1", 1);
 
   const Command* chosen = commands.chosen();
   if (chosen == nullptr) throw std::logic_error("no subcommand chosen");  // require_subcommand

@@ -2,16 +2,20 @@
 // plugin (CMakeLists.txt and NAME_backend.cpp on the backend kit) whose compile answers
 // UNIMPLEMENTED for every op, so a vendor starts from a plugin that builds, loads, is listed by
 // `dlhost plugins` and is conformed (every problem UNIMPLEMENTED) before writing a kernel.
-// The files are text written here, not copied from anywhere; nothing is run.
+// The files are text written here, not copied from anywhere; nothing is run and no plugin is
+// loaded (a name already taken is found from the plugin folders' file names).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <regex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "app/commands.h"
+#include "core/plugin_registry.h"
+#include "output/output_file.h"
 
 namespace dlhost {
 
@@ -115,45 +119,131 @@ extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_h
 }
 )TPL";
 
-int write_backend(const std::string& name, std::string dir) {
-  if (!std::regex_match(name, std::regex("[a-z][a-z0-9_]{0,63}"))) {
-    std::fprintf(stderr,
-                 "dlhost new-backend: '%s' is not a plugin name: [a-z][a-z0-9_]*, at most 64 "
-                 "characters\n",
-                 name.c_str());
+// The plugins of this tree (plugins/, each build of it): a backend of one of these names would
+// shadow it, or be shadowed, depending on the search order. Kept in step with the build by
+// new_backend_e2e.sh, which checks every plugin and left-out note the build wrote.
+constexpr const char* kBuiltInPlugins[] = {
+    "comm_gloo",      "comm_mpi",  "comm_mpi_raw",   "comm_nccl",           "cpu_libtorch",
+    "cpu_libtorch2",  "cpu_mxnet", "cpu_onednn",     "cpu_onednn3",         "cpu_reference",
+    "cpu_tensorflow", "gpu_cudnn", "networks_paper", "networks_transformer"};
+
+// Words the generated source cannot use as a namespace and class-name stem: C++'s keywords and
+// alternative tokens, macros every compiler here predefines or the C library defines, the
+// namespaces the source itself uses, and the names CMake keeps for its own targets.
+const std::set<std::string>& unusable_words() {
+  static const std::set<std::string> words{
+      // keywords (C++20) and alternative tokens
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+      "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+      "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+      "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+      "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+      "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
+      "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+      "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+      "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
+      "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+      // predefined or library macros
+      "linux", "unix", "i386", "errno", "stdin", "stdout", "stderr", "assert", "offsetof",
+      // namespaces the generated source uses or the standard reserves
+      "std", "posix", "dlhost", "sdk",
+      // CMake's own targets
+      "all", "clean", "depend", "edit_cache", "help", "install", "install_local", "install_strip",
+      "list_install_components", "package", "package_source", "rebuild_cache", "test"};
+  return words;
+}
+
+// The names of plugins in the folders dlhost searches (`libdlhost_NAME.so`, `NAME.left-out`),
+// read from the file names: nothing is loaded.
+std::set<std::string> plugins_in_folders(const std::vector<std::string>& folders) {
+  std::set<std::string> names;
+  for (const auto& folder : folders) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(folder, ec)) {
+      const std::string file = entry.path().filename().string();
+      if (file.rfind("libdlhost_", 0) == 0 && entry.path().extension() == ".so")
+        names.insert(file.substr(10, file.size() - 10 - 3));
+      else if (entry.path().extension() == ".left-out")
+        names.insert(entry.path().stem().string());
+    }
+  }
+  return names;
+}
+
+// Why `name` cannot name a new backend, or "".
+std::string name_refusal(const std::string& name, const std::vector<std::string>& folders) {
+  if (!std::regex_match(name, std::regex("[a-z][a-z0-9_]{0,63}")))
+    return "'" + name + "' is not a plugin name: [a-z][a-z0-9_]*, at most 64 characters";
+  if (unusable_words().count(name) != 0)
+    return "'" + name +
+           "' cannot name a backend: it is a C++ keyword or a name the generated source or its "
+           "CMake project cannot use (the source names a namespace and classes after it)";
+  if (name.find("__") != std::string::npos)
+    return "'" + name + "' cannot name a backend: C++ reserves names with a double underscore";
+  for (const char* built_in : kBuiltInPlugins)
+    if (name == built_in)
+      return "'" + name +
+             "' is the name of a plugin that comes with dlhost: a backend of that name would "
+             "shadow it or be shadowed by it; choose another";
+  if (plugins_in_folders(folders).count(name) != 0)
+    return "'" + name +
+           "' is the name of a plugin already in dlhost's plugin folders: a backend of that "
+           "name would shadow it or be shadowed by it; choose another";
+  return "";
+}
+
+// `text` as one word of a POSIX shell: in single quotes, each quote written '\''.
+std::string shell_quoted(const std::string& text) {
+  if (!text.empty() && text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789_-./+=:@%,") == std::string::npos)
+    return text;
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+int write_backend(const std::string& name, std::string dir,
+                  const std::vector<std::string>& folders) {
+  if (std::string why = name_refusal(name, folders); !why.empty()) {
+    std::fprintf(stderr, "dlhost new-backend: %s\n", why.c_str());
     return 2;
   }
   if (dir.empty()) dir = name;
   std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+    std::fprintf(stderr, "dlhost new-backend: %s is not a folder: nothing written\n", dir.c_str());
+    return 2;
+  }
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
     std::fprintf(stderr, "dlhost new-backend: %s exists and is not empty: nothing written\n",
                  dir.c_str());
     return 2;
   }
-  fs::create_directories(dir, ec);
   const std::pair<std::string, const char*> files[] = {{"CMakeLists.txt", kCMakeLists},
                                                        {name + "_backend.cpp", kSource}};
-  for (const auto& [file, text] : files) {
-    const fs::path path = fs::path(dir) / file;
-    std::ofstream out(path);
-    out << fill(text, name);
-    if (!out.flush()) {
-      std::fprintf(stderr, "dlhost new-backend: cannot write %s\n", path.c_str());
-      return 2;
-    }
+  try {
+    output::prepare_folder(dir);
+    for (const auto& [file, text] : files)
+      output::write_whole_file((fs::path(dir) / file).string(), fill(text, name));
+  } catch (const output::OutputError& e) {
+    std::fprintf(stderr, "dlhost new-backend: cannot write %s\n", e.what());
+    return 2;
   }
+  const std::string shown = dir, sh = shell_quoted(dir);
+  const std::string build_dir = shell_quoted(dir + "/build");
   std::printf(
       "wrote %s/CMakeLists.txt and %s/%s_backend.cpp: a backend '%s' with every op "
-      "UNIMPLEMENTED\nbuild:   cmake -S %s -B %s/build -DCMAKE_PREFIX_PATH=<dlhost SDK prefix> && "
-      "cmake --build %s/build\nconform: dlhost conform --backend %s/build/libdlhost_%s.so\n",
-      dir.c_str(), dir.c_str(), name.c_str(), name.c_str(), dir.c_str(), dir.c_str(), dir.c_str(),
-      dir.c_str(), name.c_str());
+      "UNIMPLEMENTED\nbuild:   cmake -S %s -B %s -DCMAKE_PREFIX_PATH=<dlhost SDK prefix> && "
+      "cmake --build %s\nconform: dlhost conform --backend %s\n",
+      shown.c_str(), shown.c_str(), name.c_str(), name.c_str(), sh.c_str(), build_dir.c_str(),
+      build_dir.c_str(), shell_quoted(dir + "/build/libdlhost_" + name + ".so").c_str());
   return 0;
 }
 
 }  // namespace
 
-Command add_new_backend_command(CLI::App& app) {
+Command add_new_backend_command(CLI::App& app, const std::vector<std::string>& plugin_dirs) {
   struct Args {
     std::string name, dir;
   };
@@ -164,8 +254,12 @@ Command add_new_backend_command(CLI::App& app) {
                              "one source on the backend kit) with every op UNIMPLEMENTED");
   c.sub->add_option("name", args->name, "The backend's name, [a-z][a-z0-9_]*")->required();
   c.sub->add_option("--dir", args->dir, "Folder to write (default: NAME); must be empty");
-  c.run = [args](const PluginRegistry&, const std::vector<NetworkRef>&) {
-    return write_backend(args->name, args->dir);
+  // Loads no plugin (loading runs a library's code): the names in the plugin folders are read
+  // from their files' names.
+  c.run_without_plugins = [args, &plugin_dirs] {
+    std::vector<std::string> folders = plugin_dirs;
+    for (const auto& f : PluginRegistry::default_search_path()) folders.push_back(f);
+    return write_backend(args->name, args->dir, folders);
   };
   return c;
 }

@@ -61,6 +61,7 @@
 #include "launch/process_group.h"
 #include "launch/served_store.h"
 #include "launch/test_hosts.h"
+#include "output/output_file.h"
 
 namespace dlhost {
 namespace {
@@ -481,6 +482,18 @@ json describe(const CommSession& c) {
               {"path", c.plugin().path}};
 }
 
+// Writes `doc` as the whole of `path` (output/output_file.h: never through a link planted in a
+// shared folder); false, having said why, when it cannot be written whole.
+bool write_json_file(const std::string& path, const json& doc) {
+  try {
+    output::write_whole_file(path, doc.dump(2) + "\n");
+    return true;
+  } catch (const output::OutputError& e) {
+    std::fprintf(stderr, "dlhost: comm-bench: cannot write %s\n", e.what());
+    return false;
+  }
+}
+
 // The --json document (dlhost.comm-bench/1); false when it cannot be written.
 bool write_json(const Bench& b, const Footer& f, const Placement& where) {
   const Options& o = b.o;
@@ -516,13 +529,7 @@ bool write_json(const Bench& b, const Footer& f, const Placement& where) {
     doc["time_ratio_geomean"] = f.ratio_geomean;
     doc["time_ratio_median_geomean"] = f.median_ratio_geomean;
   }
-  std::ofstream out(o.json_path);
-  out << doc.dump(2) << "\n";
-  if (!out) {
-    std::fprintf(stderr, "dlhost: comm-bench: cannot write %s\n", o.json_path.c_str());
-    return false;
-  }
-  return true;
+  return write_json_file(o.json_path, doc);
 }
 
 // The sweep on initialized communicators; the exit code.
@@ -715,7 +722,7 @@ int launch_skipped(const Options& o, const std::string& json_path, const std::st
              {"reason", "interconnect " + name + ": " + why},
              {"interconnect", {{"profile", name}}},
              {"results", json::array()}};
-    std::ofstream(json_path) << doc.dump(2) << "\n";
+    write_json_file(json_path, doc);
   }
   return 77;
 }
@@ -740,12 +747,7 @@ int launch_result(const Options& o, const std::string& json_path, int rc, const 
   }
   if (!o.json_path.empty()) {
     doc["interconnect"] = described;
-    std::ofstream out(json_path);
-    out << doc.dump(2) << "\n";
-    if (!out) {
-      std::fprintf(stderr, "dlhost: comm-bench: cannot write %s\n", json_path.c_str());
-      return 1;
-    }
+    if (!write_json_file(json_path, doc)) return 1;
   }
   return doc.value("status", "") == "OK" ? 0 : 1;
 }

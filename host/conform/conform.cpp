@@ -14,7 +14,6 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +36,7 @@
 #include "core/number_text.h"
 #include "data/synthetic.h"
 #include "dlhost/dlhost.hpp"
+#include "output/output_file.h"
 
 namespace dlhost {
 
@@ -983,6 +983,18 @@ int conform_exit_code(const std::vector<Row>& rows, std::map<Status, int>& count
   return 1;
 }
 
+// Writes `text` as the whole of the --json file (output/output_file.h: never through a link
+// planted in a shared folder); false, having said why, when it cannot be written whole.
+bool write_json_file(const std::string& path, const std::string& text) {
+  try {
+    output::write_whole_file(path, text);
+    return true;
+  } catch (const output::OutputError& e) {
+    std::fprintf(stderr, "dlhost conform: cannot write the --json file: %s\n", e.what());
+    return false;
+  }
+}
+
 int run_conform(const Settings& s, const PluginRegistry& registry,
                 const std::vector<NetworkRef>& networks) {
   auto start = Clock::now();
@@ -998,15 +1010,9 @@ int run_conform(const Settings& s, const PluginRegistry& registry,
     std::fprintf(stderr, "dlhost conform: %s\n", e.what());
     return 2;
   }
-  // Opened now so a path that cannot be written is refused before minutes of checks.
-  std::ofstream json_file;
-  if (!s.json_path.empty()) {
-    json_file.open(s.json_path);
-    if (!json_file) {
-      std::fprintf(stderr, "dlhost conform: cannot write %s\n", s.json_path.c_str());
-      return 2;
-    }
-  }
+  // Written (empty) now so a path that cannot be written is refused before minutes of checks;
+  // the document replaces it at the end.
+  if (!s.json_path.empty() && !write_json_file(s.json_path, "")) return 2;
   auto label = [](const Backend& b) {
     return b.plugin->name + " " + b.plugin->version + " (" + b.plugin->path + ")";
   };
@@ -1029,8 +1035,10 @@ int run_conform(const Settings& s, const PluginRegistry& registry,
   }
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   print_summary(rows, counts, s, backend, reference, seconds);
-  if (!s.json_path.empty())
-    json_file << conform_json(rows, counts, s, backend, reference, seconds).dump(2) << "\n";
+  if (!s.json_path.empty() &&
+      !write_json_file(s.json_path,
+                       conform_json(rows, counts, s, backend, reference, seconds).dump(2) + "\n"))
+    return 2;
   return conform_exit_code(rows, counts, s, backend);
 }
 

@@ -18,6 +18,7 @@
 
 #include "core/host_api.h"
 #include "core/plugin_tables.h"
+#include "core/plugin_trust.h"
 
 namespace dlhost {
 
@@ -90,11 +91,14 @@ void read_left_out(const fs::path& path, std::vector<LeftOutPlugin>& notes) {
   static const std::regex pattern("[a-z0-9_]{1,64}");
   if (!std::regex_match(name, pattern)) return;
   if (std::any_of(notes.begin(), notes.end(), [&](auto& n) { return n.name == name; })) return;
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
+  // At most what is shown is read: a huge (or sparse) note costs no more than a short one.
+  char head[400];
+  std::ifstream in(path, std::ios::binary);
+  in.read(head, sizeof(head));
+  std::string line(head, static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  line = line.substr(0, line.find('\n'));
   std::string reason;
-  for (char c : line.substr(0, 400))
+  for (char c : line)
     if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) reason += c;
   if (reason.empty()) reason = "left out by the build (no reason given)";
   notes.push_back({name, path.string(), reason});
@@ -123,6 +127,17 @@ void PluginRegistry::discover(const std::vector<std::string>& folders, const Vet
     std::sort(in_folder.begin(), in_folder.end());
     files.insert(files.end(), in_folder.begin(), in_folder.end());
   }
+  // Judged before anything opens them: a vetting probe loads them too, constructors and all.
+  std::vector<std::string> trusted;
+  for (const auto& f : files) {
+    if (std::string why = plugin_trust_refusal(f); !why.empty()) {
+      spdlog::warn("plugin {} refused: {}", f, why);
+      refused_.push_back({f, why});
+    } else {
+      trusted.push_back(f);
+    }
+  }
+  files = std::move(trusted);
   std::vector<RefusedPlugin> unsafe = vet ? vet(files) : std::vector<RefusedPlugin>{};
   for (const auto& f : files) {
     auto bad = std::find_if(unsafe.begin(), unsafe.end(), [&](auto& r) { return r.path == f; });
@@ -323,6 +338,7 @@ bool PluginRegistry::load_file(const std::string& path) {
     return false;
   };
 
+  if (std::string why = plugin_trust_refusal(path); !why.empty()) return refuse(why);
   boost::dll::shared_library lib;
   try {
     // What the library's static initializers print (TensorFlow announces its oneDNN use on

@@ -76,9 +76,11 @@ class PluginRegistry {
   // isolate/plugin_probe.h), with why; they are refused without being opened.
   using Vetter = std::function<std::vector<RefusedPlugin>(const std::vector<std::string>& files)>;
   // Loads every shared library (*.so) in each folder (not recursive), in name order, except
-  // those `vet` refuses.
+  // those others could have written (core/plugin_trust.h: refused before `vet` sees them, since
+  // vetting loads them too) and those `vet` refuses.
   void discover(const std::vector<std::string>& folders, const Vetter& vet = {});
-  // Loads one file; returns false and records a refusal when it cannot be used. A plugin whose
+  // Loads one file; returns false and records a refusal when it cannot be used (one others could
+  // have written is refused before it is opened: core/plugin_trust.h). A plugin whose
   // kind and name are already loaded is refused as a duplicate (the first one found wins).
   bool load_file(const std::string& path);
 

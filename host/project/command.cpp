@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include <stdexcept>
 
 #include "core/number_text.h"
+#include "output/output_file.h"
 #include "project/projection.h"
 #include "report/records.h"
 
@@ -444,9 +444,7 @@ Command add_command(CLI::App& app) {
       Report r = run_projection(*o);
       std::cout << r.text;
       if (!o->json_out.empty()) {
-        std::ofstream f(o->json_out);
-        f << r.json << "\n";
-        if (!f) throw std::runtime_error("cannot write " + o->json_out);
+        output::write_whole_file(o->json_out, r.json + "\n");
       }
       return 0;
     } catch (const std::exception& e) {

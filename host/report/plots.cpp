@@ -9,11 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 
+#include "output/output_file.h"
 #include "report/gnuplot_process.h"
 
 namespace dlhost::report {
@@ -80,9 +80,7 @@ std::string csv_text(const std::vector<std::vector<std::string>>& rows) {
 }
 
 void write_csv(const std::string& path, const std::vector<std::vector<std::string>>& rows) {
-  std::ofstream out(path, std::ios::binary);
-  out << csv_text(rows);
-  if (!out) throw std::runtime_error("cannot write " + path);
+  output::write_whole_file(path, csv_text(rows));
 }
 
 std::string gnuplot_literal(const std::string& text, size_t max_bytes) {
@@ -213,10 +211,7 @@ PlotFiles Plotter::run_script(const std::string& stem, const std::string& title,
                               const std::string& script) {
   PlotFiles files{title, stem + ".csv", "", ""};
   if (!available()) return files;
-  {
-    std::ofstream gp(folder_ + "/" + stem + ".gp", std::ios::binary);
-    gp << script;
-  }
+  output::write_whole_file(folder_ + "/" + stem + ".gp", script);
   const std::string log = folder_ + "/" + stem + ".gnuplot.log";
   GnuplotRun run = run_gnuplot_fenced(program_, folder_, stem + ".gp", log);
   if (run.exit_code != 0) {

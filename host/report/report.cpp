@@ -3,11 +3,10 @@
 // rates, the communication layer alone, what did not run, and last the warnings.
 #include "report/report.h"
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 
+#include "output/output_file.h"
 #include "report/plots.h"
 #include "report/views.h"
 
@@ -66,15 +65,10 @@ Document build_report(const Inputs& in, const ReportOptions& options) {
 Document write_report(const ReportOptions& options) {
   Inputs in;
   for (const auto& path : options.inputs) read_input_file(path, in);
-  std::error_code ec;
-  std::filesystem::create_directories(options.folder, ec);
-  if (ec) throw std::runtime_error("cannot create " + options.folder + ": " + ec.message());
+  output::prepare_folder(options.folder);
   Document doc = build_report(in, options);
-  std::ofstream md(options.folder + "/report.md");
-  md << to_markdown(doc);
-  std::ofstream html(options.folder + "/report.html");
-  html << to_html(doc, options.folder);
-  if (!md || !html) throw std::runtime_error("cannot write the report into " + options.folder);
+  output::write_whole_file(options.folder + "/report.md", to_markdown(doc));
+  output::write_whole_file(options.folder + "/report.html", to_html(doc, options.folder));
   return doc;
 }
 

@@ -16,12 +16,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
 
 #include "data/file_bytes.h"
+#include "output/output_file.h"
 
 namespace dlhost {
 
@@ -68,13 +68,15 @@ int open_results_file(const std::string& path) {
   };
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) not_regular(-1, st.st_mode);
-  std::error_code ec;
-  auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  // O_NONBLOCK: a FIFO put in place since stat() must not block the open.
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
-  if (fd < 0)
-    throw std::runtime_error("cannot open results file " + path + ": " + std::strerror(errno));
+  // Parent folders are created; a link or file another user planted in a shared folder is
+  // refused (output/output_file.h). O_NONBLOCK: a FIFO put in place since stat() must not block
+  // the open.
+  int fd = -1;
+  try {
+    fd = output::open_for_append(path, O_RDWR | O_APPEND | O_NONBLOCK, true);
+  } catch (const output::OutputError& e) {
+    throw std::runtime_error(std::string("results file ") + e.what());
+  }
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) not_regular(fd, st.st_mode);
   struct statfs fs {};
   if (::fstatfs(fd, &fs) == 0)

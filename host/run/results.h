@@ -4,7 +4,8 @@
 // never leaves a torn line of its own, except when it is interrupted while a write blocks (a hung
 // mount): the run then ends, and the next writer ends that torn line. A results file must be a
 // regular file that holds data: a FIFO, a device, a directory or a kernel interface file
-// (/proc, /sys) is refused before any case runs. A writer is used from one thread; it writes
+// (/proc, /sys) is refused before any case runs, and so is a link or file another user put in a
+// sticky world-writable folder (output/output_file.h). A writer is used from one thread; it writes
 // through a thread of its own so that the caller can stop waiting for a write that blocks.
 #pragma once
 

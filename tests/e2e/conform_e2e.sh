@@ -6,7 +6,8 @@
 #  3. a backend wrong on purpose (fixture_plugins/wrong_backend.cpp: cpu_onednn ignoring
 #     count_include_pad=0), loaded by path as a vendor's .so, fails exactly the average-pooling
 #     problems whose windows touch padding, passes the others, and its rerun line fails alone;
-#  4. usage errors (a .so that cannot load, a bad descriptor) exit 2 with the reason.
+#  4. usage errors (a .so that cannot load, a bad descriptor) and a --json file that cannot be
+#     written (/dev/full) exit 2 with the reason.
 # Usage: conform_e2e.sh DLHOST WRONG_BACKEND_SO WORK_DIR
 set -eu
 DLHOST="$1"
@@ -86,6 +87,11 @@ test $rc -eq 1 || fail "the rerun of '$rerun' exited $rc, expected 1"
 test "$(grep -c '^FAILED ' "$WORK/wrong_one.txt")" -eq 1 || fail "the rerun is not that one problem"
 
 # 4. Usage errors.
+# A --json file that cannot be written whole is an error, not an empty file (issue 43).
+run full_disk conform --backend cpu_onednn --reference cpu_reference --case "$case_id" \
+  --json /dev/full
+test $rc -eq 2 || fail "--json /dev/full exited $rc, expected 2"
+grep -q "/dev/full: cannot write" "$WORK/full_disk.err" || fail "--json /dev/full: no reason given"
 run missing conform --backend "$WORK/no_such_backend.so"
 test $rc -eq 2 || fail "a missing .so exited $rc, expected 2"
 grep -q "no_such_backend.so cannot be used: " "$WORK/missing.err" || fail "missing .so message"

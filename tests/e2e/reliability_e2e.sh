@@ -7,17 +7,7 @@ set -eu
 DLHOST="$1"; SRC="$2"; HOSTILE="$3"; FIXTURES="$4"; WORK="$5"
 rm -rf "$WORK"; mkdir -p "$WORK"
 fail() { echo "reliability_e2e: FAILED: $*"; exit 1; }
-# run NAME CMD...: runs dlhost, keeping its exit code in $rc and its output in WORK/NAME.{out,err}
-run() {
-  name="$1"; shift
-  set +e
-  timeout 120 "$DLHOST" "$@" > "$WORK/$name.out" 2> "$WORK/$name.err"
-  rc=$?
-  set -e
-}
-expect_rc() { test "$rc" -eq "$1" || { cat "$WORK/$name.out" "$WORK/$name.err"; fail "$name: exit code $rc, expected $1"; }; }
-expect_err() { grep -qF -- "$1" "$WORK/$name.err" || { cat "$WORK/$name.err"; fail "$name: stderr lacks '$1'"; }; }
-expect_out() { grep -qF -- "$1" "$WORK/$name.out" || { cat "$WORK/$name.out"; fail "$name: stdout lacks '$1'"; }; }
+. "$(dirname "$0")/expect.sh"  # run NAME CMD..., expect_rc, expect_err, expect_out
 records() { if [ -f "$1" ]; then grep -c . "$1" || true; else echo 0; fi; }
 
 cat > "$WORK/one.yaml" <<'YAML'

@@ -9,17 +9,7 @@ set -eu
 DLHOST="$1"; FIXTURES="$2"; HOSTILE="$3"; WORK="$4"
 rm -rf "$WORK"; mkdir -p "$WORK"
 fail() { echo "run_hardening_e2e: FAILED: $*"; exit 1; }
-# run NAME CMD...: runs dlhost, keeping its exit code in $rc and its output in WORK/NAME.{out,err}
-run() {
-  name="$1"; shift
-  set +e
-  timeout -k 5 120 "$DLHOST" "$@" > "$WORK/$name.out" 2> "$WORK/$name.err"
-  rc=$?
-  set -e
-}
-expect_rc() { test "$rc" -eq "$1" || { cat "$WORK/$name.out" "$WORK/$name.err"; fail "$name: exit code $rc, expected $1"; }; }
-expect_err() { grep -qF -- "$1" "$WORK/$name.err" || { cat "$WORK/$name.err"; fail "$name: stderr lacks '$1'"; }; }
-expect_out() { grep -qF -- "$1" "$WORK/$name.out" || { cat "$WORK/$name.out"; fail "$name: stdout lacks '$1'"; }; }
+. "$(dirname "$0")/expect.sh"  # run NAME CMD..., expect_rc, expect_err, expect_out
 no_case_ran() { ! grep -q '^\[1/' "$WORK/$name.out" || fail "$name: a case ran before the refusal"; }
 . "$(dirname "$0")/process_checks.sh"
 "$DLHOST" plugins > "$WORK/plugins.txt" 2>/dev/null || true

@@ -1,13 +1,19 @@
 // test_plugin_loading.cpp — discovery refuses each kind of bad file with its path and a reason a
-// user can act on, while the good plugins in the same search still load.
+// user can act on, while the good plugins in the same search still load; a plugin others could
+// have written is refused before it is opened (core/plugin_trust.h).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "core/networks.h"
 #include "core/plugin_registry.h"
+#include "core/plugin_trust.h"
 
 namespace {
 
@@ -118,6 +124,103 @@ TEST(PluginLoadingSingle, LeftOutNotesGiveTheBuildsReason) {
   EXPECT_EQ(ours, 1);
   EXPECT_EQ(stale, 0);
   fs::remove_all(dir);
+}
+
+// A note is read no further than what is shown (400 bytes of its first line): a huge or sparse
+// `.left-out` file costs what a short one does (it was read whole, line and all).
+TEST(PluginLoadingSingle, AHugeLeftOutNoteIsNotReadWhole) {
+  namespace fs = std::filesystem;
+  std::string made = (fs::temp_directory_path() / "dlhost_left_out_huge-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(made.data()), nullptr);
+  const fs::path dir = made;
+  std::ofstream(dir / "cpu_long.left-out") << std::string(10000, 'y') << "\n";
+  std::ofstream(dir / "cpu_sparse.left-out").close();
+  fs::resize_file(dir / "cpu_sparse.left-out", 512ull << 20);  // sparse: zeros, no newline
+  struct rusage before {
+  }, after{};
+  ::getrusage(RUSAGE_SELF, &before);
+  dlhost::PluginRegistry registry;
+  registry.discover({dir.string()});
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_EQ(registry.left_out_reason("cpu_long"), std::string(400, 'y'));
+  EXPECT_EQ(registry.left_out_reason("cpu_sparse"), "left out by the build (no reason given)");
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "kB of peak memory to read notes";
+  fs::remove_all(dir);
+}
+
+// A plugin file, or its folder, that others can write is refused before dlopen runs its code
+// (the fixture marks a file from its library constructor), with the reason in the refused list;
+// the same file in a folder of the user's own loads.
+class PluginTrust : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    namespace fs = std::filesystem;
+    ::unsetenv(dlhost::kAllowUnsafePluginPathsEnv);
+    dir_ = (fs::temp_directory_path() / "dlhost_plugin_trust-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(dir_.data()), nullptr);  // one per test: ctest runs them side by side
+    ::chmod(dir_.c_str(), 0755);
+    plugin_ = dir_ + "/libfixture_load_mark.so";
+    fs::copy_file(DLHOST_TEST_BINARY_DIR "/tests/fixture_load_mark/libfixture_load_mark.so",
+                  plugin_);
+    ::chmod(plugin_.c_str(), 0755);
+    mark_ = dir_ + ".mark";
+    fs::remove(mark_);
+    ::setenv("DLHOST_TEST_LOAD_MARK", mark_.c_str(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("DLHOST_TEST_LOAD_MARK");
+    ::unsetenv(dlhost::kAllowUnsafePluginPathsEnv);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::remove(mark_);
+  }
+  // The reason the plugin was refused ("" when it was not), after a fresh discovery.
+  std::string discover_refusal() {
+    dlhost::PluginRegistry registry;
+    registry.discover({dir_});
+    for (const auto& r : registry.refused())
+      if (r.path == plugin_ && r.reason.find("not loaded:") != std::string::npos) return r.reason;
+    return "";
+  }
+  bool loaded() const { return std::filesystem::exists(mark_); }
+  std::string dir_, plugin_, mark_;
+};
+
+TEST_F(PluginTrust, AWorldWritableFolderIsRefusedBeforeThePluginRuns) {
+  ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
+  const std::string why = discover_refusal();
+  EXPECT_NE(why.find("its folder " + dir_ + " is world-writable (mode 0777)"), std::string::npos)
+      << why;
+  EXPECT_NE(why.find(dlhost::kAllowUnsafePluginPathsEnv), std::string::npos) << why;
+  EXPECT_FALSE(loaded()) << "the plugin's constructor ran";
+  dlhost::PluginRegistry direct;
+  EXPECT_FALSE(direct.load_file(plugin_));
+  EXPECT_FALSE(loaded()) << "load_file ran the plugin's constructor";
+  // The same file in a folder of the user's own is loaded (its entry then declines).
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  EXPECT_EQ(discover_refusal(), "");
+  EXPECT_TRUE(loaded()) << "the fixture did not mark its load: this test could not fail";
+}
+
+TEST_F(PluginTrust, AGroupWritableFileIsRefused) {
+  ASSERT_EQ(::chmod(plugin_.c_str(), 0775), 0);
+  const std::string why = discover_refusal();
+  EXPECT_NE(why.find("the file is group-writable (mode 0775"), std::string::npos) << why;
+  EXPECT_FALSE(loaded());
+}
+
+TEST_F(PluginTrust, AFileOfAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving the file to another user needs root (chown)";
+  ASSERT_EQ(::chown(plugin_.c_str(), 65534, 65534), 0);
+  const std::string why = discover_refusal();
+  EXPECT_NE(why.find("the file is owned by uid 65534"), std::string::npos) << why;
+  EXPECT_FALSE(loaded());
+}
+
+TEST_F(PluginTrust, TheOverrideLoadsItAnyway) {
+  ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
+  ::setenv(dlhost::kAllowUnsafePluginPathsEnv, "1", 1);
+  EXPECT_EQ(discover_refusal(), "");
+  EXPECT_TRUE(loaded());
 }
 
 // The same folder twice, as `--plugin-path build/plugins` on an in-tree dlhost gives it (and
