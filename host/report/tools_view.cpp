@@ -138,7 +138,7 @@ struct Figure {
   Timing timing;
   std::vector<double> medians;
   std::vector<std::string> disturbances;  // codes, over the records
-  std::vector<std::string> disturbed_at;  // FILE:LINE of each disturbed record
+  std::vector<std::string> disturbed_at;  // file name:LINE of each disturbed record
   double ms() const { return median_of(medians); }
 };
 
@@ -248,7 +248,10 @@ Grid collect(const EnvironmentGroup& g) {
     f->medians.push_back(step_median_ms(r));
     const std::vector<std::string> codes = disturbances_of(r);
     for (const auto& c : codes) remember(f->disturbances, c);
-    if (!codes.empty()) f->disturbed_at.push_back(r.where());
+    // The file's name and line: the Warnings section gives the whole path.
+    if (!codes.empty())
+      f->disturbed_at.push_back(r.file.substr(r.file.find_last_of('/') + 1) + ":" +
+                                std::to_string(r.line));
   }
   // CPU tables by ascending thread count, then GPUs, as the paper orders its platforms.
   std::stable_sort(grid.hardware.begin(), grid.hardware.end(),

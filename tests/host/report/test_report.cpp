@@ -429,8 +429,7 @@ TEST(Report, ToolsTableKeysACellOnEverythingThatDiffers) {
   EXPECT_NE(notes.find("! marks a figure taken while the machine disturbed it"), std::string::npos)
       << notes;
   EXPECT_NE(notes.find("fcnr b1024 (data=synthetic, evaluate=false), cpu_tensorflow: other_load, "
-                       "spread (" +
-                       kData + "/tools_mixed.jsonl:10)"),
+                       "spread (tools_mixed.jsonl:10)"),
             std::string::npos)
       << notes;
   // The time table: a SKIPPED real-data case no longer replaces the synthetic figure.
