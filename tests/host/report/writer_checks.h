@@ -193,7 +193,7 @@ inline std::string markdown_problem(const std::string& md, size_t headings) {
     if (line.rfind("# ", 0) == 0 || line.rfind("## ", 0) == 0) ++seen_headings;
     const char first = line[0];
     if (first == ' ' || first == '\t' || first == '>' || first == '<' || first == '=' ||
-        first == '[' || first == '~' || first == '`' ||
+        first == '[' || line.rfind("~~~", 0) == 0 || line.rfind("```", 0) == 0 ||
         ((first == '-' || first == '+') && line.rfind("---", 0) != 0))
       return at + "a line that opens a block";
     if (first == '#' && line.rfind("# ", 0) != 0 && line.rfind("## ", 0) != 0)
