@@ -220,7 +220,7 @@ std::string gnuplot_script(const GroupedBars& p) {
      << gnuplot_literal(p.y_label)
      << "\nset style data histograms\nset style histogram clustered gap 1\n"
      << "set style fill solid 0.85 border -1\nset logscale y 10\nset bmargin 12\n";
-  if (low > 0) gp << "set yrange [" << number(low / 2) << ":" << number(high * 2) << "]\n";
+  if (low > 0 && std::isfinite(high * 2)) gp << "set yrange [" << number(low / 2) << ":" << number(high * 2) << "]\n";
   // A missing bar (a tool that did not run) is 0, which the log axis leaves out.
   bars_body(gp, -30, p.categories, p.values, p.groups, positive);
   const int bars = static_cast<int>(p.categories.size() * (p.groups.size() + 1));

@@ -72,13 +72,20 @@ std::string options_text(const json& options) {
   return out;
 }
 
+// The member `key` of `j` when `j` is an object that has it; else null. Records come from
+// anyone: `params` or `options` may be any JSON value.
+const json& member(const json& j, const std::string& key) {
+  static const json none;
+  if (!j.is_object()) return none;
+  auto it = j.find(key);
+  return it == j.end() ? none : *it;
+}
+
 // The tool's column: the backend and the options the case gave that backend's plugin. Options of
 // other plugins (a suite's options map reaches every case of its entry) are not the tool's.
 std::string column_of(const Record& r) {
   const std::string tool = backend(r);
-  const std::string own = options_text(r.data.value("params", json::object())
-                                           .value("options", json::object())
-                                           .value(tool, json::object()));
+  const std::string own = options_text(member(member(member(r.data, "params"), "options"), tool));
   return own.empty() ? tool : tool + " (" + own + ")";
 }
 
@@ -86,14 +93,13 @@ std::string column_of(const Record& r) {
 // of the network's plugin (`network_plugin`: known from any OK record of the network).
 std::map<std::string, std::string> settings_of(const Record& r, const std::string& network_plugin) {
   std::map<std::string, std::string> out;
-  const json params = r.data.value("params", json::object());
+  const json& params = member(r.data, "params");
   if (!params.is_object()) return out;
   for (const auto& [key, v] : params.items())
     if (!kNotSettings.count(key)) out[key] = value_text(v);
-  const json options = params.value("options", json::object());
-  if (!network_plugin.empty() && options.is_object() && options.contains(network_plugin))
-    for (const auto& [key, v] : options[network_plugin].items())
-      out[network_plugin + "." + key] = value_text(v);
+  const json& own = member(member(params, "options"), network_plugin);
+  if (!network_plugin.empty() && own.is_object())
+    for (const auto& [key, v] : own.items()) out[network_plugin + "." + key] = value_text(v);
   return out;
 }
 

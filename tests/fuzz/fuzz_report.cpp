@@ -7,6 +7,8 @@
 // place one can stand (title, headings, paragraphs with code spans, table cells, plot captions)
 // holds no structure of their making, both by the independent checks in
 // tests/host/report/writer_checks.h.
+#include <stdlib.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -59,6 +61,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     doc.sections.push_back(time_per_minibatch_view(g));
     doc.sections.push_back(gflops_view(g));
   }
+  // The tools view draws no plot here (no gnuplot), but writes its plots' CSVs: into a folder
+  // of this process's own.
+  static const std::string plots = [] {
+    char folder[] = "/tmp/fuzz_report_XXXXXX";
+    return std::string(mkdtemp(folder) ? folder : "/tmp");
+  }();
+  Plotter plotter(plots, "");
+  for (const auto& g : groups) doc.sections.push_back(tools_view(g, plotter));
   doc.sections.push_back(not_ok_view(in.records));
   doc.sections.push_back(warnings_view(in.records));
   std::ostringstream sink;
@@ -95,6 +105,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   check(
       checks::markdown_problem(to_markdown(strings_doc), 1 + strings_doc.sections.size()).empty());
+
+  GroupedBars grouped{strings[0], strings.back(), strings[0], strings, {strings.back(), "x"}, {}};
+  for (size_t i = 0; i < strings.size(); ++i)
+    grouped.values.push_back({static_cast<double>(i), i % 2 ? -1.0 : 1e308});
+  check(checks::gnuplot_script_problem(gnuplot_script(grouped)).empty());
 
   StackedBars bars{strings.back(), strings[0], strings.back(), strings, {strings[0], "x"}, {}, {}};
   for (size_t i = 0; i < strings.size(); ++i) bars.values.push_back({static_cast<double>(i), 1.0});

@@ -418,3 +418,24 @@ TEST(HostileReport, TheMarkdownCheckFindsInjections) {
   EXPECT_NE(checks::markdown_problem("# t\n\n- list\n", 1), "");
   EXPECT_NE(checks::markdown_problem("# t\n\n&#60;\n", 1), "");
 }
+
+// The tools table reads `params` and its `options` of any shape: a record's params need not be
+// an object, nor its options.
+TEST(HostileReport, ParamsOfAnyShapeDoNotStopTheToolsTable) {
+  json a = ok_record(), b = ok_record(), c = ok_record();
+  b["case_id"] = "b";
+  b["backend"]["name"] = "cpu_other";
+  b["params"]["options"] = json::array({1, 2});
+  c["case_id"] = "c";
+  c["backend"]["name"] = "cpu_third";
+  c["params"] = "not an object";
+  a["params"]["options"] = {{"cpu_onednn", 7}, {"networks_paper", "x"}};
+  a["network"]["plugin"] = "networks_paper";
+  std::vector<Record> records{{a, "r", 1}, {b, "r", 2}, {c, "r", 3}};
+  auto groups = group_by_environment(records);
+  ASSERT_EQ(groups.size(), 1u);
+  Plotter plotter(fresh_folder("params_shapes"), "");
+  Section s;
+  ASSERT_NO_THROW(s = tools_view(groups[0], plotter));
+  EXPECT_EQ(s.title, "Tools side by side (E1)");
+}
