@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -65,7 +67,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // of this process's own.
   static const std::string plots = [] {
     char folder[] = "/tmp/fuzz_report_XXXXXX";
-    return std::string(mkdtemp(folder) ? folder : "/tmp");
+    if (!mkdtemp(folder)) __builtin_trap();
+    static const std::string made = folder;
+    std::atexit([] { std::filesystem::remove_all(made); });  // libFuzzer ends by exit()
+    return made;
   }();
   Plotter plotter(plots, "");
   for (const auto& g : groups) doc.sections.push_back(tools_view(g, plotter));
