@@ -3,6 +3,8 @@
 
 #include <boost/archive/iterators/base64_from_binary.hpp>
 #include <boost/archive/iterators/transform_width.hpp>
+#include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -27,14 +29,94 @@ std::string cut_text(const std::string& text, size_t max_bytes, const std::strin
 
 namespace {
 
-// One table row per line: a newline in a cell would end the Markdown table.
-std::string markdown_cell(const std::string& s) {
+bool alphanumeric(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+// Every control character a space: the text stays on its line.
+std::string one_line(const std::string& s) {
   std::string out;
-  for (char c : cut_text(s, kMaxCellBytes))
-    out += c == '|'                 ? std::string("\\|")
-           : c == '\n' || c == '\r' ? std::string(" ")
-                                    : std::string(1, c);
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x20 || u == 0x7F ? ' ' : c;
+  }
   return out;
+}
+
+// Text as Markdown that renders as that text, nothing more: one line (a newline would end a
+// table row or start a heading, a list or a table of the record's making), and every character
+// that Markdown or the HTML inside it acts on made literal: `\ ` * [ ] # | ~` and a `_` at a word's
+// edge backslash-escaped (no emphasis, code span, link, image or reference), `< > &` as entities
+// (no HTML, autolink or entity of the text's own). `opens_block`: the text starts a paragraph or
+// a heading, where leading spaces (code), `-`, `+`, `=` or `1.` (lists, rules) would act too.
+std::string markdown_text(const std::string& s, bool opens_block) {
+  const std::string flat = one_line(s);
+  size_t i = 0, list_mark = std::string::npos;
+  std::string out;
+  if (opens_block) {
+    i = flat.find_first_not_of(' ');
+    if (i == std::string::npos) return "";
+    if (std::string("-+=").find(flat[i]) != std::string::npos) out += '\\';
+    const size_t digits = flat.find_first_not_of("0123456789", i);
+    if (digits != std::string::npos && digits > i && (flat[digits] == '.' || flat[digits] == ')'))
+      list_mark = digits;  // "1." or "1)": an ordered list
+  }
+  for (; i < flat.size(); ++i) {
+    const char c = flat[i];
+    const bool inside_word =
+        i > 0 && i + 1 < flat.size() && alphanumeric(flat[i - 1]) && alphanumeric(flat[i + 1]);
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (std::string("\\`*[]#|~").find(c) != std::string::npos || (c == '_' && !inside_word) ||
+             i == list_mark)
+      out += std::string("\\") + c;
+    else
+      out += c;
+  }
+  return out;
+}
+
+// A paragraph's text with its `code` spans (split as html_text splits them): a span's content
+// is literal between backticks (it holds none, so it cannot end early), the rest markdown_text.
+std::string markdown_paragraph(const std::string& s) {
+  std::string out;
+  size_t start = 0;
+  bool code = false;
+  while (start <= s.size()) {
+    size_t tick = s.find('`', start);
+    if (tick == std::string::npos) tick = s.size();
+    const std::string part = one_line(s.substr(start, tick - start));
+    if (!code)
+      out += markdown_text(part, out.empty());
+    else if (part.find_first_not_of(' ') != std::string::npos)  // "``" or "` `" is no span
+      out += "`" + part + "`";
+    code = !code;
+    start = tick + 1;
+  }
+  return out;
+}
+
+// A link target the report made (a plot file in the report folder): every byte outside
+// [A-Za-z0-9_.-/] percent-encoded, so no scheme, space, parenthesis or angle bracket can act.
+std::string markdown_link(const std::string& target) {
+  std::string out;
+  for (char c : target) {
+    if (alphanumeric(c) || std::string("_.-/").find(c) != std::string::npos) {
+      out += c;
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof(hex), "%%%02X", static_cast<unsigned char>(c));
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// One table row per line, every cell literal text.
+std::string markdown_cell(const std::string& s) {
+  return markdown_text(cut_text(s, kMaxCellBytes), false);
 }
 
 void markdown_table(std::ostringstream& md, const Table& t) {
@@ -126,16 +208,22 @@ const char* kStyle =
 
 std::string to_markdown(const Document& doc) {
   std::ostringstream md;
-  md << "# " << doc.title << "\n\n";
+  md << "# " << markdown_text(doc.title, true) << "\n\n";
   for (const auto& s : doc.sections) {
-    md << "## " << s.title << "\n\n";
+    md << "## " << markdown_text(s.title, true) << "\n\n";
     for (const auto& b : s.blocks) {
-      if (b.kind == Block::kParagraph) md << cut_text(b.text, kMaxCellBytes) << "\n\n";
+      if (b.kind == Block::kParagraph)
+        md << markdown_paragraph(cut_text(b.text, kMaxCellBytes)) << "\n\n";
       if (b.kind == Block::kTable) markdown_table(md, b.table);
       if (b.kind == Block::kPlot) {
-        if (!b.plot.png.empty()) md << "![" << b.plot.title << "](" << b.plot.png << ")\n\n";
-        md << "*" << b.plot.title << "* — data: [" << b.plot.csv << "](" << b.plot.csv << ")";
-        if (!b.plot.svg.empty()) md << ", vector: [" << b.plot.svg << "](" << b.plot.svg << ")";
+        const std::string title = markdown_text(cut_text(b.plot.title, kMaxCellBytes), false);
+        if (!b.plot.png.empty())
+          md << "![" << title << "](" << markdown_link(b.plot.png) << ")\n\n";
+        md << "*" << title << "* — data: [" << markdown_text(b.plot.csv, false) << "]("
+           << markdown_link(b.plot.csv) << ")";
+        if (!b.plot.svg.empty())
+          md << ", vector: [" << markdown_text(b.plot.svg, false) << "]("
+             << markdown_link(b.plot.svg) << ")";
         md << "\n\n";
       }
     }

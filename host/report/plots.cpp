@@ -156,6 +156,37 @@ std::string gnuplot_script(const LinePlot& p) {
   return gp.str();
 }
 
+namespace {
+
+// What bar charts share after their settings: the category labels as literals on the x tics
+// (category i stands at x = i), a data block of numbers only (a row per category, a column per
+// bar title; a missing value, or one that `keep` refuses, is 0), and the plot of its columns.
+void bars_body(std::ostringstream& gp, int rotation, const std::vector<std::string>& labels,
+               const std::vector<std::vector<double>>& values,
+               const std::vector<std::string>& titles, bool (*keep)(double)) {
+  gp << "set xtics rotate by " << rotation << " left noenhanced (";
+  for (size_t c = 0; c < labels.size(); ++c)
+    gp << (c ? ", " : "") << gnuplot_literal(labels[c], 80) << " " << c;
+  gp << ")\n$d << EOD\n";
+  for (size_t c = 0; c < labels.size(); ++c) {
+    for (size_t t = 0; t < titles.size(); ++t) {
+      const double v = c < values.size() && t < values[c].size() ? values[c][t] : 0.0;
+      gp << (t ? " " : "") << number(keep(v) ? v : 0.0);
+    }
+    gp << "\n";
+  }
+  gp << "EOD\n";
+  for (size_t t = 0; t < titles.size(); ++t)
+    gp << (t ? ", '' using " : "plot $d using ") << t + 1 << " title "
+       << gnuplot_literal(titles[t]);
+  gp << "\n";
+}
+
+bool finite(double v) { return std::isfinite(v); }
+bool positive(double v) { return std::isfinite(v) && v > 0; }
+
+}  // namespace
+
 std::string gnuplot_script(const StackedBars& p) {
   std::ostringstream gp;
   gp << kCommon << "set title " << gnuplot_literal(p.title) << "\nset ylabel "
@@ -163,27 +194,35 @@ std::string gnuplot_script(const StackedBars& p) {
      << "\nset style data histograms\nset style histogram rowstacked\n"
      << "set style fill solid 0.85 border -1\nset boxwidth 0.75\nset yrange [0:100]\n"
      << "set bmargin 19\n";
-  // The bar labels are literals on the x tics (bar i stands at x = i); the block holds numbers.
-  gp << "set xtics rotate by -60 left noenhanced (";
+  std::vector<std::string> labels;
   for (size_t c = 0; c < p.categories.size(); ++c)
-    gp << (c ? ", " : "")
-       << gnuplot_literal(c < p.labels.size() ? p.labels[c] : p.categories[c], 80) << " " << c;
-  gp << ")\n$d << EOD\n";
-  for (size_t c = 0; c < p.categories.size(); ++c) {
-    for (size_t part = 0; part < p.parts.size(); ++part) {
-      double v = part < p.values[c].size() ? p.values[c][part] : 0.0;
-      gp << (part ? " " : "") << number(std::isfinite(v) ? v : 0.0);
-    }
-    gp << "\n";
-  }
-  gp << "EOD\n";
-  for (size_t part = 0; part < p.parts.size(); ++part)
-    gp << (part ? ", '' using " : "plot $d using ") << part + 1 << " title "
-       << gnuplot_literal(p.parts[part]);
-  gp << "\n";
+    labels.push_back(c < p.labels.size() ? p.labels[c] : p.categories[c]);
+  bars_body(gp, -60, labels, p.values, p.parts, finite);
   // Wider for many bars, so their labels stay apart.
   int width = std::max(1000, 260 + 26 * static_cast<int>(p.categories.size()));
   gp << outputs(file_stem(p.name), width, 720);
+  return gp.str();
+}
+
+std::string gnuplot_script(const GroupedBars& p) {
+  std::ostringstream gp;
+  // The log axis spans the bars with room below the shortest, which would otherwise sit on it.
+  double low = 0, high = 0;
+  for (const auto& row : p.values)
+    for (double v : row)
+      if (positive(v)) {
+        low = low > 0 ? std::min(low, v) : v;
+        high = std::max(high, v);
+      }
+  gp << kCommon << "set title " << gnuplot_literal(p.title) << "\nset ylabel "
+     << gnuplot_literal(p.y_label)
+     << "\nset style data histograms\nset style histogram clustered gap 1\n"
+     << "set style fill solid 0.85 border -1\nset logscale y 10\nset bmargin 12\n";
+  if (low > 0 && std::isfinite(high * 2)) gp << "set yrange [" << number(low / 2) << ":" << number(high * 2) << "]\n";
+  // A missing bar (a tool that did not run) is 0, which the log axis leaves out.
+  bars_body(gp, -30, p.categories, p.values, p.groups, positive);
+  const int bars = static_cast<int>(p.categories.size() * (p.groups.size() + 1));
+  gp << outputs(file_stem(p.name), std::max(1000, 300 + 14 * bars), 600);
   return gp.str();
 }
 
@@ -255,6 +294,22 @@ PlotFiles Plotter::render(StackedBars p) {
   for (size_t c = 0; c < p.categories.size(); ++c) {
     rows.push_back({p.categories[c]});
     for (double v : p.values[c]) rows.back().push_back(number(v));
+  }
+  write_csv(folder_ + "/" + p.name + ".csv", rows);
+  return run_script(p.name, p.title, gnuplot_script(p));
+}
+
+PlotFiles Plotter::render(GroupedBars p) {
+  p.name = unique_stem(p.name);
+  // CSV: a row per category, a column per group member; empty where a bar is missing.
+  std::vector<std::vector<std::string>> rows{{"network"}};
+  rows[0].insert(rows[0].end(), p.groups.begin(), p.groups.end());
+  for (size_t c = 0; c < p.categories.size(); ++c) {
+    rows.push_back({p.categories[c]});
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      const double v = g < p.values[c].size() ? p.values[c][g] : NAN;
+      rows.back().push_back(std::isfinite(v) && v > 0 ? number(v) : "");
+    }
   }
   write_csv(folder_ + "/" + p.name + ".csv", rows);
   return run_script(p.name, p.title, gnuplot_script(p));

@@ -39,6 +39,15 @@ struct StackedBars {
   std::vector<std::string> labels;  // the bars' tic labels; empty: the categories
 };
 
+// The paper's figure: a group of bars per category (a network), a bar per group member (a tool),
+// values[category][member] on a log axis; a value that is not a positive finite number (a tool
+// that did not run) draws no bar.
+struct GroupedBars {
+  std::string name, title, y_label;
+  std::vector<std::string> categories, groups;  // the groups are the bars of each category
+  std::vector<std::vector<double>> values;
+};
+
 class Plotter {
  public:
   // `gnuplot` is a program name searched on PATH, or a path; empty means "do not plot".
@@ -50,6 +59,7 @@ class Plotter {
 
   PlotFiles render(LinePlot plot);
   PlotFiles render(StackedBars plot);
+  PlotFiles render(GroupedBars plot);
 
  private:
   // A safe file stem for `name` that no earlier plot of this report used.
@@ -65,6 +75,7 @@ class Plotter {
 // the fuzz target checks their output.
 std::string gnuplot_script(const LinePlot& plot);
 std::string gnuplot_script(const StackedBars& plot);
+std::string gnuplot_script(const GroupedBars& plot);
 
 // A gnuplot string literal that is only ever text: single quotes (inside them gnuplot does no
 // backquote, macro or escape substitution), a quote doubled, every control character (a newline

@@ -1,9 +1,23 @@
 // tools_view.cpp — the report's "Tools side by side" section: Shi et al.'s main table and
-// figures. One table per hardware (a CPU thread count, or a GPU model) with a row per network
-// (and mini-batch) and a column per tool (backend), the fastest of each row marked; then, per
-// network, the time per mini-batch against threads with a line per tool, as the paper's figures.
-// Only single-process records count; a tool's cell that did not end OK shows its status word.
+// figures. One table per hardware (a CPU thread count, or a GPU model) with a row per network,
+// mini-batch and setting and a column per tool (backend, with its own options), the fastest of
+// each row marked; the paper's figure, a grouped bar chart per hardware (network x tool, time per
+// mini-batch, log scale); then, per network, the time per mini-batch against threads with a line
+// per tool, as the paper's figures. Only single-process records count.
+//
+// A cell is keyed on everything that differs between records, so no figure stands for another:
+//  - rows: network, mini-batch, and the case keys that differ between that network's records on
+//    that hardware (precision, data, fused_step, iterations, a network plugin's options...), so
+//    bf16 is never set against fp32 and a real-data case never shares a cell with a synthetic one;
+//  - columns: the tool and its own options (`cpu_tensorflow (mode=xla)`);
+//  - within a cell, how the step was timed (timing.timer, timing.fused_step): records that differ
+//    there are shown apart, labelled, where the table mixes them.
+// Records of one cell and one way of timing are the same case repeated (rounds, --resume, several
+// files): their figure is the median of their medians, with the count. A record that did not end
+// OK never hides an OK one of its cell: the OK figure shows, the other outcome beside it. A figure
+// whose record carries a disturbance warning (other_load, spread) is marked, with a note.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -38,35 +52,212 @@ void remember(std::vector<T>& order, const T& v) {
   if (std::find(order.begin(), order.end(), v) == order.end()) order.push_back(v);
 }
 
-struct Cell {
-  bool ok = false;
-  double ms = 0;
-  std::string status;
+std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// Case keys that place a record in the table (its axes: network, tool, batch, threads) or that a
+// single process's figure does not depend on (bookkeeping, and how ranks would be launched and
+// talk); `options` is split by plugin below. Every other key is a setting of the case.
+const std::set<std::string> kNotSettings = {
+    "network",       "backend",   "batch",           "threads",      "timeout",
+    "tags",          "options",   "ranks",           "comm",         "launcher",
+    "launcher_args", "scaling",   "overlap",         "bucket_mb",    "comm_memory",
+    "interconnect",  "link_gbit", "link_latency_us", "oversubscribe"};
+
+// "mode=xla, jit=1": a plugin's options as the table labels them.
+std::string options_text(const json& options) {
+  std::string out;
+  if (options.is_object())
+    for (const auto& [key, v] : options.items())
+      out += (out.empty() ? "" : ", ") + key + "=" + value_text(v);
+  return out;
+}
+
+// The member `key` of `j` when `j` is an object that has it; else null. Records come from
+// anyone: `params` or `options` may be any JSON value.
+const json& member(const json& j, const std::string& key) {
+  static const json none;
+  if (!j.is_object()) return none;
+  auto it = j.find(key);
+  return it == j.end() ? none : *it;
+}
+
+// The tool's column: the backend and the options the case gave that backend's plugin. Options of
+// other plugins (a suite's options map reaches every case of its entry) are not the tool's.
+std::string column_of(const Record& r) {
+  const std::string tool = backend(r);
+  const std::string own = options_text(member(member(member(r.data, "params"), "options"), tool));
+  return own.empty() ? tool : tool + " (" + own + ")";
+}
+
+// The case's settings: every case key but the table's axes and the bookkeeping, and the options
+// of the network's plugin (`network_plugin`: known from any OK record of the network).
+std::map<std::string, std::string> settings_of(const Record& r, const std::string& network_plugin) {
+  std::map<std::string, std::string> out;
+  const json& params = member(r.data, "params");
+  if (!params.is_object()) return out;
+  for (const auto& [key, v] : params.items())
+    if (!kNotSettings.count(key)) out[key] = value_text(v);
+  const json& own = member(member(params, "options"), network_plugin);
+  if (!network_plugin.empty() && own.is_object())
+    for (const auto& [key, v] : own.items()) out[network_plugin + "." + key] = value_text(v);
+  return out;
+}
+
+// How the step was timed: the timer and whether the backend fused the step into one call. Only
+// an OK record says; records that differ here are never aggregated.
+struct Timing {
+  std::string timer;
+  bool fused = false;
+  bool operator<(const Timing& o) const {
+    return std::tie(timer, fused) < std::tie(o.timer, o.fused);
+  }
+  bool operator==(const Timing& o) const { return timer == o.timer && fused == o.fused; }
 };
 
-using Row = std::pair<std::string, int>;  // network, batch
+Timing timing_of(const Record& r) {
+  const json::json_pointer fused("/timing/fused_step");
+  return Timing{text_at(r.data, "/timing/timer"), r.data.contains(fused) &&
+                                                      r.data.at(fused).is_boolean() &&
+                                                      r.data.at(fused).get<bool>()};
+}
 
-// The single-process records of a group, by hardware, row and tool, in the order first seen.
+// The warnings that say the machine disturbed the measurement (docs/report.md, Warnings).
+std::vector<std::string> disturbances_of(const Record& r) {
+  std::vector<std::string> out;
+  auto it = r.data.find("warnings");
+  if (it != r.data.end() && it->is_array())
+    for (const auto& w : *it) {
+      const std::string code = text_at(w, "/code");
+      if (code == "other_load" || code == "spread") remember(out, code);
+    }
+  return out;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// One figure of a cell: the OK records of one way of timing, aggregated.
+struct Figure {
+  Timing timing;
+  std::vector<double> medians;
+  std::vector<std::string> disturbances;  // codes, over the records
+  std::vector<std::string> disturbed_at;  // file name:LINE of each disturbed record
+  double ms() const { return median_of(medians); }
+};
+
+struct Cell {
+  std::vector<Figure> figures;        // OK records, by way of timing, first seen first
+  std::map<std::string, int> not_ok;  // status -> records
+};
+
+struct Row {
+  std::string network;
+  int batch = 0;
+  std::string setting;  // the settings that set it apart from the network's other rows
+  bool operator<(const Row& o) const {
+    return std::tie(network, batch, setting) < std::tie(o.network, o.batch, o.setting);
+  }
+  bool operator==(const Row& o) const {
+    return network == o.network && batch == o.batch && setting == o.setting;
+  }
+};
+
+// The single-process records of a group, by hardware, row and column, in the order first seen.
 struct Grid {
-  std::vector<std::string> tools, hardware;
+  std::vector<std::string> tools, columns, hardware;
   std::map<std::string, std::string> library;  // tool -> its library, as the record says
   std::map<std::string, std::vector<Row>> rows;
-  std::map<std::tuple<std::string, Row, std::string>, Cell> cells;  // hardware, row, tool
+  std::map<std::tuple<std::string, Row, std::string>, Cell> cells;  // hardware, row, column
+  std::map<std::string, std::set<Timing>> timings;                  // hardware -> ways seen
 };
+
+// "precision=bf16, data=real": the settings of `mine` whose values differ among `all` (a key
+// one record lacks differs too), in key order; empty when nothing differs.
+std::string differing(const std::map<std::string, std::string>& mine,
+                      const std::vector<std::map<std::string, std::string>>& all) {
+  std::set<std::string> keys;
+  for (const auto& s : all)
+    for (const auto& kv : s) keys.insert(kv.first);
+  std::string out;
+  for (const auto& key : keys) {
+    std::set<std::string> values;
+    for (const auto& s : all) {
+      auto it = s.find(key);
+      values.insert(it == s.end() ? "(unset)" : it->second);
+    }
+    if (values.size() < 2) continue;
+    auto it = mine.find(key);
+    out += (out.empty() ? "" : ", ") + key + "=" + (it == mine.end() ? "(unset)" : it->second);
+  }
+  return out;
+}
+
+// Each record's row setting: what differs between the records of its network and mini-batch
+// under `scope` (a hardware, or "CPU" for the figures across thread counts).
+template <typename Scope>
+std::vector<std::string> row_settings(const std::vector<const Record*>& records, Scope scope) {
+  std::map<std::string, std::string> plugin;  // network -> its plugin
+  for (const Record* r : records) {
+    const std::string p = text_at(r->data, "/network/plugin");
+    if (!p.empty()) plugin[network(*r)] = p;
+  }
+  std::vector<std::map<std::string, std::string>> settings;
+  std::map<std::tuple<std::string, std::string, int>,
+           std::vector<std::map<std::string, std::string>>>
+      peers;
+  for (const Record* r : records) {
+    settings.push_back(settings_of(*r, plugin[network(*r)]));
+    peers[{scope(*r), network(*r), batch(*r)}].push_back(settings.back());
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < records.size(); ++i)
+    out.push_back(differing(settings[i],
+                            peers[{scope(*records[i]), network(*records[i]), batch(*records[i])}]));
+  return out;
+}
+
+std::vector<const Record*> single_process_records(const EnvironmentGroup& g) {
+  std::vector<const Record*> out;
+  for (const Record* r : g.all)
+    if (single_process(*r)) out.push_back(r);
+  return out;
+}
 
 Grid collect(const EnvironmentGroup& g) {
   Grid grid;
-  for (const Record* r : g.records) {
-    if (!single_process(*r)) continue;
-    const std::string tool = backend(*r), hw = hardware_of(*r);
-    const Row row{network(*r), batch(*r)};
+  const std::vector<const Record*> records = single_process_records(g);
+  const std::vector<std::string> setting = row_settings(records, hardware_of);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const Record& r = *records[i];
+    const std::string tool = backend(r), column = column_of(r), hw = hardware_of(r);
+    const Row row{network(r), batch(r), setting[i]};
     remember(grid.tools, tool);
+    remember(grid.columns, column);
     remember(grid.hardware, hw);
     remember(grid.rows[hw], row);
-    const std::string lib = text_at(r->data, "/backend/device/library");
+    const std::string lib = text_at(r.data, "/backend/device/library");
     if (!lib.empty()) grid.library[tool] = lib;
-    grid.cells[{hw, row, tool}] =
-        is_ok(*r) ? Cell{true, step_median_ms(*r), "OK"} : Cell{false, 0, status(*r)};
+    Cell& cell = grid.cells[{hw, row, column}];
+    if (!is_ok(r)) {
+      ++cell.not_ok[status(r)];
+      continue;
+    }
+    const Timing timing = timing_of(r);
+    grid.timings[hw].insert(timing);
+    auto f = std::find_if(cell.figures.begin(), cell.figures.end(),
+                          [&](const Figure& x) { return x.timing == timing; });
+    if (f == cell.figures.end())
+      f = cell.figures.insert(cell.figures.end(), Figure{timing, {}, {}, {}});
+    f->medians.push_back(step_median_ms(r));
+    const std::vector<std::string> codes = disturbances_of(r);
+    for (const auto& c : codes) remember(f->disturbances, c);
+    // The file's name and line: the Warnings section gives the whole path.
+    if (!codes.empty())
+      f->disturbed_at.push_back(r.file.substr(r.file.find_last_of('/') + 1) + ":" +
+                                std::to_string(r.line));
   }
   // CPU tables by ascending thread count, then GPUs, as the paper orders its platforms.
   std::stable_sort(grid.hardware.begin(), grid.hardware.end(),
@@ -78,70 +269,206 @@ Grid collect(const EnvironmentGroup& g) {
                      };
                      return order(a) < order(b);
                    });
+  // A network's rows together, in first-seen order; its settings in first-seen order too.
+  for (auto& [hw, rows] : grid.rows) {
+    std::vector<std::string> networks;
+    for (const auto& row : rows) remember(networks, row.network);
+    std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+      return std::find(networks.begin(), networks.end(), a.network) <
+             std::find(networks.begin(), networks.end(), b.network);
+    });
+  }
   return grid;
 }
 
-// One hardware's table: a row per network and mini-batch, a column per tool, the fastest marked.
-Table hardware_table(const Grid& grid, const std::string& hw) {
-  Table t{{"network", "batch"}, {}, 2};
-  for (const auto& tool : grid.tools) t.header.push_back(tool);
-  t.header.push_back("fastest");
-  t.header.push_back("x fastest");
-  for (const auto& row : grid.rows.at(hw)) {
-    std::vector<std::string> line{row.first, std::to_string(row.second)};
-    const Cell* best = nullptr;
-    const Cell* worst = nullptr;
-    std::string best_tool;
-    for (const auto& tool : grid.tools) {
-      auto it = grid.cells.find({hw, row, tool});
-      if (it == grid.cells.end() || !it->second.ok) continue;
-      if (best == nullptr || it->second.ms < best->ms) best = &it->second, best_tool = tool;
-      if (worst == nullptr || it->second.ms > worst->ms) worst = &it->second;
-    }
-    for (const auto& tool : grid.tools) {
-      auto it = grid.cells.find({hw, row, tool});
-      if (it == grid.cells.end())
-        line.push_back("");
-      else if (!it->second.ok)
-        line.push_back(it->second.status);
-      else
-        line.push_back(format_ms(it->second.ms) + (&it->second == best ? " *" : ""));
-    }
-    line.push_back(best ? best_tool : "-");
-    line.push_back(best && best->ms > 0 ? format_number(worst->ms / best->ms, 2) : "-");
-    t.rows.push_back(line);
-  }
-  return t;
+// "[fused, host_clock]": how a figure was timed, where the table mixes ways of timing.
+std::string timing_label(const Timing& t, const std::set<Timing>& seen) {
+  std::set<std::string> timers;
+  std::set<bool> fused;
+  for (const auto& s : seen) timers.insert(s.timer), fused.insert(s.fused);
+  std::string label;
+  if (fused.size() > 1 && t.fused) label = "fused";
+  if (timers.size() > 1)
+    label += (label.empty() ? "" : ", ") + (t.timer.empty() ? "timer not recorded" : t.timer);
+  return label.empty() ? "" : " [" + label + "]";
 }
 
-// The paper's figures: per network and mini-batch, time against threads, a line per tool.
+std::string outcomes_text(const std::map<std::string, int>& not_ok) {
+  std::string out;
+  for (const auto& [st, n] : not_ok)
+    out += (out.empty() ? "" : ", ") + st + (n > 1 ? " (x" + std::to_string(n) + ")" : "");
+  return out;
+}
+
+// One hardware's table: a row per network, mini-batch and setting, a column per tool, the
+// fastest marked; the notes the table needs under it.
+struct HardwareTable {
+  Table table;
+  bool repeats = false, setting = false;
+  std::vector<std::string> disturbed, hidden_outcomes;
+};
+
+HardwareTable hardware_table(const Grid& grid, const std::string& hw) {
+  HardwareTable out;
+  const std::vector<Row>& rows = grid.rows.at(hw);
+  out.setting =
+      std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.setting.empty(); });
+  Table& t = out.table;
+  t = Table{{"network", "batch"}, {}, 2};
+  if (out.setting) t.header.push_back("setting"), t.first_numeric_column = 3;
+  for (const auto& column : grid.columns) t.header.push_back(column);
+  t.header.push_back("fastest");
+  t.header.push_back("x fastest");
+  const std::set<Timing> no_timings;
+  auto seen_it = grid.timings.find(hw);
+  const std::set<Timing>& seen = seen_it == grid.timings.end() ? no_timings : seen_it->second;
+  for (const auto& row : rows) {
+    std::vector<std::string> line{row.network, std::to_string(row.batch)};
+    if (out.setting) line.push_back(row.setting);
+    // The fastest and slowest OK figures of the row: one setting, so like with like.
+    const Figure* best = nullptr;
+    const Figure* worst = nullptr;
+    std::string best_name;
+    for (const auto& column : grid.columns) {
+      auto it = grid.cells.find({hw, row, column});
+      if (it == grid.cells.end()) continue;
+      for (const Figure& f : it->second.figures) {
+        if (best == nullptr || f.ms() < best->ms())
+          best = &f, best_name = column + timing_label(f.timing, seen);
+        if (worst == nullptr || f.ms() > worst->ms()) worst = &f;
+      }
+    }
+    for (const auto& column : grid.columns) {
+      auto it = grid.cells.find({hw, row, column});
+      if (it == grid.cells.end()) {
+        line.push_back("");
+        continue;
+      }
+      const Cell& cell = it->second;
+      if (cell.figures.empty()) {
+        line.push_back(outcomes_text(cell.not_ok));
+        continue;
+      }
+      std::string text;
+      for (const Figure& f : cell.figures) {
+        const size_t n = f.medians.size();
+        text += (text.empty() ? "" : " / ") + format_ms(f.ms()) + (&f == best ? " *" : "") +
+                (n > 1 ? " (x" + std::to_string(n) + ")" : "") + timing_label(f.timing, seen) +
+                (f.disturbances.empty() ? "" : " !");
+        out.repeats = out.repeats || n > 1;
+        if (!f.disturbances.empty()) {
+          std::string codes, at;
+          for (const auto& c : f.disturbances) codes += (codes.empty() ? "" : ", ") + c;
+          for (const auto& w : f.disturbed_at) at += (at.empty() ? "" : ", ") + w;
+          out.disturbed.push_back(row.network + " b" + std::to_string(row.batch) +
+                                  (row.setting.empty() ? "" : " (" + row.setting + ")") + ", " +
+                                  column + ": " + codes + " (" + at + ")");
+        }
+      }
+      if (!cell.not_ok.empty()) {
+        text += " (+ " + outcomes_text(cell.not_ok) + ")";
+        out.hidden_outcomes.push_back(row.network + " b" + std::to_string(row.batch) + ", " +
+                                      column);
+      }
+      line.push_back(text);
+    }
+    line.push_back(best ? best_name : "-");
+    line.push_back(best && best->ms() > 0 ? format_number(worst->ms() / best->ms(), 2) : "-");
+    t.rows.push_back(line);
+  }
+  return out;
+}
+
+// The notes under one hardware's table: what its marks mean, where it has them.
+void add_notes(Section& s, const HardwareTable& h) {
+  if (h.setting)
+    s.paragraph(
+        "Rows of one network differ in the case keys under `setting` (precision, data, tool "
+        "settings, iterations...): figures are compared, and the fastest named, only within a "
+        "row.");
+  if (h.repeats)
+    s.paragraph(
+        "(xN): the same case ran N times (rounds, --resume, several files): the figure is the "
+        "median of the N records' medians.");
+  if (!h.hidden_outcomes.empty())
+    s.paragraph(
+        "(+ STATUS): the case also has records that did not end OK (reasons under \"Cases that "
+        "did not end OK\"); the figure is from its OK records.");
+  if (!h.disturbed.empty()) {
+    std::string list;
+    for (const auto& d : h.disturbed) list += (list.empty() ? "" : "; ") + d;
+    s.paragraph(
+        "! marks a figure taken while the machine disturbed it, not the tool's own: its record "
+        "warns other_load (other processes used the cores) or spread (its step times spread "
+        "widely); see Warnings. " +
+        list + ".");
+  }
+}
+
+// The paper's figure for one hardware: a group of bars per network (and mini-batch, and
+// setting), a bar per tool, time per mini-batch on a log axis. Cells with several figures (ways
+// of timing) give their first; a cell without an OK figure gives no bar.
+GroupedBars hardware_bars(const Grid& grid, const std::string& hw, const std::string& label) {
+  GroupedBars bars{"tools_bars_" + label + "_" + hw,
+                   "Time per mini-batch, " + hw + " (" + label + ")",
+                   "ms per mini-batch (log scale)",
+                   {},
+                   {},
+                   {}};
+  bars.groups = grid.columns;
+  for (const auto& row : grid.rows.at(hw)) {
+    std::vector<double> values;
+    bool any = false;
+    for (const auto& column : grid.columns) {
+      auto it = grid.cells.find({hw, row, column});
+      const bool ok = it != grid.cells.end() && !it->second.figures.empty();
+      values.push_back(ok ? it->second.figures.front().ms() : NAN);
+      any = any || ok;
+    }
+    if (!any) continue;
+    bars.categories.push_back(row.network + " b" + std::to_string(row.batch) +
+                              (row.setting.empty() ? "" : " " + row.setting));
+    bars.values.push_back(values);
+  }
+  return bars;
+}
+
+// The paper's figures: per network, mini-batch and setting, time against threads, a line per
+// tool (and its options).
 void add_thread_figures(Section& s, const EnvironmentGroup& g,
-                        const std::vector<std::string>& tools, Plotter& plotter) {
+                        const std::vector<std::string>& columns, Plotter& plotter) {
+  std::vector<const Record*> cpu;
+  for (const Record* r : single_process_records(g))
+    if (is_ok(*r) && hardware_of(*r).rfind("CPU, ", 0) == 0 && threads_asked(*r) > 0)
+      cpu.push_back(r);
+  const std::vector<std::string> setting =
+      row_settings(cpu, [](const Record&) { return std::string("CPU"); });
   std::vector<Row> networks;
-  std::map<Row, std::map<std::string, std::map<double, double>>> lines;
-  for (const Record* r : g.records) {
-    if (!single_process(*r) || !is_ok(*r) || hardware_of(*r).rfind("CPU, ", 0) != 0) continue;
-    const int t = threads_asked(*r);
-    if (t <= 0) continue;
-    const Row row{network(*r), batch(*r)};
+  std::map<Row, std::map<std::string, std::map<double, std::vector<double>>>> lines;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const Record& r = *cpu[i];
+    const Row row{network(r), batch(r), setting[i]};
     remember(networks, row);
-    lines[row][backend(*r)][double(t)] = step_median_ms(*r);
+    lines[row][column_of(r)][double(threads_asked(r))].push_back(step_median_ms(r));
   }
   int plotted = 0;
   for (const auto& row : networks) {
-    LinePlot p{
-        "tools_" + g.label + "_" + std::to_string(++plotted),
-        row.first + " b" + std::to_string(row.second) + ": time per mini-batch (" + g.label + ")",
-        "threads",
-        "ms per mini-batch",
-        true,
-        true,
-        false,
-        {}};
-    for (const auto& tool : tools) {
-      auto it = lines[row].find(tool);
+    LinePlot p{"tools_" + g.label + "_" + std::to_string(++plotted),
+               row.network + " b" + std::to_string(row.batch) +
+                   (row.setting.empty() ? "" : " " + row.setting) + ": time per mini-batch (" +
+                   g.label + ")",
+               "threads",
+               "ms per mini-batch",
+               true,
+               true,
+               false,
+               {}};
+    for (const auto& column : columns) {
+      auto it = lines[row].find(column);
       if (it == lines[row].end() || it->second.size() < 2) continue;
-      p.series.push_back(Series{tool, {it->second.begin(), it->second.end()}, false});
+      Series line{column, {}, false};
+      for (const auto& [t, ms] : it->second) line.points.push_back({t, median_of(ms)});
+      p.series.push_back(line);
     }
     if (!p.series.empty()) s.add(plotter.render(p));
   }
@@ -153,18 +480,23 @@ Section tools_view(const EnvironmentGroup& g, Plotter& plotter) {
   Section s{"Tools side by side (" + g.label + ")", {}};
   const Grid grid = collect(g);
   const std::vector<std::string>& tools = grid.tools;
-  if (tools.size() < 2) {
+  if (grid.columns.size() < 2) {
     s.paragraph(tools.empty() ? "No single-process records."
-                              : "Only one tool (" + tools[0] +
-                                    ") ran here: nothing to set side by "
-                                    "side.");
+                              : "Only one tool (" + grid.columns[0] +
+                                    ") ran here: nothing to set side by side.");
+    if (!tools.empty())
+      for (const auto& hw : grid.hardware) {
+        GroupedBars bars = hardware_bars(grid, hw, g.label);
+        if (!bars.categories.empty()) s.add(plotter.render(bars));
+      }
     return s;
   }
   s.paragraph(
       "The paper's question: for this network on this hardware, which tool trains fastest? "
       "Median milliseconds per training mini-batch (forward + backward + update), every tool "
-      "given the same graph, initial weights, synthetic data, SGD settings and timer. `*` marks "
-      "the fastest tool of a row; `x fastest` is the slowest OK tool's time over the fastest's. "
+      "given the same graph, initial weights, data, SGD settings and timer. A row is one network, "
+      "mini-batch and setting; a column one tool with the options the case gave it. `*` marks "
+      "the fastest figure of a row; `x fastest` is the slowest OK figure over the fastest. "
       "A case that did not end OK shows its status (reasons under \"Cases that did not end "
       "OK\").");
   Table libs{{"tool", "library (as the backend reports it)"}, {}, 99};
@@ -175,9 +507,13 @@ Section tools_view(const EnvironmentGroup& g, Plotter& plotter) {
   s.add(libs);
   for (const auto& hw : grid.hardware) {
     s.paragraph(hw + ":");
-    s.add(hardware_table(grid, hw));
+    const HardwareTable h = hardware_table(grid, hw);
+    s.add(h.table);
+    add_notes(s, h);
+    GroupedBars bars = hardware_bars(grid, hw, g.label);
+    if (!bars.categories.empty()) s.add(plotter.render(bars));
   }
-  add_thread_figures(s, g, tools, plotter);
+  add_thread_figures(s, g, grid.columns, plotter);
   return s;
 }
 

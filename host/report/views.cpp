@@ -57,7 +57,17 @@ void add_plot(Section& s, Plotter& plotter, const LinePlot& p) {
 
 std::string format_number(double v, int decimals) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  if (std::isfinite(v) && std::abs(v) >= 1e15)
+    std::snprintf(buf, sizeof(buf), "%.3e", v);
+  else
+    std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+std::string format_count(double v) {
+  if (std::isfinite(v) && std::abs(v) < 1e15 && v == std::floor(v)) return format_number(v, 0);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
   return buf;
 }
 
@@ -124,7 +134,7 @@ std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& re
       return e.key == key && libraries_agree(e.libraries, libs);
     });
     if (g == groups.end()) {
-      groups.push_back({"E" + std::to_string(groups.size() + 1), key, env, {}, {}});
+      groups.push_back({"E" + std::to_string(groups.size() + 1), key, env, {}, {}, {}, 0});
       g = groups.end() - 1;
     }
     g->libraries.insert(libs.begin(), libs.end());
@@ -148,7 +158,7 @@ std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& re
       g = std::find_if(groups.begin(), groups.end(),
                        [&](const EnvironmentGroup& e) { return e.key == key; });
     if (g == groups.end()) {
-      groups.push_back({"E" + std::to_string(groups.size() + 1), key, env, libs, {}});
+      groups.push_back({"E" + std::to_string(groups.size() + 1), key, env, libs, {}, {}, 0});
       g = groups.end() - 1;
     }
     group_of[i] = static_cast<size_t>(g - groups.begin());
@@ -158,6 +168,7 @@ std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& re
   for (size_t i = 0; i < records.size(); ++i) {
     EnvironmentGroup& g = groups[group_of[i]];
     const Record& r = records[i];
+    g.all.push_back(&r);
     auto same = std::find_if(g.records.begin(), g.records.end(),
                              [&](const Record* o) { return case_id(*o) == case_id(r); });
     if (same != g.records.end()) {
@@ -215,19 +226,29 @@ Section time_per_minibatch_view(const EnvironmentGroup& g) {
   s.paragraph(
       "Median milliseconds per training mini-batch (forward + backward + update), one "
       "process, network x backend x threads, as the paper's tables. A case that did not "
-      "end OK shows its status.");
+      "end OK shows its status. Cases of one network, backend and threads that differ in "
+      "other keys (precision, data, ...) share a cell, their figures side by side in file "
+      "order; a case that did not end OK never hides one that did (the tools table keys them "
+      "apart).");
   using Row = std::pair<std::string, int>;     // network, batch
   using Column = std::pair<std::string, int>;  // backend, threads
   std::vector<Row> rows;
   std::set<Column> columns;
-  std::map<std::pair<Row, Column>, std::string> cells;
+  struct TimeCell {
+    std::vector<std::string> figures, others;
+  };
+  std::map<std::pair<Row, Column>, TimeCell> cells;
   for (const Record* r : g.records) {
     if (!single_rank(r)) continue;
     Row row{network(*r), batch(*r)};
     Column col{backend(*r), threads(*r)};
     remember(rows, row);
     columns.insert(col);
-    cells[{row, col}] = is_ok(*r) ? format_ms(step_median_ms(*r)) : status(*r);
+    // A later record of another case never replaces an earlier one: OK figures side by side,
+    // the other outcomes after them.
+    TimeCell& cell = cells[{row, col}];
+    (is_ok(*r) ? cell.figures : cell.others)
+        .push_back(is_ok(*r) ? format_ms(step_median_ms(*r)) : status(*r));
   }
   if (rows.empty()) {
     s.paragraph("No single-process records.");
@@ -248,7 +269,14 @@ Section time_per_minibatch_view(const EnvironmentGroup& g) {
     std::vector<std::string> cells_row{row.first, std::to_string(row.second)};
     for (const auto& c : columns) {
       auto it = cells.find({row, c});
-      cells_row.push_back(it == cells.end() ? "" : it->second);
+      std::string figures, others;
+      if (it != cells.end()) {
+        for (const auto& f : it->second.figures) figures += (figures.empty() ? "" : " / ") + f;
+        for (const auto& o : it->second.others) others += (others.empty() ? "" : ", ") + o;
+      }
+      cells_row.push_back(figures.empty()  ? others
+                          : others.empty() ? figures
+                                           : figures + " (+ " + others + ")");
     }
     t.rows.push_back(cells_row);
   }
@@ -425,7 +453,8 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
     // A fused step (ABI 1.4) did its work in one of the three calls: its phase times are not a
     // breakdown, so the row shows the step only and the plot leaves the case out.
     if (fused_step(*r)) {
-      row.resize(head.size(), "fused");
+      row.push_back("fused step: no breakdown");
+      row.resize(head.size(), "");
       t.rows.push_back(row);
       continue;
     }
@@ -460,7 +489,8 @@ namespace {
 // Language models' tokens/s and, where the case measured one (`matmul_peak`), the backend's
 // matmul peak and the fraction of it the training reached (model FLOP utilisation). Empty when
 // no OK record of the group has either, so older reports stay as they were.
-Table tokens_and_utilisation(const EnvironmentGroup& g) {
+Table tokens_and_utilisation(const EnvironmentGroup& g, bool& impossible) {
+  impossible = false;
   Table t{{"case", "tokens/sample", "tokens/s", "TFLOP/s", "matmul peak TFLOP/s", "MFU"}, {}, 1};
   for (const Record* r : g.records) {
     const bool tokens = has(r->data, "/timing/tokens_per_second");
@@ -469,12 +499,15 @@ Table tokens_and_utilisation(const EnvironmentGroup& g) {
     const double achieved = number_at(r->data, "/timing/train_gflops_per_second_est");
     // The peak is one rank's (one device's); the achieved rate is all ranks'.
     const double peak_all_ranks = number_at(r->data, "/matmul_peak/gflops") * ranks(*r);
+    const double mfu = peak && peak_all_ranks > 0 ? achieved / peak_all_ranks : NAN;
+    // Training cannot outrun the matmul peak of its own backend: an MFU above 1 says the peak was
+    // mismeasured (a matmul too small to time the GEMM, or a disturbed run), not the model.
+    impossible = impossible || mfu > 1;
     t.rows.push_back(
-        {case_id(*r),
-         tokens ? std::to_string(integer_at(r->data, "/network/tokens_per_sample")) : "-",
+        {case_id(*r), tokens ? format_count(number_at(r->data, "/network/tokens_per_sample")) : "-",
          tokens ? format_number(number_at(r->data, "/timing/tokens_per_second"), 1) : "-",
          format_number(achieved / 1e3, 3), peak ? format_number(peak_all_ranks / 1e3, 3) : "-",
-         peak && peak_all_ranks > 0 ? format_number(achieved / peak_all_ranks, 3) : "-"});
+         std::isnan(mfu) ? "-" : format_number(mfu, 3) + (mfu > 1 ? " (impossible)" : "")});
   }
   return t;
 }
@@ -483,7 +516,8 @@ Table tokens_and_utilisation(const EnvironmentGroup& g) {
 
 Section gflops_view(const EnvironmentGroup& g) {
   Section s{"Achieved GFLOP/s (" + g.label + ")", {}};
-  const Table tokens = tokens_and_utilisation(g);
+  bool impossible = false;
+  const Table tokens = tokens_and_utilisation(g, impossible);
   const bool any_peak = std::any_of(g.records.begin(), g.records.end(), [](const Record* r) {
     return is_ok(*r) && has(r->data, "/matmul_peak/gflops");
   });
@@ -521,6 +555,13 @@ Section gflops_view(const EnvironmentGroup& g) {
       "through the same backend, threads and precision (matmul_peak: one FC forward of "
       "M = N = K = the key's value, 2MNK FLOPs), times the ranks; - where the record has none.");
   s.add(tokens);
+  if (impossible)
+    s.paragraph(
+        "(impossible): an MFU above 1 cannot be: training ran faster than the matmul peak "
+        "measured through the same backend, so that peak is wrong, not the training. A matmul "
+        "too small to be timed by its GEMM (its call overhead and loss dominate; `dlhost "
+        "validate` refuses matmul_peak below 256) or a disturbed peak run (see Warnings) gives "
+        "one. Measure it again with matmul_peak 1024 to 2048 on a CPU, 8192 on a GPU.");
   return s;
 }
 

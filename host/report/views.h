@@ -16,20 +16,27 @@
 namespace dlhost::report {
 
 // Records that share an environment_key (CPU model, cores, library versions), in input order.
-// When a case id appears more than once in a group, the later record stands.
+// When a case id appears more than once in a group, the later record stands in `records`;
+// `all` keeps every record of the group (repeats included), for the views that aggregate them.
 struct EnvironmentGroup {
   std::string label;  // E1, E2, ... in order of first appearance
   std::string key;
   json environment;                              // of the group's first record
   std::map<std::string, std::string> libraries;  // every record's, merged (they agree)
   std::vector<const Record*> records;
-  int superseded = 0;  // earlier records of a case id that a later one replaced
+  std::vector<const Record*> all;  // every record of the group, in input order
+  int superseded = 0;              // earlier records of a case id that a later one replaced
 };
 std::vector<EnvironmentGroup> group_by_environment(const std::vector<Record>& records);
 
-// Numbers as the tables print them: milliseconds with 3-4 significant digits.
+// Numbers as the tables print them: milliseconds with 3-4 significant digits; a number with
+// `decimals` decimals, or in scientific notation where that would print more than 15 digits
+// before the point (1e308 is "1.000e+308", never 309 digits).
 std::string format_ms(double ms);
 std::string format_number(double v, int decimals);
+// A count a record holds (tokens per sample): the integer, or scientific notation beyond 1e15
+// (a double no 64-bit integer holds is never printed as 0).
+std::string format_count(double v);
 
 // Plot labels for case ids that say only what varies: each id's dot-separated parts ("fcn5",
 // "cpu_onednn", "b64", "comm=none"; a part starting with a digit stays with the one before, so

@@ -21,6 +21,13 @@ namespace dlhost {
 // kText: any non-empty string (a path), checked against no catalog.
 enum class KeyKind { kName, kInt, kNumber, kBool, kChoice, kOptions, kTags, kText };
 
+// The smallest matmul_peak (M = N = K) other than 0 that a suite may ask for. The peak divides
+// the training rate (MFU), so it must be the GEMM's rate: at 256 the FC forward does 2 x 256^3 =
+// 33.5 MFLOP, 256 FLOPs per element of its O(M N) loss, and takes about 0.1 ms even at
+// 300 GFLOP/s, well above a backend call's tens of microseconds; below it the call overhead and
+// the loss dominate and the "peak" can fall under the training's own rate.
+constexpr int64_t kMatmulPeakFloor = 256;
+
 struct KeySpec {
   std::string name;
   KeyKind kind = KeyKind::kName;

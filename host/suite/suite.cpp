@@ -612,6 +612,13 @@ class Loader {
         int64_t i = 0;
         if (!plain || !parse_int(text, &i)) bad(describe(node));
         if (spec.has_min && (spec.min_exclusive ? i <= spec.min : i < spec.min)) bad(text);
+        if (spec.name == "matmul_peak" && i > 0 && i < kMatmulPeakFloor)
+          fail(where, "'matmul_peak' must be 0 (not measured) or at least " +
+                          std::to_string(kMatmulPeakFloor) + ", got " + text +
+                          ": a smaller FC forward is timed by its call overhead and its loss, not "
+                          "by the GEMM, so its peak is far too low and the report's MFU "
+                          "impossible (matmul_peak 1 measured 0.004 GFLOP/s: MFU 14662); 1024 to "
+                          "2048 suit a CPU, 8192 a GPU");
         return i;
       }
       case Kind::kNumber: {

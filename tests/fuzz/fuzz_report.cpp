@@ -3,9 +3,16 @@
 // hang or a sanitizer report); what the reader accepts goes through the views, compare and
 // export without throwing; every CSV the export writes reads back as its cells with no formula;
 // every gnuplot script made from the records' strings (titles, series names, bar labels) is
-// inert by the independent check in tests/host/report/writer_checks.h.
+// inert, and the Markdown of the views and of a document made of the records' strings in every
+// place one can stand (title, headings, paragraphs with code spans, table cells, plot captions)
+// holds no structure of their making, both by the independent checks in
+// tests/host/report/writer_checks.h.
+#include <stdlib.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -56,10 +63,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     doc.sections.push_back(time_per_minibatch_view(g));
     doc.sections.push_back(gflops_view(g));
   }
+  // The tools view draws no plot here (no gnuplot), but writes its plots' CSVs: into a folder
+  // of this process's own.
+  static const std::string plots = [] {
+    char folder[] = "/tmp/fuzz_report_XXXXXX";
+    if (!mkdtemp(folder)) __builtin_trap();
+    static const std::string made = folder;
+    std::atexit([] { std::filesystem::remove_all(made); });  // libFuzzer ends by exit()
+    return made;
+  }();
+  Plotter plotter(plots, "");
+  for (const auto& g : groups) doc.sections.push_back(tools_view(g, plotter));
   doc.sections.push_back(not_ok_view(in.records));
   doc.sections.push_back(warnings_view(in.records));
   std::ostringstream sink;
-  sink << to_markdown(doc) << to_html(doc, "");
+  const std::string views_md = to_markdown(doc);
+  check(checks::markdown_problem(views_md, 1 + doc.sections.size()).empty());
+  sink << views_md << to_html(doc, "");
   Comparison c = compare_records(in.records, in.records, 0.05, 0.05);
   print_comparison(c, "a", "b", sink);
   check(c.regressions == 0);  // a file against itself cannot be slower
@@ -77,6 +97,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     line.series.push_back(
         Series{strings[i], {{1.0 + static_cast<double>(i), 2.0}, {3.0, -1.0}}, i % 2 == 1});
   check(checks::gnuplot_script_problem(gnuplot_script(line)).empty());
+  // Markdown: the records' strings as the title, headings, paragraphs (inside and outside code
+  // spans), table cells and plot captions.
+  Document strings_doc{strings[0], {}};
+  for (size_t i = 0; i < strings.size(); ++i) {
+    Section section{strings[i], {}};
+    section.paragraph(strings[i] + " `" + strings[strings.size() - 1 - i] + "` " + strings[0]);
+    Table table{{strings[i], "x"}, {{strings.back(), strings[i]}, {"1", strings[0]}}, 1};
+    section.add(table);
+    section.add(PlotFiles{strings[i], "plot.csv", i % 2 ? "plot.png" : "", "plot.svg"});
+    strings_doc.sections.push_back(section);
+  }
+  check(
+      checks::markdown_problem(to_markdown(strings_doc), 1 + strings_doc.sections.size()).empty());
+
+  GroupedBars grouped{strings[0], strings.back(), strings[0], strings, {strings.back(), "x"}, {}};
+  for (size_t i = 0; i < strings.size(); ++i)
+    grouped.values.push_back({static_cast<double>(i), i % 2 ? -1.0 : 1e308});
+  check(checks::gnuplot_script_problem(gnuplot_script(grouped)).empty());
+
   StackedBars bars{strings.back(), strings[0], strings.back(), strings, {strings[0], "x"}, {}, {}};
   for (size_t i = 0; i < strings.size(); ++i) bars.values.push_back({static_cast<double>(i), 1.0});
   std::string common;

@@ -280,12 +280,14 @@ TEST(HostileReport, AHugeReasonIsCutWithANote) {
   write_file(folder + "/r.jsonl", r.dump() + "\n");
   ReportOptions o{{folder + "/r.jsonl"}, folder + "/out", ""};
   write_report(o);
+  // report.md escapes the note's brackets as any text's (they would be a link's).
   for (const char* file : {"/out/report.md", "/out/report.html"}) {
     SCOPED_TRACE(file);
     const std::string text = slurp(folder + file);
+    const std::string end = std::string(file) == "/out/report.md" ? "\\]" : "]";
     EXPECT_LT(text.size(), 64u * 1024);
     EXPECT_NE(
-        text.find("[cut: 1048580 bytes in all; the whole text is in " + folder + "/r.jsonl:1]"),
+        text.find("cut: 1048580 bytes in all; the whole text is in " + folder + "/r.jsonl:1" + end),
         std::string::npos);
   }
 }
@@ -366,4 +368,74 @@ TEST(HostileTerminal, ComparisonAndErrorsPrintNoControlCharacter) {
   const std::string message = read_error(folder + "/raw.jsonl");
   EXPECT_NE(message.find("raw.jsonl:1: not a JSON record"), std::string::npos) << message;
   EXPECT_EQ(message.find('\x1b'), std::string::npos);
+}
+
+// Issue 43, item 10: report.md passed record strings through: HTML, links and remote images in a
+// network or library string reached the Markdown raw, and a newline in backend.device.model
+// injected a heading and a table. Every string is now text; report.html stays escaped.
+TEST(HostileReport, MarkdownHoldsNoStructureOfARecordsMaking) {
+  const std::string folder = fresh_folder("markdown");
+  const std::string script = "<script>alert(1)</script>";
+  const std::string image = "<img src=x onerror=alert(1)>";
+  const std::string link = "[x](javascript:alert(1))";
+  const std::string remote = "![t](http://evil.example/t.png)";
+  json a = ok_record();
+  a["network"]["name"] = "lenet" + script;
+  a["backend"]["device"]["model"] = "EPYC\n# Injected heading\n| a | b |\n|---|---|\n| 1 | 2 |";
+  a["backend"]["device"]["library"] = image + " " + link;
+  a["environment"]["cpu_model"] = "AMD\r\n- a list *and* _emphasis_ `code` &amp; &#60;b&#62;";
+  a["environment"]["libraries"]["cpu_onednn"] = remote;
+  json b = a;
+  b["case_id"] = "  1. " + link;
+  b["backend"]["name"] = "cpu_tool" + remote;
+  b["params"]["backend"] = b["backend"]["name"];
+  b["status"] = "FAILED";
+  b["reason"] = "\n> quoted\n    code\n```\nfence\n" + script;
+  write_file(folder + "/r.jsonl", a.dump() + "\n" + b.dump() + "\n");
+  ReportOptions o{{folder + "/r.jsonl"}, folder + "/out", ""};
+  const Document doc = write_report(o);
+  const std::string md = slurp(folder + "/out/report.md");
+  EXPECT_EQ(checks::markdown_problem(md, 1 + doc.sections.size()), "") << md;
+  for (const std::string& raw : {script, image, link, remote, std::string("\n# Injected"),
+                                 std::string("<b>"), std::string("&#60;")})
+    EXPECT_EQ(md.find(raw), std::string::npos) << raw;
+  // The strings are still there, as text.
+  EXPECT_NE(md.find("lenet&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(md.find("\\[x\\](javascript:alert(1))"), std::string::npos);
+  EXPECT_NE(md.find("&amp;amp;"), std::string::npos);
+  const std::string html = slurp(folder + "/out/report.html");
+  for (const std::string& raw : {script, image, std::string("<b>")})
+    EXPECT_EQ(html.find(raw), std::string::npos) << raw;
+}
+
+// The checker itself finds what the writer used to let through.
+TEST(HostileReport, TheMarkdownCheckFindsInjections) {
+  EXPECT_EQ(checks::markdown_problem("# t\n\ntext\n", 1), "");
+  EXPECT_NE(checks::markdown_problem("# t\n\na <script>\n", 1), "");
+  EXPECT_NE(checks::markdown_problem("# t\n\n[x](javascript:1)\n", 1), "");
+  EXPECT_NE(checks::markdown_problem("# t\n# u\n", 1), "");
+  EXPECT_NE(checks::markdown_problem("# t\n\n| a | b |\n|---|---|\n| 1 | 2 | 3 |\n", 1), "");
+  EXPECT_NE(checks::markdown_problem("# t\n\n- list\n", 1), "");
+  EXPECT_NE(checks::markdown_problem("# t\n\n&#60;\n", 1), "");
+}
+
+// The tools table reads `params` and its `options` of any shape: a record's params need not be
+// an object, nor its options.
+TEST(HostileReport, ParamsOfAnyShapeDoNotStopTheToolsTable) {
+  json a = ok_record(), b = ok_record(), c = ok_record();
+  b["case_id"] = "b";
+  b["backend"]["name"] = "cpu_other";
+  b["params"]["options"] = json::array({1, 2});
+  c["case_id"] = "c";
+  c["backend"]["name"] = "cpu_third";
+  c["params"] = "not an object";
+  a["params"]["options"] = {{"cpu_onednn", 7}, {"networks_paper", "x"}};
+  a["network"]["plugin"] = "networks_paper";
+  std::vector<Record> records{{a, "r", 1}, {b, "r", 2}, {c, "r", 3}};
+  auto groups = group_by_environment(records);
+  ASSERT_EQ(groups.size(), 1u);
+  Plotter plotter(fresh_folder("params_shapes"), "");
+  Section s;
+  ASSERT_NO_THROW(s = tools_view(groups[0], plotter));
+  EXPECT_EQ(s.title, "Tools side by side (E1)");
 }

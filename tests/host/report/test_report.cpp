@@ -358,3 +358,177 @@ TEST(Report, TokensPerSecondAndModelFlopUtilisation) {
   EXPECT_NE(slurp(old.folder + "/report.md").find("so the fraction-of-peak column is left out"),
             std::string::npos);
 }
+
+namespace {
+
+std::vector<const Table*> tables_of(const Section& s) {
+  std::vector<const Table*> out;
+  for (const auto& b : s.blocks)
+    if (b.kind == Block::kTable) out.push_back(&b.table);
+  return out;
+}
+
+// The report of tools_mixed.jsonl in a fresh folder.
+Document mixed_report(const std::string& name, const std::string& gnuplot, std::string& folder) {
+  ReportOptions o;
+  o.inputs = {kData + "/tools_mixed.jsonl"};
+  o.folder = folder = fresh_folder(name);
+  o.gnuplot = gnuplot;
+  return write_report(o);
+}
+
+std::string paragraphs_of(const Section& s) {
+  std::string out;
+  for (const auto& b : s.blocks)
+    if (b.kind == Block::kParagraph) out += b.text + "\n";
+  return out;
+}
+
+}  // namespace
+
+// Issue 40: a run mixing what it compares. The table keyed a cell on (hardware, network, batch,
+// tool) and the later record stood: the bf16 run was set against XLA, the fp32 graph-mode figures
+// vanished, a TIMEOUT replaced an OK cell and a SKIPPED real-data case its synthetic twin.
+TEST(Report, ToolsTableKeysACellOnEverythingThatDiffers) {
+  std::string folder;
+  Document doc = mixed_report("tools_mixed", "", folder);
+  const Section& s = section(doc, "Tools side by side (E1)");
+  const std::vector<const Table*> tables = tables_of(s);
+  ASSERT_EQ(tables.size(), 2u);  // the libraries, CPU 1 thread
+  const Table& t = *tables[1];
+  EXPECT_EQ(t.header, (std::vector<std::string>{"network", "batch", "setting", "cpu_tensorflow",
+                                                "cpu_tensorflow (mode=xla)", "cpu_onednn",
+                                                "cpu_mxnet", "fastest", "x fastest"}));
+  EXPECT_EQ(t.first_numeric_column, 3u);
+  std::string shown;
+  for (const auto& row : t.rows) {
+    for (const auto& cell : row) shown += cell + " | ";
+    shown += "\n";
+  }
+  ASSERT_EQ(t.rows.size(), 4u) << shown;
+  // fp32: cpu_onednn ran three times OK (20, 22, 19: the median 20) and once TIMEOUT; cpu_mxnet
+  // fused its step where the others did not.
+  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"lenet", "16", "precision=fp32", "30.00", "25.00",
+                                                 "20.00 * (x3) (+ TIMEOUT)", "28.00 [fused]",
+                                                 "cpu_onednn", "1.50"}));
+  // bf16 is a row of its own: never set against fp32.
+  EXPECT_EQ(t.rows[1], (std::vector<std::string>{"lenet", "16", "precision=bf16", "", "", "14.00 *",
+                                                 "", "cpu_onednn", "1.00"}));
+  // The synthetic case's OK figures stand; the real-data case (SKIPPED) has its own row; the
+  // figure taken beside other load is marked.
+  EXPECT_EQ(t.rows[2],
+            (std::vector<std::string>{"fcnr", "1024", "data=synthetic, evaluate=false", "700.0 !",
+                                      "", "662.9 *", "", "cpu_onednn", "1.06"}));
+  EXPECT_EQ(t.rows[3], (std::vector<std::string>{"fcnr", "1024", "data=real, evaluate=true", "", "",
+                                                 "SKIPPED", "", "-", "-"}));
+  const std::string notes = paragraphs_of(s);
+  EXPECT_NE(notes.find("(xN): the same case ran N times"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("(+ STATUS): the case also has records that did not end OK"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("! marks a figure taken while the machine disturbed it"), std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("fcnr b1024 (data=synthetic, evaluate=false), cpu_tensorflow: other_load, "
+                       "spread (tools_mixed.jsonl:10)"),
+            std::string::npos)
+      << notes;
+  // The time table: a SKIPPED real-data case no longer replaces the synthetic figure.
+  const Table& time = first_table(section(doc, "Time per mini-batch (E1)"));
+  ASSERT_EQ(time.rows.size(), 2u);
+  EXPECT_EQ(time.header[3], "cpu_onednn 1T");
+  EXPECT_EQ(time.rows[0][3], "19.00 / 14.00");  // the later fp32 record of the id, then bf16
+  EXPECT_EQ(time.rows[1][3], "662.9 (+ SKIPPED)");
+  // The chart's data: a bar per tool and row with an OK figure; none for the SKIPPED row.
+  EXPECT_EQ(slurp(folder + "/tools_bars_E1_CPU__1_thread.csv"),
+            "network,cpu_tensorflow,cpu_tensorflow (mode=xla),cpu_onednn,cpu_mxnet\n"
+            "lenet b16 precision=fp32,30,25,20,28\n"
+            "lenet b16 precision=bf16,,,14,\n"
+            "\"fcnr b1024 data=synthetic, evaluate=false\",700,,662.9,\n");
+}
+
+// The paper's figure: a grouped bar chart per hardware, drawn for a run at one thread count (it
+// had no picture at all), as PNG and SVG, referenced by report.md and inlined in report.html.
+TEST(Report, ToolsBarChartPerHardwareIsDrawnAndReferenced) {
+  if (find_program("gnuplot").empty())
+    GTEST_SKIP() << "gnuplot is not installed (Debian: gnuplot-nox); the chart cannot be drawn";
+  std::string folder;
+  mixed_report("tools_chart", "gnuplot", folder);
+  const std::string stem = "tools_bars_E1_CPU__1_thread";
+  const std::string png = slurp(folder + "/" + stem + ".png");
+  ASSERT_GT(png.size(), 8u);
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  boost::property_tree::ptree svg;
+  EXPECT_NO_THROW(boost::property_tree::read_xml(folder + "/" + stem + ".svg", svg));
+  const std::string md = slurp(folder + "/report.md");
+  EXPECT_NE(md.find("](" + stem + ".png)"), std::string::npos);
+  EXPECT_NE(md.find("](" + stem + ".svg)"), std::string::npos);
+  const std::string html = slurp(folder + "/report.html");
+  EXPECT_NE(html.find("<img alt=\"Time per mini-batch, CPU, 1 thread (E1)\" "
+                      "src=\"data:image/png;base64,iVBORw0KGgo"),
+            std::string::npos);
+  // The script: clustered bars on a log axis, the missing bars 0 (which the log axis leaves out).
+  const std::string gp = slurp(folder + "/" + stem + ".gp");
+  EXPECT_NE(gp.find("set style histogram clustered"), std::string::npos);
+  EXPECT_NE(gp.find("set logscale y 10"), std::string::npos);
+  EXPECT_NE(gp.find("\n0 0 14 0\n"), std::string::npos) << gp;
+}
+
+// A fused record (timing.fused_step) has no breakdown: the phase table says so once, not in
+// every phase column.
+TEST(Report, PhaseTableShowsAFusedRecordOnce) {
+  std::string folder;
+  Document doc = mixed_report("fused_phases", "", folder);
+  const Table& t = first_table(section(doc, "Where a mini-batch goes (E1)"));
+  const auto fused = std::find_if(t.rows.begin(), t.rows.end(), [](const auto& row) {
+    return row[0] == "lenet.cpu_mxnet.b16.t1";
+  });
+  ASSERT_NE(fused, t.rows.end());
+  EXPECT_EQ(*fused, (std::vector<std::string>{"lenet.cpu_mxnet.b16.t1", "28.00",
+                                              "fused step: no breakdown", "", "", ""}));
+}
+
+// Issue 43, item 7: `matmul_peak: 1` measured 0.004 GFLOP/s and the report showed an MFU of
+// 14662.7 as valid. An MFU above 1 is flagged impossible, with a note saying why.
+TEST(Report, AnMfuAboveOneIsFlaggedImpossible) {
+  const std::string folder = fresh_folder("impossible_mfu");
+  std::ifstream in(kData + "/results.jsonl");
+  std::string first;
+  std::getline(in, first);
+  auto r = nlohmann::ordered_json::parse(first);  // 80.57856 GFLOP/s
+  r["matmul_peak"] = {{"m", 1},
+                      {"n", 1},
+                      {"k", 1},
+                      {"pass", "forward"},
+                      {"gemm_flops", 2.0},
+                      {"iterations", 10},
+                      {"median_ms", 0.5},
+                      {"gflops", 0.004}};
+  std::ofstream(folder + "/peak.jsonl") << r.dump() << "\n";
+  ReportOptions o{{folder + "/peak.jsonl"}, folder + "/out", ""};
+  Document doc = write_report(o);
+  const Section& s = section(doc, "Achieved GFLOP/s (E1)");
+  const std::vector<const Table*> tables = tables_of(s);
+  ASSERT_EQ(tables.size(), 2u);
+  ASSERT_EQ(tables[1]->rows.size(), 1u);
+  EXPECT_EQ(tables[1]->rows[0].back(), "20144.640 (impossible)");
+  EXPECT_NE(paragraphs_of(s).find("(impossible): an MFU above 1 cannot be"), std::string::npos);
+}
+
+// Issue 43, item 10: a count beyond what a 64-bit integer holds printed 0.
+TEST(Report, HugeNumbersPrintAsTheyAre) {
+  EXPECT_EQ(format_number(1e308, 1), "1.000e+308");
+  EXPECT_EQ(format_number(123.456, 1), "123.5");
+  const std::string folder = fresh_folder("huge_tokens");
+  std::ifstream in(kData + "/results.jsonl");
+  std::string first;
+  std::getline(in, first);
+  auto r = nlohmann::ordered_json::parse(first);
+  r["network"]["tokens_per_sample"] = 1e308;
+  r["timing"]["tokens_per_second"] = 5.0;
+  std::ofstream(folder + "/tokens.jsonl") << r.dump() << "\n";
+  ReportOptions o{{folder + "/tokens.jsonl"}, folder + "/out", ""};
+  Document doc = write_report(o);
+  const std::vector<const Table*> tables = tables_of(section(doc, "Achieved GFLOP/s (E1)"));
+  ASSERT_EQ(tables.size(), 2u);
+  EXPECT_EQ(tables[1]->rows.at(0).at(1), "1e+308");
+}

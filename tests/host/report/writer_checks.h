@@ -7,6 +7,11 @@
 // character or word that could run anything (backquotes, macros, `!`, pipes, system, load, ...),
 // or a data-block line holding numbers only. Inside a single-quoted literal gnuplot substitutes
 // nothing, so what a record holds can only live there.
+// markdown_problem: report.md holds no structure of a record's making: exactly the headings the
+// report wrote, every table row with its table's cell count, no line that opens another block
+// (HTML, quote, list, code, fence), no HTML tag or entity of the text's own (`<` and `&` only as
+// &lt; &gt; &amp; outside code spans), and every link or image the report's own: a `](` whose
+// target is a plain file name.
 // csv_problem: the CSV text reads back (RFC 4180) as exactly the rows given, each cell as given
 // or with one leading apostrophe, and no cell read back starts like a formula unless it is a
 // plain number.
@@ -164,6 +169,79 @@ inline std::string gnuplot_script_problem(const std::string& script) {
     }
   }
   if (!marker.empty()) return "a data block that does not end";
+  return "";
+}
+
+inline bool markdown_punctuation(char c) {
+  return c > 0x20 && c < 0x7F && !std::isalnum(static_cast<unsigned char>(c));
+}
+
+// Empty when `md` passes (see the top of the file); `headings`: how many the report wrote.
+inline std::string markdown_problem(const std::string& md, size_t headings) {
+  size_t seen_headings = 0;
+  long table_pipes = -1;  // the unescaped '|' of each row of the table being read
+  const std::vector<std::string> lines = split_lines(md);
+  for (size_t n = 0; n < lines.size(); ++n) {
+    const std::string& line = lines[n];
+    const std::string at = "line " + std::to_string(n + 1) + " (" + line.substr(0, 80) + "): ";
+    for (unsigned char c : line)
+      if (c < 0x20 || c == 0x7F) return at + "a control character";
+    if (line.empty()) {
+      table_pipes = -1;
+      continue;
+    }
+    if (line.rfind("# ", 0) == 0 || line.rfind("## ", 0) == 0) ++seen_headings;
+    const char first = line[0];
+    if (first == ' ' || first == '\t' || first == '>' || first == '<' || first == '=' ||
+        first == '[' || line.rfind("~~~", 0) == 0 || line.rfind("```", 0) == 0 ||
+        ((first == '-' || first == '+') && line.rfind("---", 0) != 0))
+      return at + "a line that opens a block";
+    if (first == '#' && line.rfind("# ", 0) != 0 && line.rfind("## ", 0) != 0)
+      return at + "a heading the report did not write";
+    size_t digits = line.find_first_not_of("0123456789");
+    if (digits > 0 && digits != std::string::npos && (line[digits] == '.' || line[digits] == ')'))
+      return at + "an ordered list";
+    bool code = false;
+    long pipes = 0;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (!code && c == '\\' && i + 1 < line.size() && markdown_punctuation(line[i + 1])) {
+        ++i;  // an escaped character is literal
+        continue;
+      }
+      if (c == '`' && first != '|') {
+        code = !code;
+        continue;
+      }
+      if (code) continue;
+      if (c == '`') return at + "a backtick in a table row";
+      if (c == '|') ++pipes;
+      if (c == '<' || c == '>') return at + "a raw angle bracket (HTML or an autolink)";
+      if (c == '&' && line.compare(i, 4, "&lt;") != 0 && line.compare(i, 4, "&gt;") != 0 &&
+          line.compare(i, 5, "&amp;") != 0)
+        return at + "an entity of the text's own";
+      if (c == ']' && i + 1 < line.size() && line[i + 1] == '(') {
+        size_t end = line.find(')', i + 2);
+        if (end == std::string::npos) return at + "a link without its end";
+        for (size_t j = i + 2; j < end; ++j) {
+          const char t = line[j];
+          if (!std::isalnum(static_cast<unsigned char>(t)) && t != '_' && t != '-' && t != '.')
+            return at + "a link whose target is not a plain file name";
+        }
+      }
+      if (c == '[' && i + 1 < line.size() && line[i + 1] == '^') return at + "a footnote";
+    }
+    if (code) return at + "a code span that does not end";
+    if (first == '|') {
+      if (table_pipes >= 0 && pipes != table_pipes) return at + "a table row of another width";
+      table_pipes = pipes;
+    } else {
+      table_pipes = -1;
+    }
+  }
+  if (seen_headings != headings)
+    return std::to_string(seen_headings) + " headings where the report wrote " +
+           std::to_string(headings);
   return "";
 }
 

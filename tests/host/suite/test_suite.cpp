@@ -421,6 +421,24 @@ TEST_F(suite_loader, OverrideErrors) {
             "only 'cases'");
 }
 
+// `matmul_peak: 1` measured 0.004 GFLOP/s and the report showed an MFU of 14662 (issue 43, item
+// 7): a peak below the floor times the call, not the GEMM, and is refused with the floor and why.
+TEST_F(suite_loader, AMatmulPeakBelowItsFloorIsRefusedSayingWhy) {
+  const std::string why =
+      ": a smaller FC forward is timed by its call overhead and its loss, not by the GEMM, so its "
+      "peak is far too low and the report's MFU impossible (matmul_peak 1 measured 0.004 GFLOP/s: "
+      "MFU 14662); 1024 to 2048 suit a CPU, 8192 a GPU";
+  EXPECT_EQ(error("cases:\n  - {network: fcn5, matmul_peak: 1}\n"),
+            "2:34: 'matmul_peak' must be 0 (not measured) or at least 256, got 1" + why);
+  EXPECT_EQ(error("matrix:\n  network: fcn5\n", {"matmul_peak=255"}),
+            " override 'matmul_peak=255': 'matmul_peak' must be 0 (not measured) or at least 256, "
+            "got 255" +
+                why);
+  const std::string yaml = "matrix:\n  network: fcn5\n";
+  EXPECT_EQ(load(yaml, {"matmul_peak=256"}).cases.at(0).params["matmul_peak"], 256);
+  EXPECT_EQ(load(yaml, {"matmul_peak=0"}).cases.at(0).params["matmul_peak"], 0);
+}
+
 // `--set timeout=1e400` became inf (the case was TIMEOUT at once), `timeout: 1e999` was valid and
 // `--set lr=1e400` was written as null and 0.01 used (issue 32).
 TEST_F(suite_loader, NumbersBeyondADoubleAreRefusedNamingTheKey) {

@@ -111,3 +111,49 @@ for name, rs in (("base.jsonl", base), ("new.jsonl", new)):
             f.write(json.dumps(r) + "\n")
 with open("invalid_middle.jsonl", "w") as f:
     f.write(json.dumps(base[0]) + "\n{not json\n" + json.dumps(base[1]) + "\n")
+
+# tools_mixed.jsonl: the tools table of a run that mixes what it compares (issue 40): precisions,
+# a tool's options, fused and unfused steps, synthetic and real data, one case repeated (a TIMEOUT
+# among its OK records), and a record taken beside other load. CPU, 1 thread.
+def tool(case_id, network, backend, batch, ms, precision="fp32", data="synthetic", options=None,
+         fused=False, warnings=()):
+    r = record(case_id, network, backend, batch, 1, [ms, ms, ms], [ms * 0.3] * 3, [ms * 0.6] * 3,
+               [ms * 0.1] * 3)
+    r["params"].update(precision=precision, data=data, evaluate=data != "synthetic")
+    if options:
+        r["params"]["options"] = options
+    r["resolved"]["precision"] = precision
+    r["timing"]["timer"] = "host_clock"
+    r["timing"]["fused_step"] = fused
+    r["warnings"] = [{"code": w, "message": w + " during the case"} for w in warnings]
+    r["environment"]["libraries"] = {backend: backend + " 1.0"}
+    r["backend"]["device"]["library"] = backend + " 1.0"
+    return r
+
+def tool_not_ok(case_id, network, backend, batch, st, reason, data="synthetic"):
+    r = not_ok(case_id, network, backend, batch, 1, st, reason)
+    r["params"].update(precision="fp32", data=data, evaluate=data != "synthetic")
+    r["environment"]["libraries"] = {backend: backend + " 1.0"}
+    return r
+
+mixed = [
+    tool("lenet.cpu_tensorflow.b16.t1", "lenet", "cpu_tensorflow", 16, 30.0),
+    tool("lenet.cpu_tensorflow.b16.t1.options=cpu_tensorflow.mode=xla", "lenet", "cpu_tensorflow",
+         16, 25.0, options={"cpu_tensorflow": {"mode": "xla"}}),
+    tool("lenet.cpu_onednn.b16.t1", "lenet", "cpu_onednn", 16, 20.0),
+    tool("lenet.cpu_onednn.b16.t1.precision=bf16", "lenet", "cpu_onednn", 16, 14.0,
+         precision="bf16"),
+    tool("lenet.cpu_onednn.b16.t1", "lenet", "cpu_onednn", 16, 22.0),
+    tool_not_ok("lenet.cpu_onednn.b16.t1", "lenet", "cpu_onednn", 16, "TIMEOUT",
+                "did not stop at its timeout of 120 s"),
+    tool("lenet.cpu_onednn.b16.t1", "lenet", "cpu_onednn", 16, 19.0),
+    tool("lenet.cpu_mxnet.b16.t1", "lenet", "cpu_mxnet", 16, 28.0, fused=True),
+    tool("fcnr.cpu_onednn.b1024.t1", "fcnr", "cpu_onednn", 1024, 662.9),
+    tool("fcnr.cpu_tensorflow.b1024.t1", "fcnr", "cpu_tensorflow", 1024, 700.0,
+         warnings=["other_load", "spread"]),
+    tool_not_ok("fcnr.cpu_onednn.b1024.t1.data=real.evaluate=true", "fcnr", "cpu_onednn", 1024,
+                "SKIPPED", "data: real needs DLHOST_DATA", data="real"),
+]
+with open("tools_mixed.jsonl", "w") as f:
+    for r in mixed:
+        f.write(json.dumps(r) + "\n")
