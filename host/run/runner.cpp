@@ -585,6 +585,13 @@ json loss_json(const Samples& s) {
               {"values", s.loss}};
 }
 
+// When the case's time ends; a timeout beyond any run (1e300 s) never ends it.
+Clock::time_point case_deadline(Clock::time_point start, double timeout_s) {
+  constexpr double kYear = 365.0 * 24 * 3600;
+  if (!(timeout_s < kYear)) return Clock::time_point::max();
+  return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+}
+
 void finish_status(const Samples& s, const json& p, json& rec) {
   if (s.timed_out) {
     rec["status"] = kStatusTimeout;
@@ -674,10 +681,12 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   reduce_over_ranks(s, dp, world.size);
 
   rec["timing"] = timing_json(s, params, m, plan, world.size, loop.timer(), feed.get());
-  // After the timed steps, so it cannot disturb them; every rank measures its own device.
+  // After the timed steps, so it cannot disturb them; every rank measures its own device, in
+  // what is left of the case's time.
   if (int64_t size = case_value_if<int64_t>(p, "matmul_peak").value_or(0); size > 0 && !s.timed_out)
-    rec["matmul_peak"] = measure_matmul_peak(*plan.backend, plan.device,
-                                             backend_options(p, plan.backend->name), size, 3, 10);
+    rec["matmul_peak"] = measure_matmul_peak(
+        *plan.backend, plan.device, backend_options(p, plan.backend->name), size, 3, 10,
+        case_deadline(case_start, case_value<double>(p, "timeout")));
   // Not under the fused step: the backend may then do backward's work in another call and skip
   // some or all grad_ready callbacks, and the profile must be the split step's, which data
   // parallelism runs (a partial one would project too few gradient bytes).
@@ -744,6 +753,24 @@ nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& ctx) {
   rec["duration_s"] = ms_since(start) / 1000.0;
   rec["environment"] = ctx.environment;
   return rec;
+}
+
+std::optional<std::string> network_options_error(const std::vector<NetworkRef>& networks,
+                                                 const json& params) {
+  auto network_name = case_value_if<std::string>(params, "network");
+  const NetworkRef* net = network_name ? find_network(networks, *network_name) : nullptr;
+  if (net == nullptr) return std::nullopt;
+  auto options = params.find("options");
+  if (options == params.end() || !options->is_object() || !options->contains(net->plugin->name))
+    return std::nullopt;  // the network's own defaults: its run says if they do not build
+  try {
+    dlhost_options net_opts = plugin_options(params, net->plugin->name);
+    build_network(*net->plugin, net->index, 1, &net_opts);
+  } catch (const Error& e) {
+    if (e.code() == DLHOST_CODE_INVALID_ARGUMENT) return std::string(e.what());
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;  // anything else is the run's to report
 }
 
 std::string capability_skip_reason(const PluginRegistry& registry,

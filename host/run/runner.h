@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,13 @@ nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& context
 std::string capability_skip_reason(const PluginRegistry& registry,
                                    const std::vector<NetworkRef>& networks,
                                    const nlohmann::ordered_json& params);
+
+// Why the case's network does not build with the options the case gives its plugin (the network
+// plugin's own check of them, at mini-batch 1: "option seq=100000 must be in [1, 64]"), or
+// nullopt (also when the case gives its network plugin no options, or the network is not found).
+// The suite loader refuses such a suite for `validate` and `run` alike (SuiteCatalog).
+std::optional<std::string> network_options_error(const std::vector<NetworkRef>& networks,
+                                                 const nlohmann::ordered_json& params);
 
 // The schema version written into every record (docs/results-schema.json).
 inline constexpr int kResultsSchemaVersion = 1;
