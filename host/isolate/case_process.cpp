@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <regex>
 
 #include "core/environment.h"
@@ -24,6 +25,7 @@
 #include "launch/process_group.h"
 #include "launch/served_store.h"
 #include "launch/test_hosts.h"
+#include "run/memory_need.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
 
@@ -201,6 +203,31 @@ Outcome supervise(ProcessGroup& group, ChildOutput& output, const CaseLimits& li
   return o;
 }
 
+// A process that died of a signal under memory_limit_mb while its network's largest tensor alone
+// is over the limit: the crash followed an allocation the limit refused (TensorFlow's oneDNN ops
+// write through the null pointer of a refused output: SIGSEGV), so the case is OOM, with the
+// limit and what was asked.
+std::optional<std::string> crash_under_limit(const Outcome& o, const ChildOutput& output,
+                                             const CaseLimits& limits) {
+  if (limits.memory_limit_mb <= 0) return std::nullopt;
+  const uint64_t limit = static_cast<uint64_t>(limits.memory_limit_mb) << 20;
+  const std::string over = over_limit_text(need_from_json(output.reports.need), limit);
+  if (over.empty()) return std::nullopt;
+  std::smatch m;
+  static const std::regex mpirun_signal("process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
+  std::string who;
+  int sig = 0;
+  if (std::regex_search(output.tail, m, mpirun_signal)) {
+    who = "rank " + m[1].str() + " ";
+    sig = std::stoi(m[2]);
+  } else if (WIFSIGNALED(o.status)) {
+    sig = WTERMSIG(o.status);
+  }
+  if (sig == 0 || sig == SIGKILL || sig == SIGTERM || sig == SIGINT) return std::nullopt;
+  return "RESOURCE_EXHAUSTED: " + who + "killed by " + signal_name(sig) + " " +
+         under_limit_text(limit) + ": " + over + " (a crash after an allocation the limit refused)";
+}
+
 // Why a case that sent no record ended: its status and reason.
 std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput& output,
                                             const CaseLimits& limits, int ranks,
@@ -239,6 +266,7 @@ std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput&
     }
     return {status, why};
   }
+  if (auto oom = crash_under_limit(o, output, limits)) return {kStatusOom, *oom};
   // mpirun names a rank killed by a signal in its own words.
   std::smatch m;
   static const std::regex mpirun_signal(

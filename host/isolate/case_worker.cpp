@@ -15,6 +15,7 @@
 #include "isolate/case_process.h"
 #include "isolate/startup_watch.h"
 #include "launch/process_group.h"
+#include "run/memory_need.h"
 #include "suite/schema.h"
 
 namespace dlhost {
@@ -95,6 +96,8 @@ int case_worker_main(const std::string& job_json) {
   ctx.suite_name = job.suite_name;
   ctx.suite_path = job.suite_path;
   attach_progress_publisher(ctx);  // rank 0's steps for the parent's progress line
+  if (data_limit_bytes() > 0)
+    ctx.on_need = [](const TensorNeed& need) { emit_line(kNeedMarker + need_json(need).dump()); };
   json rec = run_case(job.input, ctx);
   const std::string status = rec["status"].get<std::string>();
   // A TIMEOUT is an orderly stop that every rank agreed on at the same step (train()), not a

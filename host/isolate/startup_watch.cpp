@@ -47,6 +47,8 @@ void WorkerReports::line(const std::string& l) {
       }
     } else if (starts(kRankFailedMarker)) {
       rank_failures.push_back(json::parse(l.substr(std::strlen(kRankFailedMarker))));
+    } else if (starts(kNeedMarker)) {
+      need = json::parse(l.substr(std::strlen(kNeedMarker)));
     }
   } catch (const std::exception&) {
     // A torn marker line (a rank killed mid-write) carries nothing usable.

@@ -20,6 +20,8 @@ inline constexpr const char* kRecordMarker = "@@DLHOST_RECORD@@ ";
 inline constexpr const char* kProgressMarker = "@@DLHOST_PROGRESS@@ ";
 inline constexpr const char* kRankFailedMarker = "@@DLHOST_RANK_FAILED@@ ";
 inline constexpr const char* kStageMarker = "@@DLHOST_STAGE@@ ";
+// Under memory_limit_mb: the largest tensor of the case's graph (run/memory_need.h), as JSON.
+inline constexpr const char* kNeedMarker = "@@DLHOST_NEED@@ ";
 // How long the ranks of a multi-rank case may all wait for each other at start-up when the case
 // sets no `startup_timeout` is the key table's unset value (suite/schema.cpp), read there.
 
@@ -29,6 +31,7 @@ struct WorkerReports {
   std::map<int, std::pair<int64_t, int>> progress;    // rank -> (step, phase) last entered
   std::map<int, std::string> stages;                  // rank -> start-up stage last entered
   std::vector<nlohmann::ordered_json> rank_failures;  // {rank, status, reason}
+  nlohmann::ordered_json need;                        // kNeedMarker's, or null
   std::chrono::steady_clock::time_point
       last_report{};  // when a rank last said it moved on (stage or step)
   // Takes one marker line (from marker_in).

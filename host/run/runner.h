@@ -13,6 +13,7 @@
 
 #include "core/networks.h"
 #include "distributed/rank_env.h"
+#include "run/memory_need.h"
 #include "suite/suite.h"
 
 namespace dlhost {
@@ -33,6 +34,10 @@ struct RunContext {
   // where it waits for the other ranks, then "ready"; so that a start-up where the ranks wait
   // for each other is named, and ended, before the case's timeout (case_process.h).
   std::function<void(const char* stage)> on_stage;
+  // Called once the case's graph is built, before its compile, with the least its network needs
+  // (run/memory_need.h): so that the parent of a process that dies under memory_limit_mb can
+  // tell an allocation the limit refused from a crash of another cause.
+  std::function<void(const TensorNeed& need)> on_need;
 };
 
 // Result statuses. SKIPPED covers both "not available here" and a backend's UNIMPLEMENTED.

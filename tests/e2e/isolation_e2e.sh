@@ -26,6 +26,9 @@ cases:
   - {backend: faulty, tags: [hang], timeout: 3, options: {faulty: {fault: hang}}}
   - {backend: faulty, tags: [oom], memory_limit_mb: 1024, options: {faulty: {fault: oom}}}
   - {backend: faulty, tags: [slow_peak], timeout: 2, matmul_peak: 64, options: {faulty: {fault: slow, slow_ms: 700}}}
+  - {backend: faulty, tags: [segv_over_limit], batch: 60000, memory_limit_mb: 1000, options: {faulty: {fault: segv}}}
+  - {backend: faulty, tags: [error_over_limit], batch: 60000, memory_limit_mb: 1000, options: {faulty: {fault: error}}}
+  - {backend: faulty, tags: [segv_within_limit], memory_limit_mb: 1000, options: {faulty: {fault: segv}}}
   - {backend: cpu_onednn, tags: [good]}
 YAML
 set +e
@@ -53,6 +56,15 @@ check abort CRASHED "SIGABRT"
 check exit FAILED "exited with code 3"
 check hang TIMEOUT "timeout"
 check oom OOM "RESOURCE_EXHAUSTED"
+check oom OOM "(under memory_limit_mb 1024)"
+# Under memory_limit_mb, a crash or an error of a case whose network's largest tensor alone is
+# over the limit (LeNet's first convolution at batch 60000: 2637 MiB) is OOM, with the limit and
+# what was asked: TensorFlow's oneDNN ops write through the null pointer of a refused allocation
+# (SIGSEGV), MXNet and libtorch raise errors in their own words (issue 43). Within the limit a
+# crash stays a crash.
+check segv_over_limit OOM "killed by SIGSEGV under memory_limit_mb 1000: its largest tensor, 'conv1' (60000x20x24x24), needs 2637 MiB alone"
+check error_over_limit OOM "over memory_limit_mb 1000; the backend said: INTERNAL: "
+check segv_within_limit CRASHED "SIGSEGV"
 check good OK ""
 # A matmul_peak slower than what is left of the case's time (13 passes of 0.7 s after a 2 s
 # timeout) stops at the deadline: the case stays OK with its timing, the peak says why it has no
@@ -64,7 +76,7 @@ r = [r for r in map(json.loads, open(sys.argv[1])) if r["params"].get("tags") ==
 assert r["timing"]["iterations"] == 2, r["timing"]
 assert "matmul_peak: not measured, the case's time ran out" in r["matmul_peak"]["error"], r["matmul_peak"]
 PY
-"$SRC/tests/e2e/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/faults.jsonl" --cases 9 || fail "schema"
+"$SRC/tests/e2e/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/faults.jsonl" --cases 12 || fail "schema"
 
 # kill -9 in the middle of a run, then --resume: every case exactly once.
 cat > "$WORK/many.yaml" <<'YAML'
