@@ -56,7 +56,8 @@ SuiteCatalog make_catalog(const PluginRegistry& registry, const std::vector<Netw
   // A matrix repeats the same network and options: each pair is built once.
   auto built = std::make_shared<std::map<std::string, std::optional<std::string>>>();
   c.check_network = [&networks, built](const json& params) {
-    const std::string key = params.value("network", json()).dump() + params.value("options", json()).dump();
+    const std::string key =
+        params.value("network", json()).dump() + params.value("options", json()).dump();
     auto it = built->find(key);
     if (it == built->end()) it = built->emplace(key, network_options_error(networks, params)).first;
     return it->second;

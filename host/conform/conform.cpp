@@ -1091,7 +1091,8 @@ Command add_conform_command(CLI::App& app) {
   sub->footer(
       "Each problem prints a descriptor that --case takes back. Exit status: 0 when nothing "
       "FAILED and something PASSED (MISTRUSTED is reported, not failed), 1 on any FAILED, when "
-      "no problem PASSED (also when none ran: --ops none --networks none), or with --strict when a declared op's problem did not PASS; 2 on a "
+      "no problem PASSED (also when none ran: --ops none --networks none), or with --strict when a "
+      "declared op's problem did not PASS; 2 on a "
       "usage error. A problem running 10 s or more is named on stderr every 10 s. See "
       "docs/conform.md for what is checked and the tolerances.");
   c.run = [s](const PluginRegistry& registry, const std::vector<NetworkRef>& networks) {

@@ -214,7 +214,8 @@ std::optional<std::string> crash_under_limit(const Outcome& o, const ChildOutput
   const std::string over = over_limit_text(need_from_json(output.reports.need), limit);
   if (over.empty()) return std::nullopt;
   std::smatch m;
-  static const std::regex mpirun_signal("process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
+  static const std::regex mpirun_signal(
+      "process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
   std::string who;
   int sig = 0;
   if (std::regex_search(output.tail, m, mpirun_signal)) {

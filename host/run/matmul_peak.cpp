@@ -64,11 +64,11 @@ nlohmann::ordered_json measure(const LoadedPlugin& backend, int32_t device,
   std::vector<double> ms;
   double longest = 0;  // the next pass is taken to last as long as the longest so far
   for (int64_t i = 0; i < warmup + iterations; ++i) {
-    check_time(deadline, longest,
-               "forward pass " + std::to_string(i + 1) + " of " + std::to_string(warmup + iterations) +
-                   (i > 0 ? " (the longest took " + std::to_string(static_cast<int64_t>(longest)) +
-                                " ms)"
-                          : std::string()));
+    check_time(
+        deadline, longest,
+        "forward pass " + std::to_string(i + 1) + " of " + std::to_string(warmup + iterations) +
+            (i > 0 ? " (the longest took " + std::to_string(static_cast<int64_t>(longest)) + " ms)"
+                   : std::string()));
     const auto t0 = Clock::now();
     check_status(api->forward(model.get()), "matmul_peak forward");
     check_status(api->synchronize(model.get()), "matmul_peak synchronize");

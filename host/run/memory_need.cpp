@@ -53,8 +53,10 @@ nlohmann::ordered_json need_json(const TensorNeed& need) {
 TensorNeed need_from_json(const nlohmann::ordered_json& j) {
   TensorNeed need;
   if (!j.is_object()) return need;
-  if (auto b = j.find("bytes"); b != j.end() && b->is_number_unsigned()) need.bytes = b->get<uint64_t>();
-  if (auto t = j.find("tensor"); t != j.end() && t->is_string()) need.tensor = t->get<std::string>();
+  if (auto b = j.find("bytes"); b != j.end() && b->is_number_unsigned())
+    need.bytes = b->get<uint64_t>();
+  if (auto t = j.find("tensor"); t != j.end() && t->is_string())
+    need.tensor = t->get<std::string>();
   if (auto s = j.find("shape"); s != j.end() && s->is_string()) need.shape = s->get<std::string>();
   return need;
 }

@@ -592,7 +592,8 @@ json loss_json(const Samples& s) {
 Clock::time_point case_deadline(Clock::time_point start, double timeout_s) {
   constexpr double kYear = 365.0 * 24 * 3600;
   if (!(timeout_s < kYear)) return Clock::time_point::max();
-  return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  return start +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
 }
 
 void finish_status(const Samples& s, const json& p, json& rec) {
@@ -653,8 +654,8 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
 
   const BackendDevice device(*plan.backend);
   Prepared m = prepare(plan, p, world.rank, [&](const Graph& graph) {
-    need = largest_tensor(*graph.view(),
-                          least_element_bytes(case_value<std::string>(p, "precision")));
+    need =
+        largest_tensor(*graph.view(), least_element_bytes(case_value<std::string>(p, "precision")));
     if (ctx.on_need) ctx.on_need(need);
   });
   rec["network"] = network_json(plan, *m.graph);

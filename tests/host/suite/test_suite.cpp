@@ -490,15 +490,16 @@ TEST_F(suite_loader, OptionsForAPluginThatDoesNotExistAreRefused) {
   SuiteCatalog catalog = test_catalog();
   catalog.plugins = {"cpu_onednn", "cpu_ref", "gloo", "networks_transformer"};
   catalog.left_out["cpu_tensorflow"] = "the PyPI wheel tensorflow-cpu==2.21.0 is not installed";
-  EXPECT_EQ(error("cases:\n  - {network: fcn5, options: {cpu_tensorfow: {mode: xla}}}\n", {},
-                  catalog),
-            "2:37: 'options' names no plugin 'cpu_tensorfow'; plugins: cpu_onednn, cpu_ref, gloo, "
-            "networks_transformer, cpu_tensorflow; did you mean 'cpu_tensorflow'? (to give "
-            "options to a plugin not installed here, list it under optional)");
-  EXPECT_EQ(error("defaults:\n  options: {networks_transfomer: {seq: 8}}\nmatrix: {network: fcn5}\n",
-                  {}, catalog)
-                .substr(0, 52),
-            "2:13: 'options' names no plugin 'networks_transfome");
+  EXPECT_EQ(
+      error("cases:\n  - {network: fcn5, options: {cpu_tensorfow: {mode: xla}}}\n", {}, catalog),
+      "2:37: 'options' names no plugin 'cpu_tensorfow'; plugins: cpu_onednn, cpu_ref, gloo, "
+      "networks_transformer, cpu_tensorflow; did you mean 'cpu_tensorflow'? (to give "
+      "options to a plugin not installed here, list it under optional)");
+  EXPECT_EQ(
+      error("defaults:\n  options: {networks_transfomer: {seq: 8}}\nmatrix: {network: fcn5}\n", {},
+            catalog)
+          .substr(0, 52),
+      "2:13: 'options' names no plugin 'networks_transfome");
   // Known plugins, the one left out and one the suite lists under optional are taken.
   const Suite s = load(
       "optional:\n  backend: [cpu_vendor]\n"
