@@ -225,8 +225,8 @@ std::optional<std::string> crash_under_limit(const Outcome& o, const ChildOutput
     sig = WTERMSIG(o.status);
   }
   if (sig == 0 || sig == SIGKILL || sig == SIGTERM || sig == SIGINT) return std::nullopt;
-  return "RESOURCE_EXHAUSTED: " + who + "killed by " + signal_name(sig) + " " +
-         under_limit_text(limit) + ": " + over + " (a crash after an allocation the limit refused)";
+  return "RESOURCE_EXHAUSTED: " + who + "killed by " + signal_name(sig) +
+         ", out of memory: " + over;
 }
 
 // Why a case that sent no record ended: its status and reason.

@@ -62,7 +62,7 @@ check oom OOM "(under memory_limit_mb 1024)"
 # what was asked: TensorFlow's oneDNN ops write through the null pointer of a refused allocation
 # (SIGSEGV), MXNet and libtorch raise errors in their own words (issue 43). Within the limit a
 # crash stays a crash.
-check segv_over_limit OOM "killed by SIGSEGV under memory_limit_mb 1000: its largest tensor, 'conv1' (60000x20x24x24), needs 2637 MiB alone"
+check segv_over_limit OOM "killed by SIGSEGV, out of memory: its largest tensor, 'conv1' (60000x20x24x24), needs 2637 MiB alone, over memory_limit_mb 1000"
 check error_over_limit OOM "over memory_limit_mb 1000; the backend said: INTERNAL: "
 check segv_within_limit CRASHED "SIGSEGV"
 check good OK ""

@@ -18,8 +18,11 @@ refused() {
   printf 'name: %s\ndefaults: {batch: 2, warmup: 0, iterations: 1}\ncases:\n  - %s\n' \
     "$name" "$case_line" > "$WORK/$name.yaml"
   for cmd in validate run; do
+    out=""
+    [ $cmd = run ] && out="-o $WORK/$name.jsonl"
     set +e
-    "$DLHOST" $cmd "$WORK/$name.yaml" -o "$WORK/$name.jsonl" > "$WORK/$name.$cmd.txt" 2>&1
+    # shellcheck disable=SC2086  # "-o FILE" is two words
+    "$DLHOST" $cmd "$WORK/$name.yaml" $out > "$WORK/$name.$cmd.txt" 2>&1
     rc=$?
     set -e
     [ $rc -eq 2 ] || { cat "$WORK/$name.$cmd.txt"; fail "$name: $cmd exited $rc, expected 2"; }
