@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <utility>
 
 #include "core/environment.h"
 #include "core/host_api.h"
@@ -203,6 +204,15 @@ Outcome supervise(ProcessGroup& group, ChildOutput& output, const CaseLimits& li
   return o;
 }
 
+// mpirun names a rank killed by a signal in its own words: the rank and the signal, or nullopt.
+std::optional<std::pair<std::string, int>> mpirun_killed_rank(const std::string& tail) {
+  std::smatch m;
+  static const std::regex mpirun_signal(
+      "process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
+  if (!std::regex_search(tail, m, mpirun_signal)) return std::nullopt;
+  return std::make_pair(m[1].str(), std::stoi(m[2]));
+}
+
 // A process that died of a signal under memory_limit_mb while its network's largest tensor alone
 // is over the limit: the crash followed an allocation the limit refused (TensorFlow's oneDNN ops
 // write through the null pointer of a refused output: SIGSEGV), so the case is OOM, with the
@@ -213,14 +223,11 @@ std::optional<std::string> crash_under_limit(const Outcome& o, const ChildOutput
   const uint64_t limit = static_cast<uint64_t>(limits.memory_limit_mb) << 20;
   const std::string over = over_limit_text(need_from_json(output.reports.need), limit);
   if (over.empty()) return std::nullopt;
-  std::smatch m;
-  static const std::regex mpirun_signal(
-      "process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
   std::string who;
   int sig = 0;
-  if (std::regex_search(output.tail, m, mpirun_signal)) {
-    who = "rank " + m[1].str() + " ";
-    sig = std::stoi(m[2]);
+  if (auto killed = mpirun_killed_rank(output.tail)) {
+    who = "rank " + killed->first + " ";
+    sig = killed->second;
   } else if (WIFSIGNALED(o.status)) {
     sig = WTERMSIG(o.status);
   }
@@ -268,14 +275,10 @@ std::pair<std::string, std::string> failure(const Outcome& o, const ChildOutput&
     return {status, why};
   }
   if (auto oom = crash_under_limit(o, output, limits)) return {kStatusOom, *oom};
-  // mpirun names a rank killed by a signal in its own words.
-  std::smatch m;
-  static const std::regex mpirun_signal(
-      "process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
-  if (std::regex_search(output.tail, m, mpirun_signal)) {
-    int sig = std::stoi(m[2]);
-    return {kStatusCrashed,
-            "rank " + m[1].str() + " killed by " + signal_name(sig) + " (" + strsignal(sig) + ")"};
+  if (auto killed = mpirun_killed_rank(output.tail)) {
+    const int sig = killed->second;
+    return {kStatusCrashed, "rank " + killed->first + " killed by " + signal_name(sig) + " (" +
+                                strsignal(sig) + ")"};
   }
   if (WIFSIGNALED(o.status)) {
     int sig = WTERMSIG(o.status);
