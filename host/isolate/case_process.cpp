@@ -214,14 +214,18 @@ std::optional<std::pair<std::string, int>> mpirun_killed_rank(const std::string&
 }
 
 // A process that died of a signal under memory_limit_mb while its network's largest tensor alone
-// is over the limit: the crash followed an allocation the limit refused (TensorFlow's oneDNN ops
-// write through the null pointer of a refused output: SIGSEGV), so the case is OOM, with the
-// limit and what was asked.
+// is over the limit, or while it held 90% of the limit or more (the worker's crash handler says
+// how much): the crash followed an allocation the limit refused (TensorFlow's oneDNN ops write
+// through the null pointer of a refused output: SIGSEGV), so the case is OOM, with the limit and
+// what was asked or held.
 std::optional<std::string> crash_under_limit(const Outcome& o, const ChildOutput& output,
                                              const CaseLimits& limits) {
   if (limits.memory_limit_mb <= 0) return std::nullopt;
   const uint64_t limit = static_cast<uint64_t>(limits.memory_limit_mb) << 20;
-  const std::string over = over_limit_text(need_from_json(output.reports.need), limit);
+  std::string over = over_limit_text(need_from_json(output.reports.need), limit);
+  if (const uint64_t held = output.reports.crash_data_bytes; over.empty() && held >= limit / 10 * 9)
+    over = std::to_string(held >> 20) + " MiB of data held at the crash, near memory_limit_mb " +
+           std::to_string(limits.memory_limit_mb);
   if (over.empty()) return std::nullopt;
   std::string who;
   int sig = 0;

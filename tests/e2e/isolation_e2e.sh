@@ -29,6 +29,7 @@ cases:
   - {backend: faulty, tags: [segv_over_limit], batch: 60000, memory_limit_mb: 1000, options: {faulty: {fault: segv}}}
   - {backend: faulty, tags: [error_over_limit], batch: 60000, memory_limit_mb: 1000, options: {faulty: {fault: error}}}
   - {backend: faulty, tags: [segv_within_limit], memory_limit_mb: 1000, options: {faulty: {fault: segv}}}
+  - {backend: faulty, tags: [segv_at_limit], memory_limit_mb: 512, options: {faulty: {fault: oom_segv}}}
   - {backend: cpu_onednn, tags: [good]}
 YAML
 set +e
@@ -65,6 +66,10 @@ check oom OOM "(under memory_limit_mb 1024)"
 check segv_over_limit OOM "killed by SIGSEGV, out of memory: its largest tensor, 'conv1' (60000x20x24x24), needs 2637 MiB alone, over memory_limit_mb 1000"
 check error_over_limit OOM "over memory_limit_mb 1000; the backend said: INTERNAL: "
 check segv_within_limit CRASHED "SIGSEGV"
+# A crash while the process holds (nearly) all of its limit, no tensor being over it: OOM too, the
+# worker's crash handler saying how much it held.
+check segv_at_limit OOM "killed by SIGSEGV, out of memory: "
+check segv_at_limit OOM " MiB of data held at the crash, near memory_limit_mb 512"
 check good OK ""
 # A matmul_peak slower than what is left of the case's time (13 passes of 0.7 s after a 2 s
 # timeout) stops at the deadline: the case stays OK with its timing, the peak says why it has no
@@ -76,7 +81,7 @@ r = [r for r in map(json.loads, open(sys.argv[1])) if r["params"].get("tags") ==
 assert r["timing"]["iterations"] == 2, r["timing"]
 assert "matmul_peak: not measured, the case's time ran out" in r["matmul_peak"]["error"], r["matmul_peak"]
 PY
-"$SRC/tests/e2e/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/faults.jsonl" --cases 12 || fail "schema"
+"$SRC/tests/e2e/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/faults.jsonl" --cases 13 || fail "schema"
 
 # kill -9 in the middle of a run, then --resume: every case exactly once.
 cat > "$WORK/many.yaml" <<'YAML'
