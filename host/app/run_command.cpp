@@ -58,6 +58,16 @@ SuiteCatalog make_catalog(const PluginRegistry& registry, const std::vector<Netw
   for (const auto& n : networks) c.networks.push_back(n.name);
   c.backends = registry.names(DLHOST_PLUGIN_BACKEND);
   c.comms = registry.names(DLHOST_PLUGIN_COMM);
+  for (const auto& p : registry.plugins()) c.plugins.push_back(p.name);
+  // A matrix repeats the same network and options: each pair is built once.
+  auto built = std::make_shared<std::map<std::string, std::optional<std::string>>>();
+  c.check_network = [&networks, built](const json& params) {
+    const std::string key =
+        params.value("network", json()).dump() + params.value("options", json()).dump();
+    auto it = built->find(key);
+    if (it == built->end()) it = built->emplace(key, network_options_error(networks, params)).first;
+    return it->second;
+  };
   for (const auto& l : registry.left_out()) c.left_out[l.name] = l.reason;
   if (const LoadedPlugin* best = registry.highest_priority(DLHOST_PLUGIN_BACKEND))
     c.preferred_backend = best->name;

@@ -36,6 +36,7 @@
 #include "core/number_text.h"
 #include "data/synthetic.h"
 #include "dlhost/dlhost.hpp"
+#include "dlhost/plugin_kit.hpp"
 #include "output/output_file.h"
 
 namespace dlhost {
@@ -957,13 +958,21 @@ std::vector<std::string> strict_misses(const std::vector<Row>& rows, const Backe
 }
 
 // The exit code of a finished run, after saying on stderr why it is not 0: any FAILED; nothing
-// PASSED at all (an empty backend must not look conformant to `conform && ship`); with --strict,
+// PASSED at all, no problem run included (an empty backend or an empty selection must not look
+// conformant to `conform && ship`); with --strict,
 // a problem of a declared op that did not PASS. MISTRUSTED alone says the check was weak, not
 // that the backend is wrong: reported, not failed.
 int conform_exit_code(const std::vector<Row>& rows, std::map<Status, int>& counts,
                       const Settings& s, const Backend& backend) {
   if (counts[Status::kFailed] > 0) return 1;
-  if (!rows.empty() && counts[Status::kPassed] == 0) {
+  if (rows.empty()) {
+    // `--ops none --networks none`: a gate that checked nothing must not pass.
+    std::fprintf(stderr,
+                 "dlhost conform: no problem was run (--ops and --networks chose none), so "
+                 "nothing PASSED; exit status 1\n");
+    return 1;
+  }
+  if (counts[Status::kPassed] == 0) {
     std::fprintf(stderr,
                  "dlhost conform: no problem PASSED (of %zu): %s implemented nothing that was "
                  "checked; exit status 1\n",
@@ -1070,8 +1079,10 @@ Command add_conform_command(CLI::App& app) {
   sub->add_option("--shapes", s->shapes, "Problem sizes of the op checks")
       ->check(CLI::IsMember({"small", "medium"}))
       ->capture_default_str();
-  sub->add_option("--threads", s->threads, "CPU threads for both backends (0: their default)")
-      ->check(CLI::NonNegativeNumber)
+  sub->add_option("--threads", s->threads,
+                  "CPU threads for both backends (0: their default; at most 4096, as the "
+                  "backends and the threads case key take)")
+      ->check(CLI::Range(int64_t{0}, sdk::kMaxThreads))
       ->capture_default_str();
   sub->add_option("--precision", s->precision,
                   "Precision mode of the backend checked (the reference runs fp32); the "
@@ -1088,7 +1099,8 @@ Command add_conform_command(CLI::App& app) {
   sub->footer(
       "Each problem prints a descriptor that --case takes back. Exit status: 0 when nothing "
       "FAILED and something PASSED (MISTRUSTED is reported, not failed), 1 on any FAILED, when "
-      "no problem PASSED, or with --strict when a declared op's problem did not PASS; 2 on a "
+      "no problem PASSED (also when none ran: --ops none --networks none), or with --strict when a "
+      "declared op's problem did not PASS; 2 on a "
       "usage error. A problem running 10 s or more is named on stderr every 10 s. See "
       "docs/conform.md for what is checked and the tolerances.");
   c.run = [s](const PluginRegistry& registry, const std::vector<NetworkRef>& networks) {

@@ -2,10 +2,12 @@
 // options against the options a plugin declares.
 #include "core/plugin_extensions.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace dlhost {
 
@@ -31,6 +33,10 @@ std::vector<std::string> split_choices(const char* choices) {
 bool parses_as(int32_t type, const std::string& v, const std::vector<std::string>& choices) {
   char* end = nullptr;
   errno = 0;
+  // strtoll and strtod skip leading blanks: " 8" would be 8 to the plugin and "-8" in the id.
+  if ((type == DLHOST_OPTION_INT || type == DLHOST_OPTION_FLOAT) && !v.empty() &&
+      std::isspace(static_cast<unsigned char>(v.front())))
+    return false;
   switch (type) {
     case DLHOST_OPTION_BOOL:
       return v == "true" || v == "false" || v == "1" || v == "0";
@@ -47,6 +53,21 @@ bool parses_as(int32_t type, const std::string& v, const std::vector<std::string
     default:
       return true;
   }
+}
+
+// An INT option's declared range, "MIN..MAX" in its choices (dlhost_device.h); nullopt when it
+// declares none (or not in that form: a plugin's text is not trusted to be well made).
+std::optional<std::pair<int64_t, int64_t>> int_range(const OptionDecl& d) {
+  if (d.type != DLHOST_OPTION_INT || d.choices.size() != 1) return std::nullopt;
+  const std::string& r = d.choices.front();
+  const size_t dots = r.find("..");
+  if (dots == std::string::npos) return std::nullopt;
+  const std::string lo = r.substr(0, dots), hi = r.substr(dots + 2);
+  std::vector<std::string> none;
+  if (!parses_as(DLHOST_OPTION_INT, lo, none) || !parses_as(DLHOST_OPTION_INT, hi, none))
+    return std::nullopt;
+  return std::make_pair(static_cast<int64_t>(std::strtoll(lo.c_str(), nullptr, 10)),
+                        static_cast<int64_t>(std::strtoll(hi.c_str(), nullptr, 10)));
 }
 
 }  // namespace
@@ -146,6 +167,14 @@ std::optional<std::string> check_options(const std::string& plugin,
       }
       return "plugin '" + plugin + "' option '" + key + "': '" + value + "' is not " +
              (decl->type == DLHOST_OPTION_ENUM ? want : "a " + want);
+    }
+    // The plugin refuses a value outside the range it declares when the case starts: refused
+    // here instead, so that `dlhost validate` says it too.
+    if (auto range = int_range(*decl)) {
+      const long long v = std::strtoll(value.c_str(), nullptr, 10);
+      if (v < range->first || v > range->second)
+        return "plugin '" + plugin + "' option '" + key + "': " + value + " is out of range [" +
+               std::to_string(range->first) + ", " + std::to_string(range->second) + "]";
     }
   }
   return std::nullopt;

@@ -35,7 +35,7 @@ struct OptionDecl {
   int32_t type = DLHOST_OPTION_STRING;  // dlhost_option_type
   std::optional<std::string> default_value;
   std::string help;
-  std::vector<std::string> choices;  // DLHOST_OPTION_ENUM only
+  std::vector<std::string> choices;  // DLHOST_OPTION_ENUM; for DLHOST_OPTION_INT, "MIN..MAX"
 };
 
 const char* option_type_name(int32_t type);

@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <regex>
+#include <utility>
 
 #include "core/environment.h"
 #include "core/host_api.h"
@@ -25,6 +27,7 @@
 #include "launch/process_group.h"
 #include "launch/served_store.h"
 #include "launch/test_hosts.h"
+#include "run/memory_need.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
 
@@ -165,6 +168,42 @@ Outcome supervise(ProcessGroup& group, CaseOutput& output, const CaseLimits& lim
   return o;
 }
 
+// mpirun names a rank killed by a signal in its own words: the rank and the signal, or nullopt.
+std::optional<std::pair<std::string, int>> mpirun_killed_rank(const std::string& tail) {
+  std::smatch m;
+  static const std::regex mpirun_signal(
+      "process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
+  if (!std::regex_search(tail, m, mpirun_signal)) return std::nullopt;
+  return std::make_pair(m[1].str(), std::stoi(m[2]));
+}
+
+// A process that died of a signal under memory_limit_mb while its network's largest tensor alone
+// is over the limit, or while it held 90% of the limit or more (the worker's crash handler says
+// how much): the crash followed an allocation the limit refused (TensorFlow's oneDNN ops write
+// through the null pointer of a refused output: SIGSEGV), so the case is OOM, with the limit and
+// what was asked or held.
+std::optional<std::string> crash_under_limit(const Outcome& o, const CaseOutput& output,
+                                             const CaseLimits& limits) {
+  if (limits.memory_limit_mb <= 0) return std::nullopt;
+  const uint64_t limit = static_cast<uint64_t>(limits.memory_limit_mb) << 20;
+  std::string over = over_limit_text(need_from_json(output.reports.need), limit);
+  if (const uint64_t held = output.reports.crash_data_bytes; over.empty() && held >= limit / 10 * 9)
+    over = std::to_string(held >> 20) + " MiB of data held at the crash, near memory_limit_mb " +
+           std::to_string(limits.memory_limit_mb);
+  if (over.empty()) return std::nullopt;
+  std::string who;
+  int sig = 0;
+  if (auto killed = mpirun_killed_rank(output.tail())) {
+    who = "rank " + killed->first + " ";
+    sig = killed->second;
+  } else if (WIFSIGNALED(o.status)) {
+    sig = WTERMSIG(o.status);
+  }
+  if (sig == 0 || sig == SIGKILL || sig == SIGTERM || sig == SIGINT) return std::nullopt;
+  return "RESOURCE_EXHAUSTED: " + who + "killed by " + signal_name(sig) +
+         ", out of memory: " + over;
+}
+
 // Why a case that sent no record ended: its status and reason.
 std::pair<std::string, std::string> failure(const Outcome& o, const CaseOutput& output,
                                             const CaseLimits& limits, int ranks,
@@ -203,14 +242,11 @@ std::pair<std::string, std::string> failure(const Outcome& o, const CaseOutput& 
     }
     return {status, why};
   }
-  // mpirun names a rank killed by a signal in its own words.
-  std::smatch m;
-  static const std::regex mpirun_signal(
-      "process rank (\\d+) with PID \\d+ on node \\S+ exited on signal (\\d+)");
-  if (std::regex_search(output.tail(), m, mpirun_signal)) {
-    int sig = std::stoi(m[2]);
-    return {kStatusCrashed,
-            "rank " + m[1].str() + " killed by " + signal_name(sig) + " (" + strsignal(sig) + ")"};
+  if (auto oom = crash_under_limit(o, output, limits)) return {kStatusOom, *oom};
+  if (auto killed = mpirun_killed_rank(output.tail())) {
+    const int sig = killed->second;
+    return {kStatusCrashed, "rank " + killed->first + " killed by " + signal_name(sig) + " (" +
+                                strsignal(sig) + ")"};
   }
   if (WIFSIGNALED(o.status)) {
     int sig = WTERMSIG(o.status);

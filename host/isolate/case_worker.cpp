@@ -2,10 +2,13 @@
 // one rank and reports on stdout in marker lines (startup_watch.h; its log lines too:
 // case_output.h); `dlhost case-local N JOB` is the `launcher: local` of a multi-rank case
 // (dlhost's fork launcher, launch/process_group.h).
+#include <fcntl.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "console/progress_channel.h"
@@ -17,6 +20,7 @@
 #include "isolate/case_process.h"
 #include "isolate/startup_watch.h"
 #include "launch/process_group.h"
+#include "run/memory_need.h"
 #include "suite/schema.h"
 
 namespace dlhost {
@@ -35,6 +39,44 @@ void write_record_file(const std::string& path, const std::string& text) {
     if (!out || !(out << text) || !out.flush()) return;
   }
   std::rename(part.c_str(), path.c_str());
+}
+
+// Under memory_limit_mb: the action each crash signal had before report_data_at_crash.
+struct sigaction g_before_crash[NSIG];
+
+// A crash signal's handler under memory_limit_mb: one marker line with the data the process held
+// (VmData of /proc/self/status, the figure RLIMIT_DATA bounds), so that the parent can tell a
+// crash at the limit (an allocation refused, then a null pointer written) from another; then the
+// signal again, under the action it had before (the default, or a library's own logger).
+// Async-signal-safe: open, read, write, sigaction and raise only.
+void report_data_at_crash(int sig) {
+  char status[8192];
+  ssize_t n = -1;
+  if (int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC); fd >= 0) {
+    n = read(fd, status, sizeof(status) - 1);
+    close(fd);
+  }
+  const char* at = n > 0 ? (status[n] = '\0', std::strstr(status, "VmData:")) : nullptr;
+  if (at != nullptr) {
+    at += 7;
+    while (*at == ' ' || *at == '\t') ++at;
+    char line[64];
+    size_t len = std::strlen(kCrashDataMarker);
+    std::memcpy(line, kCrashDataMarker, len);
+    while (*at >= '0' && *at <= '9' && len < sizeof(line) - 2) line[len++] = *at++;
+    line[len++] = '\n';
+    (void)!write(STDOUT_FILENO, line, len);
+  }
+  sigaction(sig, &g_before_crash[sig], nullptr);
+  raise(sig);
+}
+
+void report_data_at_crashes() {
+  struct sigaction report {};
+  report.sa_handler = report_data_at_crash;
+  sigemptyset(&report.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE})
+    sigaction(sig, &report, &g_before_crash[sig]);
 }
 
 }  // namespace
@@ -84,6 +126,10 @@ int case_worker_main(const std::string& job_json) {
   ctx.suite_name = job.suite_name;
   ctx.suite_path = job.suite_path;
   attach_progress_publisher(ctx);  // rank 0's steps for the parent's progress line
+  if (data_limit_bytes() > 0) {
+    ctx.on_need = [](const TensorNeed& need) { emit_line(kNeedMarker + need_json(need).dump()); };
+    report_data_at_crashes();  // after the plugins loaded: a library's own handler is chained
+  }
   json rec = run_case(job.input, ctx);
   const std::string status = rec["status"].get<std::string>();
   // A TIMEOUT is an orderly stop that every rank agreed on at the same step (train()), not a

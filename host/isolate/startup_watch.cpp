@@ -47,6 +47,10 @@ void WorkerReports::line(const std::string& l) {
       }
     } else if (starts(kRankFailedMarker)) {
       rank_failures.push_back(json::parse(l.substr(std::strlen(kRankFailedMarker))));
+    } else if (starts(kNeedMarker)) {
+      need = json::parse(l.substr(std::strlen(kNeedMarker)));
+    } else if (starts(kCrashDataMarker)) {
+      crash_data_bytes = std::stoull(l.substr(std::strlen(kCrashDataMarker))) * 1024;
     }
   } catch (const std::exception&) {
     // A torn marker line (a rank killed mid-write) carries nothing usable.

@@ -20,6 +20,10 @@ inline constexpr const char* kRecordMarker = "@@DLHOST_RECORD@@ ";
 inline constexpr const char* kProgressMarker = "@@DLHOST_PROGRESS@@ ";
 inline constexpr const char* kRankFailedMarker = "@@DLHOST_RANK_FAILED@@ ";
 inline constexpr const char* kStageMarker = "@@DLHOST_STAGE@@ ";
+// Under memory_limit_mb: the largest tensor of the case's graph (run/memory_need.h), as JSON; and,
+// from a crash signal's handler, the data the process held then, in kB (VmData).
+inline constexpr const char* kNeedMarker = "@@DLHOST_NEED@@ ";
+inline constexpr const char* kCrashDataMarker = "@@DLHOST_CRASH_DATA@@ ";
 // How long the ranks of a multi-rank case may all wait for each other at start-up when the case
 // sets no `startup_timeout` is the key table's unset value (suite/schema.cpp), read there.
 
@@ -29,6 +33,8 @@ struct WorkerReports {
   std::map<int, std::pair<int64_t, int>> progress;    // rank -> (step, phase) last entered
   std::map<int, std::string> stages;                  // rank -> start-up stage last entered
   std::vector<nlohmann::ordered_json> rank_failures;  // {rank, status, reason}
+  nlohmann::ordered_json need;                        // kNeedMarker's, or null
+  uint64_t crash_data_bytes = 0;                      // kCrashDataMarker's; 0: none
   std::chrono::steady_clock::time_point
       last_report{};  // when a rank last said it moved on (stage or step)
   // Takes one marker line (from marker_in).

@@ -2,8 +2,11 @@
 // layer fed by a graph input, so a backward pass's GEMM count is not known from outside.
 #include "run/matmul_peak.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/graph.h"
@@ -18,9 +21,19 @@ namespace dlhost {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+using Ms = std::chrono::duration<double, std::milli>;
+
+// Raises the peak's error when `next_ms` more from now would end past the deadline.
+void check_time(Clock::time_point deadline, double next_ms, const std::string& before) {
+  if (Clock::now() + std::chrono::duration_cast<Clock::duration>(Ms(next_ms)) <= deadline) return;
+  throw std::runtime_error("matmul_peak: not measured, the case's time ran out before " + before);
+}
+
 nlohmann::ordered_json measure(const LoadedPlugin& backend, int32_t device,
                                const dlhost_options& options, int64_t size, int64_t warmup,
-                               int64_t iterations) {
+                               int64_t iterations, Clock::time_point deadline) {
+  check_time(deadline, 0, "its compile");
   GraphBuilder b("matmul_peak", size);
   const int32_t x = b.input("x", DLHOST_DTYPE_F32, {size});
   const int32_t target = b.input("target", DLHOST_DTYPE_F32, {size});
@@ -49,11 +62,18 @@ nlohmann::ordered_json measure(const LoadedPlugin& backend, int32_t device,
   check_status(api->synchronize(model.get()), "matmul_peak synchronize");
 
   std::vector<double> ms;
+  double longest = 0;  // the next pass is taken to last as long as the longest so far
   for (int64_t i = 0; i < warmup + iterations; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    check_time(
+        deadline, longest,
+        "forward pass " + std::to_string(i + 1) + " of " + std::to_string(warmup + iterations) +
+            (i > 0 ? " (the longest took " + std::to_string(static_cast<int64_t>(longest)) + " ms)"
+                   : std::string()));
+    const auto t0 = Clock::now();
     check_status(api->forward(model.get()), "matmul_peak forward");
     check_status(api->synchronize(model.get()), "matmul_peak synchronize");
-    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
+    const Ms took = Clock::now() - t0;
+    longest = std::max(longest, took.count());
     if (i >= warmup) ms.push_back(took.count());
   }
   const double flops =
@@ -70,12 +90,14 @@ nlohmann::ordered_json measure(const LoadedPlugin& backend, int32_t device,
 
 nlohmann::ordered_json measure_matmul_peak(const LoadedPlugin& backend, int32_t device,
                                            const dlhost_options& options, int64_t size,
-                                           int64_t warmup, int64_t iterations) {
+                                           int64_t warmup, int64_t iterations,
+                                           Clock::time_point deadline) {
   try {
-    return measure(backend, device, options, size, warmup, iterations);
+    return measure(backend, device, options, size, warmup, iterations, deadline);
   } catch (const std::exception& e) {
     // The case's own steps were timed already: a peak that cannot be measured (a backend
-    // without the loss op, no memory for the matrices) is said in its block, not the case's end.
+    // without the loss op, no memory for the matrices, no time left) is said in its block, not
+    // the case's end.
     return nlohmann::ordered_json{
         {"m", size}, {"n", size}, {"k", size}, {"pass", "forward"}, {"error", e.what()}};
   }

@@ -291,12 +291,15 @@ void load_weights_and_data(const Plan& plan, const json& p, int rank, Prepared& 
   check_status(api->synchronize(m.model.get()), "synchronize");
 }
 
-Prepared prepare(const Plan& plan, const json& p, int rank) {
+// `built`: told the graph before the backend sees it (a compile may run out of memory).
+Prepared prepare(const Plan& plan, const json& p, int rank,
+                 const std::function<void(const Graph&)>& built) {
   Prepared m;
   auto t = Clock::now();
   dlhost_options net_opts = plugin_options(p, plan.net->plugin->name);
   m.graph = build_network(*plan.net->plugin, plan.net->index, plan.batch, &net_opts);
   m.build_ms = ms_since(t);
+  built(*m.graph);
   m.optimizer = case_optimizer(p, *plan.net);
   dlhost_options opts = backend_options(p, plan.backend->name);
   m.context = create_context(*plan.backend, plan.device, opts);
@@ -585,6 +588,14 @@ json loss_json(const Samples& s) {
               {"values", s.loss}};
 }
 
+// When the case's time ends; a timeout beyond any run (1e300 s) never ends it.
+Clock::time_point case_deadline(Clock::time_point start, double timeout_s) {
+  constexpr double kYear = 365.0 * 24 * 3600;
+  if (!(timeout_s < kYear)) return Clock::time_point::max();
+  return start +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+}
+
 void finish_status(const Samples& s, const json& p, json& rec) {
   if (s.timed_out) {
     rec["status"] = kStatusTimeout;
@@ -631,7 +642,7 @@ json evaluation(DataFeed& feed, DataParallel* dp) {
 
 // --- the case, step by step ---------------------------------------------------------------------
 
-void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
+void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& need) {
   const json& p = in.params;
   if (!in.skip_reason.empty()) throw Skip{in.skip_reason};
   const RankEnv& world = ctx.rank;
@@ -642,7 +653,11 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   auto case_start = Clock::now();
 
   const BackendDevice device(*plan.backend);
-  Prepared m = prepare(plan, p, world.rank);
+  Prepared m = prepare(plan, p, world.rank, [&](const Graph& graph) {
+    need =
+        largest_tensor(*graph.view(), least_element_bytes(case_value<std::string>(p, "precision")));
+    if (ctx.on_need) ctx.on_need(need);
+  });
   rec["network"] = network_json(plan, *m.graph);
   rec["resolved"] = resolved_json(plan, p, m);
 
@@ -674,10 +689,12 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   reduce_over_ranks(s, dp, world.size);
 
   rec["timing"] = timing_json(s, params, m, plan, world.size, loop.timer(), feed.get());
-  // After the timed steps, so it cannot disturb them; every rank measures its own device.
+  // After the timed steps, so it cannot disturb them; every rank measures its own device, in
+  // what is left of the case's time.
   if (int64_t size = case_value_if<int64_t>(p, "matmul_peak").value_or(0); size > 0 && !s.timed_out)
-    rec["matmul_peak"] = measure_matmul_peak(*plan.backend, plan.device,
-                                             backend_options(p, plan.backend->name), size, 3, 10);
+    rec["matmul_peak"] = measure_matmul_peak(
+        *plan.backend, plan.device, backend_options(p, plan.backend->name), size, 3, 10,
+        case_deadline(case_start, case_value<double>(p, "timeout")));
   // Not under the fused step: the backend may then do backward's work in another call and skip
   // some or all grad_ready callbacks, and the profile must be the split step's, which data
   // parallelism runs (a partial one would project too few gradient bytes).
@@ -697,6 +714,23 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec) {
   if (d.comm) d.comm->goodbye();  // only on this clean path (a failure leaves at once)
 }
 
+// Under a data limit (memory_limit_mb): an OOM says the limit and, where it is over it, the
+// largest tensor; a failure whose network's largest tensor alone is over the limit ran out of
+// memory, whatever words the backend's allocator chose for it (a refused option is not one).
+void apply_memory_limit(const TensorNeed& need, uint64_t limit, json& rec) {
+  const std::string status = rec["status"].get<std::string>();
+  const std::string reason = rec["reason"].get<std::string>();
+  const std::string over = over_limit_text(need, limit);
+  if (status == kStatusOom) {
+    rec["reason"] = reason + " (" + (over.empty() ? under_limit_text(limit) : over) + ")";
+  } else if (status == kStatusFailed && !over.empty() &&
+             reason.rfind(code_name(DLHOST_CODE_INVALID_ARGUMENT), 0) != 0) {
+    rec["status"] = kStatusOom;
+    rec["reason"] = std::string(code_name(DLHOST_CODE_RESOURCE_EXHAUSTED)) + ": " + over +
+                    "; the backend said: " + reason;
+  }
+}
+
 }  // namespace
 
 nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& ctx) {
@@ -710,8 +744,9 @@ nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& ctx) {
   rec["params"] = input.params;
   auto start = Clock::now();
   reset_peak_rss();
+  TensorNeed need;
   try {
-    run_body(input, ctx, rec);
+    run_body(input, ctx, rec, need);
   } catch (const Skip& s) {
     rec["status"] = kStatusSkipped;
     rec["reason"] = s.reason;
@@ -741,9 +776,28 @@ nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& ctx) {
     rec["reason"] =
         "INTERNAL: an exception of unknown type escaped (a plugin broke the C ABI rule)";
   }
+  if (const uint64_t limit = data_limit_bytes(); limit > 0) apply_memory_limit(need, limit, rec);
   rec["duration_s"] = ms_since(start) / 1000.0;
   rec["environment"] = ctx.environment;
   return rec;
+}
+
+std::optional<std::string> network_options_error(const std::vector<NetworkRef>& networks,
+                                                 const json& params) {
+  auto network_name = case_value_if<std::string>(params, "network");
+  const NetworkRef* net = network_name ? find_network(networks, *network_name) : nullptr;
+  if (net == nullptr) return std::nullopt;
+  auto options = params.find("options");
+  if (options == params.end() || !options->is_object() || !options->contains(net->plugin->name))
+    return std::nullopt;  // the network's own defaults: its run says if they do not build
+  try {
+    dlhost_options net_opts = plugin_options(params, net->plugin->name);
+    build_network(*net->plugin, net->index, 1, &net_opts);
+  } catch (const Error& e) {
+    if (e.code() == DLHOST_CODE_INVALID_ARGUMENT) return std::string(e.what());
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;  // anything else is the run's to report
 }
 
 std::string capability_skip_reason(const PluginRegistry& registry,

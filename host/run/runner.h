@@ -7,11 +7,13 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/networks.h"
 #include "distributed/rank_env.h"
+#include "run/memory_need.h"
 #include "suite/suite.h"
 
 namespace dlhost {
@@ -32,6 +34,10 @@ struct RunContext {
   // where it waits for the other ranks, then "ready"; so that a start-up where the ranks wait
   // for each other is named, and ended, before the case's timeout (case_process.h).
   std::function<void(const char* stage)> on_stage;
+  // Called once the case's graph is built, before its compile, with the least its network needs
+  // (run/memory_need.h): so that the parent of a process that dies under memory_limit_mb can
+  // tell an allocation the limit refused from a crash of another cause.
+  std::function<void(const TensorNeed& need)> on_need;
 };
 
 // Result statuses. SKIPPED covers both "not available here" and a backend's UNIMPLEMENTED.
@@ -52,6 +58,13 @@ nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& context
 std::string capability_skip_reason(const PluginRegistry& registry,
                                    const std::vector<NetworkRef>& networks,
                                    const nlohmann::ordered_json& params);
+
+// Why the case's network does not build with the options the case gives its plugin (the network
+// plugin's own check of them, at mini-batch 1: "option seq=100000 must be in [1, 64]"), or
+// nullopt (also when the case gives its network plugin no options, or the network is not found).
+// The suite loader refuses such a suite for `validate` and `run` alike (SuiteCatalog).
+std::optional<std::string> network_options_error(const std::vector<NetworkRef>& networks,
+                                                 const nlohmann::ordered_json& params);
 
 // The schema version written into every record (docs/results-schema.json).
 inline constexpr int kResultsSchemaVersion = 1;

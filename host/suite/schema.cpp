@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "dlhost/plugin_kit.hpp"
+
 namespace dlhost {
 
 using ordered_json = nlohmann::ordered_json;
@@ -61,6 +63,8 @@ const std::vector<KeySpec>& key_specs() {
     integer("batch", true, 0, true, nullptr);
     unset_is(nullptr, "the network's paper batch, chosen by the host");
     integer("threads", true, 0, false, 0);
+    // The backends refuse more (sdk::Options::get_int_in): the same bound, refused at load.
+    s.back().max = sdk::kMaxThreads;
     integer("iterations", true, 0, true, 20);
     integer("warmup", true, 0, false, 5);
     number("timeout", true, 600);

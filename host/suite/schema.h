@@ -34,6 +34,7 @@ struct KeySpec {
   bool has_min = false;
   int64_t min = 0;
   bool min_exclusive = false;
+  std::optional<int64_t> max;        // kInt: the largest value allowed (inclusive)
   std::vector<std::string> choices;  // kChoice: the allowed values, the first is the default
   nlohmann::ordered_json def;        // null: the key stays absent unless a suite sets it
   // For a key without `def`, what absence means. `unset`: the value its readers take when the

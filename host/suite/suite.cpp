@@ -186,6 +186,7 @@ ordered_json scalar_to_json(const YAML::Node& node) {
 std::string expected_text(const KeySpec& spec) {
   std::string bound;
   if (spec.has_min) bound = (spec.min_exclusive ? " > " : " >= ") + std::to_string(spec.min);
+  if (spec.max) bound += (bound.empty() ? " <= " : " and <= ") + std::to_string(*spec.max);
   switch (spec.kind) {
     case Kind::kName:
       return "a name (string)";
@@ -585,6 +586,22 @@ class Loader {
                     ")");
   }
 
+  // An `options` key names a plugin: one loaded here, one the build left out, or one the suite
+  // lists under `optional` (any kind); a misspelt one would be passed to no plugin while the
+  // case id still says it was given.
+  void check_option_plugin(const std::string& plugin, const Where& where) const {
+    if (catalog_.plugins.empty() || contains(catalog_.plugins, plugin) ||
+        catalog_.left_out.count(plugin))
+      return;
+    for (const auto& [key, names] : optional_)
+      if (names.count(plugin)) return;
+    std::vector<std::string> known = catalog_.plugins;
+    for (const auto& [name, why] : catalog_.left_out) known.push_back(name);
+    fail(where, "'options' names no plugin '" + plugin + "'; plugins: " + join(known) +
+                    did_you_mean(plugin, known) +
+                    " (to give options to a plugin not installed here, list it under optional)");
+  }
+
   // Validates one value of `spec` and converts it to JSON.
   ordered_json parse_value(const KeySpec& spec, const YAML::Node& node, const Where& where) const {
     auto bad = [&](const std::string& got) -> void {
@@ -612,6 +629,7 @@ class Loader {
         int64_t i = 0;
         if (!plain || !parse_int(text, &i)) bad(describe(node));
         if (spec.has_min && (spec.min_exclusive ? i <= spec.min : i < spec.min)) bad(text);
+        if (spec.max && i > *spec.max) bad(text);
         if (spec.name == "matmul_peak" && i > 0 && i < kMatmulPeakFloor)
           fail(where, "'matmul_peak' must be 0 (not measured) or at least " +
                           std::to_string(kMatmulPeakFloor) + ", got " + text +
@@ -659,6 +677,7 @@ class Loader {
     ordered_json options = ordered_json::object();
     for (const auto& [plugin_key, plugin_value] : checked_map_items(node)) {
       const std::string plugin = plugin_key.Scalar();
+      check_option_plugin(plugin, where_of(plugin_key));
       if (!plugin_value.IsMap()) {
         fail(where_of_value(plugin_value, plugin_key),
              "'options." + plugin + "' must be a map of option -> scalar, got " +
@@ -1004,6 +1023,12 @@ class Loader {
       if (std::string why = data_skip_reason(params); !why.empty()) reasons.push_back(why);
     } catch (const std::invalid_argument& e) {
       fail(entry.where, e.what());
+    }
+    if (catalog_.check_network) {
+      if (auto why = catalog_.check_network(params)) {
+        const Value* options = merged.find("options");
+        fail(options != nullptr ? options->where : entry.where, *why);
+      }
     }
     built.spec.skip_reason = join(reasons, "; ");
     return built;

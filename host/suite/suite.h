@@ -38,6 +38,13 @@ struct SuiteCatalog {
   // Plugins the build left out, by name, with why (PluginRegistry::left_out): the skip reason of
   // their cases says it instead of only "not installed".
   std::map<std::string, std::string> left_out;
+  // Why a case's network does not build with the options the case gives it (the network
+  // plugin's own rule), or nullopt; the suite is refused at the `options` key. Unset: not checked.
+  std::function<std::optional<std::string>(const nlohmann::ordered_json& params)> check_network;
+  // Every plugin's name, of any kind (network plugins such as networks_transformer too): an
+  // `options` key must name one of them, one the build left out, or one listed under `optional`.
+  // Empty: the plugin names of `options` are not checked.
+  std::vector<std::string> plugins;
 };
 
 struct CaseSpec {

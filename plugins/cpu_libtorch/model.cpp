@@ -41,14 +41,19 @@ namespace {
 namespace sdk = dlhost::sdk;
 
 // Runs `body`; a c10::Error (ATen's checks) becomes INTERNAL naming the call, without the C++
-// backtrace ATen appends.
+// backtrace ATen appends, or RESOURCE_EXHAUSTED when it is the CPU allocator refusing memory
+// ("DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes", an enforce of
+// 1.13 and 2.x alike, not c10::OutOfMemoryError): the case is then OOM, not a plugin's fault.
 template <class Body>
 auto with_torch(const char* call, Body&& body) {
   try {
     return body();
   } catch (const c10::Error& e) {
-    sdk::fail(DLHOST_CODE_INTERNAL, std::string(DLHOST_TORCH_PLUGIN_NAME ": ") + call + ": " +
-                                        e.what_without_backtrace());
+    const std::string what = e.what_without_backtrace();
+    const bool oom = dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
+                     what.find("DefaultCPUAllocator") != std::string::npos;
+    sdk::fail(oom ? DLHOST_CODE_RESOURCE_EXHAUSTED : DLHOST_CODE_INTERNAL,
+              std::string(DLHOST_TORCH_PLUGIN_NAME ": ") + call + ": " + what);
   }
 }
 

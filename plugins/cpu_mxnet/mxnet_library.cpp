@@ -82,7 +82,11 @@ void check_with(const Api& api, int rc, const char* call) {
   const size_t trace = what.find("\nStack trace");
   if (trace != std::string::npos) what.resize(trace);
   while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
-  sdk::fail(DLHOST_CODE_INTERNAL, std::string("cpu_mxnet: ") + call + ": " + what);
+  // MXNet's storage managers say "Failed to allocate CPU Memory" when malloc refuses: the
+  // case's size, not a fault of the plugin (the record must say OOM).
+  const bool oom = what.find("Failed to allocate") != std::string::npos;
+  sdk::fail(oom ? DLHOST_CODE_RESOURCE_EXHAUSTED : DLHOST_CODE_INTERNAL,
+            std::string("cpu_mxnet: ") + call + ": " + what);
 }
 
 void check(int rc, const char* call) { check_with(mx(), rc, call); }

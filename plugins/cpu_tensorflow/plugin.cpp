@@ -43,7 +43,8 @@ class TensorFlowBackend final : public sdk::Backend<Context> {
          "op it clusters (ConfigProto global_jit_level ON_1, cpu_global_jit)",
          "graph|xla"},
         {"inter_op_threads", DLHOST_OPTION_INT, "0",
-         "TensorFlow's inter-op pool; 0: as many as the threads option (intra-op)"}};
+         "TensorFlow's inter-op pool; 0: as many as the threads option (intra-op)",
+         sdk::kThreadsRange}};
   }
   std::optional<sdk::Capabilities> capabilities() const override {
     sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);

@@ -8,8 +8,11 @@
 namespace dlhost::cpu_tensorflow::tf {
 
 void check(TF_Status* status, const std::string& what) {
-  if (TF_GetCode(status) != TF_OK)
-    sdk::fail(DLHOST_CODE_INTERNAL, "cpu_tensorflow: " + what + ": " + TF_Message(status));
+  if (TF_GetCode(status) == TF_OK) return;
+  // "OOM when allocating tensor with shape[...]": the case's size, not a fault of the plugin.
+  sdk::fail(TF_GetCode(status) == TF_RESOURCE_EXHAUSTED ? DLHOST_CODE_RESOURCE_EXHAUSTED
+                                                        : DLHOST_CODE_INTERNAL,
+            "cpu_tensorflow: " + what + ": " + TF_Message(status));
 }
 
 Session::Session(TF_Graph* graph, const std::string& config) {

@@ -32,7 +32,7 @@ class GpuBackend final : public sdk::Backend<Context> {
          "compile",
          "heuristic|exhaustive"},
         {"workspace_limit_mb", DLHOST_OPTION_INT, "1024",
-         "most workspace one convolution call may use, MiB"}};
+         "most workspace one convolution call may use, MiB", "0..1073741824"}};
   }
 
   // Every op through ABI 1.4's Transformer ops, SGD and AdamW; fp32, tf32, and bf16 / fp16 for

@@ -26,7 +26,8 @@ class SchemaBackend final : public sdk::Backend<Context> {
         {"tile", DLHOST_OPTION_INT, "8", "rows per tile"},
         {"mode", DLHOST_OPTION_ENUM, "exact", "how to round", "exact|fast"},
         {"trace", DLHOST_OPTION_BOOL, nullptr, "log every call"},
-        {"ratio", DLHOST_OPTION_FLOAT, "0.5", "a fraction"}};
+        {"ratio", DLHOST_OPTION_FLOAT, "0.5", "a fraction"},
+        {"lanes", DLHOST_OPTION_INT, "4", "vector lanes", "1..64"}};
   }
   std::optional<sdk::Capabilities> capabilities() const override {
     sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_MSE_LOSS);

@@ -43,7 +43,7 @@ const dlhost::LoadedPlugin& backend(const std::string& name) {
 TEST(OptionSchema, TheKitPublishesWhatABackendDeclares) {
   const auto& demo = backend("schema_demo");
   ASSERT_NE(demo.extensions.option_schema, nullptr);
-  ASSERT_EQ(demo.options.size(), 4u);
+  ASSERT_EQ(demo.options.size(), 5u);
   EXPECT_EQ(demo.options[0].name, "tile");
   EXPECT_EQ(demo.options[0].type, DLHOST_OPTION_INT);
   EXPECT_EQ(demo.options[0].default_value, std::optional<std::string>("8"));
@@ -99,6 +99,25 @@ TEST(OptionSchema, UnknownOrMistypedOptionsAreErrorsAtTheirLine) {
       << e;
 }
 
+// `inter_op_threads: -1` passed validate and failed the case when the plugin read it (issue 43):
+// an integer option's declared range is checked at load, and a number with leading blanks (" 8",
+// which the case id printed as "-8") is not a number.
+TEST(OptionSchema, AnIntegerOutsideItsDeclaredRangeIsAnErrorAtItsLine) {
+  EXPECT_EQ(suite_error("      schema_demo: {lanes: 1}\n"), "");
+  EXPECT_EQ(suite_error("      schema_demo: {lanes: 64}\n"), "");
+  std::string e = suite_error("      schema_demo:\n        lanes: 65\n");
+  EXPECT_NE(e.find("opts.yaml:7:"), std::string::npos) << e;
+  EXPECT_NE(e.find("plugin 'schema_demo' option 'lanes': 65 is out of range [1, 64]"),
+            std::string::npos)
+      << e;
+  e = suite_error("      schema_demo: {lanes: -1}\n");
+  EXPECT_NE(e.find("-1 is out of range [1, 64]"), std::string::npos) << e;
+  e = suite_error("      schema_demo: {tile: \" 8\"}\n");
+  EXPECT_NE(e.find("option 'tile': ' 8' is not a int"), std::string::npos) << e;
+  e = suite_error("      schema_demo: {ratio: \" 0.5\"}\n");
+  EXPECT_NE(e.find("option 'ratio': ' 0.5' is not a float"), std::string::npos) << e;
+}
+
 TEST(OptionSchema, APluginWithoutASchemaKeepsUncheckedOptions) {
   EXPECT_EQ(suite_error("      compat_v1_1: {anything: 1}\n"), "");
   EXPECT_EQ(suite_error("      not_installed: {anything: 1}\n"), "");
@@ -122,6 +141,8 @@ TEST(OptionSchema, PluginsVerboseListsOptionsAndCapabilities) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("option trace (bool, default none)"), std::string::npos) << out;
+  EXPECT_NE(out.find("option lanes (int 1..64, default \"4\"): vector lanes"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("precision: fp32, bf16; 7 ops"), std::string::npos) << out;
   EXPECT_NE(out.find("options: none of its own"), std::string::npos) << out;
   json j = json::parse(run_command("plugins -v --json"));

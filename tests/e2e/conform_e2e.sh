@@ -6,8 +6,10 @@
 #  3. a backend wrong on purpose (fixture_plugins/wrong_backend.cpp: cpu_onednn ignoring
 #     count_include_pad=0), loaded by path as a vendor's .so, fails exactly the average-pooling
 #     problems whose windows touch padding, passes the others, and its rerun line fails alone;
-#  4. usage errors (a .so that cannot load, a bad descriptor) and a --json file that cannot be
-#     written (/dev/full) exit 2 with the reason.
+#  4. usage errors (a .so that cannot load, a bad descriptor, --threads over 4096) and a --json
+#     file that cannot be written (/dev/full) exit 2 with the reason;
+#  5. a run that checks nothing (--ops none --networks none, with or without --strict) exits 1,
+#     as its help says: a CI gate must not pass on nothing (issue 43).
 # Usage: conform_e2e.sh DLHOST WRONG_BACKEND_SO WORK_DIR
 set -eu
 DLHOST="$1"
@@ -98,5 +100,20 @@ grep -q "no_such_backend.so cannot be used: " "$WORK/missing.err" || fail "missi
 run bad_case conform --backend cpu_onednn --reference cpu_reference --case 'op=conv2d,q=1'
 test $rc -eq 2 || fail "a bad descriptor exited $rc, expected 2"
 grep -q "has no key 'q'" "$WORK/bad_case.err" || fail "bad descriptor message"
+# Five op FAILEDs (every backend refusing threads=5000) used to report a usage error.
+run threads conform --backend cpu_onednn --reference cpu_reference --threads 5000 --ops fc
+test $rc -eq 2 || fail "--threads 5000 exited $rc, expected 2"
+grep -q -- "--threads: Value 5000 not in range 0 to 4096" "$WORK/threads.err" \
+  || { cat "$WORK/threads.err"; fail "--threads 5000 message"; }
+grep -q "^FAILED" "$WORK/threads.txt" && fail "--threads 5000 ran problems"
+
+# 5. Nothing checked, nothing passed.
+grep -q "also when none ran" "$WORK/help.txt" || fail "--help does not say that a run of nothing exits 1"
+for strict in "" --strict; do
+  run none conform --backend cpu_onednn --reference cpu_reference --ops none --networks none $strict
+  test $rc -eq 1 || fail "--ops none --networks none $strict exited $rc, expected 1"
+  grep -q "no problem was run (--ops and --networks chose none), so nothing PASSED" "$WORK/none.err" \
+    || { cat "$WORK/none.err"; fail "no reason for exit 1 on an empty run"; }
+done
 
 echo "conform_e2e: all checks passed ($summary)"

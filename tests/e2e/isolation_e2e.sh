@@ -1,7 +1,8 @@
 #!/bin/sh
 # isolation_e2e.sh — one case's fault never loses the others: a suite whose cases error, throw
-# through the C ABI, segfault, abort, exit, hang and run out of memory, with a good case after
-# each, records every case with the right status and reason and keeps going. Then kill -9 of
+# through the C ABI, segfault, abort, exit, hang, run out of memory and measure a matmul_peak
+# slower than their time, with a good case after each, records every case with the right status
+# and reason and keeps going. Then kill -9 of
 # dlhost mid-run and --resume end with every case recorded exactly once.
 # Usage: isolation_e2e.sh DLHOST SOURCE_DIR FIXTURE_BACKEND_DIR WORK_DIR
 set -eu
@@ -10,8 +11,9 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 fail() { echo "isolation_e2e: FAILED: $*"; exit 1; }
 . "$(dirname "$0")/process_checks.sh"
 
-# Only the hanging case has a short timeout: the others (filling 1 GiB before the OOM costs ~3 s
-# of page faults here, more on a loaded machine) must end by themselves, never by the clock.
+# Only the hanging case and the slow peak have short timeouts: the others (filling 1 GiB before
+# the OOM costs ~3 s of page faults here, more on a loaded machine) must end by themselves, never
+# by the clock.
 cat > "$WORK/faults.yaml" <<'YAML'
 name: faults
 defaults: {network: lenet, batch: 4, warmup: 0, iterations: 2, timeout: 120}
@@ -23,6 +25,11 @@ cases:
   - {backend: faulty, tags: [exit], options: {faulty: {fault: exit}}}
   - {backend: faulty, tags: [hang], timeout: 3, options: {faulty: {fault: hang}}}
   - {backend: faulty, tags: [oom], memory_limit_mb: 1024, options: {faulty: {fault: oom}}}
+  - {backend: faulty, tags: [slow_peak], timeout: 2, matmul_peak: 64, options: {faulty: {fault: slow, slow_ms: 700}}}
+  - {backend: faulty, tags: [segv_over_limit], batch: 60000, memory_limit_mb: 1000, options: {faulty: {fault: segv}}}
+  - {backend: faulty, tags: [error_over_limit], batch: 60000, memory_limit_mb: 1000, options: {faulty: {fault: error}}}
+  - {backend: faulty, tags: [segv_within_limit], memory_limit_mb: 1000, options: {faulty: {fault: segv}}}
+  - {backend: faulty, tags: [segv_at_limit], memory_limit_mb: 512, options: {faulty: {fault: oom_segv}}}
   - {backend: cpu_onednn, tags: [good]}
 YAML
 set +e
@@ -50,8 +57,31 @@ check abort CRASHED "SIGABRT"
 check exit FAILED "exited with code 3"
 check hang TIMEOUT "timeout"
 check oom OOM "RESOURCE_EXHAUSTED"
+check oom OOM "(under memory_limit_mb 1024)"
+# Under memory_limit_mb, a crash or an error of a case whose network's largest tensor alone is
+# over the limit (LeNet's first convolution at batch 60000: 2637 MiB) is OOM, with the limit and
+# what was asked: TensorFlow's oneDNN ops write through the null pointer of a refused allocation
+# (SIGSEGV), MXNet and libtorch raise errors in their own words (issue 43). Within the limit a
+# crash stays a crash.
+check segv_over_limit OOM "killed by SIGSEGV, out of memory: its largest tensor, 'conv1' (60000x20x24x24), needs 2637 MiB alone, over memory_limit_mb 1000"
+check error_over_limit OOM "over memory_limit_mb 1000; the backend said: INTERNAL: "
+check segv_within_limit CRASHED "SIGSEGV"
+# A crash while the process holds (nearly) all of its limit, no tensor being over it: OOM too, the
+# worker's crash handler saying how much it held.
+check segv_at_limit OOM "killed by SIGSEGV, out of memory: "
+check segv_at_limit OOM " MiB of data held at the crash, near memory_limit_mb 512"
 check good OK ""
-"$SRC/tests/e2e/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/faults.jsonl" --cases 8 || fail "schema"
+# A matmul_peak slower than what is left of the case's time (13 passes of 0.7 s after a 2 s
+# timeout) stops at the deadline: the case stays OK with its timing, the peak says why it has no
+# figure (it was killed as TIMEOUT with timing null, issue 43).
+check slow_peak OK ""
+/usr/bin/python3 - "$WORK/faults.jsonl" <<'PY' || fail "slow_peak's record"
+import json, sys
+r = [r for r in map(json.loads, open(sys.argv[1])) if r["params"].get("tags") == ["slow_peak"]][0]
+assert r["timing"]["iterations"] == 2, r["timing"]
+assert "matmul_peak: not measured, the case's time ran out" in r["matmul_peak"]["error"], r["matmul_peak"]
+PY
+"$SRC/tests/e2e/validate_results.py" "$SRC/docs/results-schema.json" "$WORK/faults.jsonl" --cases 13 || fail "schema"
 
 # kill -9 in the middle of a run, then --resume: every case exactly once.
 cat > "$WORK/many.yaml" <<'YAML'

@@ -435,6 +435,28 @@ TEST(PluginKit, IntOptionInRangeOrAnErrorNamingTheKey) {
             std::string::npos);
 }
 
+// strtoll and strtod skip leading blanks: `seq: " 8"` ran as 8 while the case id said "seq=-8"
+// (issue 43). A number written with them is text, as the host's schema check says too.
+TEST(PluginKit, NumbersWithLeadingBlanksAreNotNumbers) {
+  ASSERT_NE(backend_plugin(), nullptr);  // the host attached
+  const OptionMap values{{"seq", " 8"}, {"dropout", "\t0.5"}, {"steps", "8"}};
+  const auto* raw = reinterpret_cast<const dlhost_options*>(&values);
+  EXPECT_EQ(sdk::option_int(raw, "steps", 0), 8);
+  const auto error_of = [&](auto&& read) -> std::string {
+    try {
+      read();
+    } catch (const sdk::Error& e) {
+      EXPECT_EQ(e.code(), DLHOST_CODE_INVALID_ARGUMENT);
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of([&] { sdk::option_int(raw, "seq", 0); }),
+            "option 'seq' must be an integer, got ' 8'");
+  EXPECT_EQ(error_of([&] { sdk::option_double(raw, "dropout", 0); }),
+            "option 'dropout' must be a number, got '\t0.5'");
+}
+
 // One NCHW tensor [2, 3, 7, 6] feeding one node, for the graph accessors.
 struct OneNodeGraph {
   dlhost_tensor_desc x = sdk::make_struct<dlhost_tensor_desc>(DLHOST_TENSOR_DESC_STRUCT_SIZE);

@@ -10,6 +10,7 @@
 #define DLHOST_HPP
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -145,7 +146,9 @@ inline int64_t option_int(const dlhost_options* options, const char* key, int64_
   if (!value) return fallback;
   char* end = nullptr;
   long long parsed = std::strtoll(value->c_str(), &end, 10);
-  if (end == value->c_str() || *end != '\0')
+  // strtoll skips leading blanks: " 8" is text, not the 8 a case id would print as "-8".
+  if (end == value->c_str() || *end != '\0' ||
+      std::isspace(static_cast<unsigned char>((*value)[0])))
     invalid(std::string("option '") + key + "' must be an integer, got '" + *value + "'");
   return parsed;
 }
@@ -154,7 +157,8 @@ inline double option_double(const dlhost_options* options, const char* key, doub
   if (!value) return fallback;
   char* end = nullptr;
   double parsed = std::strtod(value->c_str(), &end);
-  if (end == value->c_str() || *end != '\0')
+  if (end == value->c_str() || *end != '\0' ||
+      std::isspace(static_cast<unsigned char>((*value)[0])))
     invalid(std::string("option '") + key + "' must be a number, got '" + *value + "'");
   return parsed;
 }

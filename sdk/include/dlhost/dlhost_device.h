@@ -221,7 +221,9 @@ typedef struct dlhost_option_decl {
   int32_t type;              /* dlhost_option_type */
   const char* default_value; /* as text; NULL when the option has no default */
   const char* help;          /* one line */
-  const char* choices;       /* DLHOST_OPTION_ENUM: "a|b|c"; else NULL */
+  const char* choices;       /* DLHOST_OPTION_ENUM: "a|b|c"; DLHOST_OPTION_INT: NULL or
+                                "MIN..MAX", the inclusive range the plugin accepts (the host
+                                refuses a value outside it at load; an older host ignores it) */
 } dlhost_option_decl;
 #define DLHOST_OPTION_DECL_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_option_decl, choices)
 

@@ -77,11 +77,16 @@ struct OptionSpec {
   dlhost_option_type type;        // DLHOST_OPTION_BOOL/INT/FLOAT/STRING/ENUM
   const char* default_value;      // as text; nullptr when there is none
   const char* help;               // one line
-  const char* choices = nullptr;  // DLHOST_OPTION_ENUM: "a|b|c"
+  const char* choices = nullptr;  // DLHOST_OPTION_ENUM: "a|b|c"; DLHOST_OPTION_INT: "MIN..MAX",
+                                  // the range get_int_in reads it with, so that the host
+                                  // refuses a value outside it at load (dlhost validate)
 };
 
-// The most threads a "threads" option may ask for: more is a typo, not a machine.
+// The most threads a "threads" option may ask for: more is a typo, not a machine. The host's
+// `threads` case key has the same bound (suite/schema.cpp); kThreadsRange declares it for an
+// option of the plugin's own (OptionSpec::choices).
 inline constexpr int64_t kMaxThreads = 4096;
+inline constexpr const char* kThreadsRange = "0..4096";
 
 // The declaration of a plugin that reads no option of its own (only host-set keys).
 inline std::optional<std::vector<OptionSpec>> no_options() { return std::vector<OptionSpec>{}; }

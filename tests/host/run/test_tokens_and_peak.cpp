@@ -1,7 +1,8 @@
 // test_tokens_and_peak.cpp — what a record says for model FLOP utilisation (issue 33): a language
 // model's tokens per sample and tokens/s, and the `matmul_peak` key's block, from real cases run
 // in this process on cpu_reference; a network without token ids and a case without the key have
-// none of them.
+// none of them; a peak slower than what is left of the case's time (the fixture backend `faulty`,
+// sleeping in every forward) stops there, with the case's timing kept.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -17,7 +18,7 @@ using json = nlohmann::ordered_json;
 const dlhost::PluginRegistry& registry() {
   static const dlhost::PluginRegistry* r = [] {
     auto* made = new dlhost::PluginRegistry();  // plugins are never unloaded
-    made->discover({DLHOST_TEST_PLUGIN_DIR});
+    made->discover({DLHOST_TEST_PLUGIN_DIR, DLHOST_TEST_BINARY_DIR "/tests/fixture_backends"});
     return made;
   }();
   return *r;
@@ -76,6 +77,31 @@ TEST(TokensAndPeak, AnImageNetworkWithoutTheKeyHasNeither) {
   EXPECT_FALSE(rec["network"].contains("tokens_per_sample"));
   EXPECT_FALSE(rec["timing"].contains("tokens_per_second"));
   EXPECT_FALSE(rec.contains("matmul_peak"));
+}
+
+// `matmul_peak: 4096, timeout: 4` on LeNet: steps of 2 ms done, then the peak ran with no deadline
+// and the case was killed as TIMEOUT with `timing: null` (issue 43). Each forward here sleeps
+// 500 ms: one timed step, then the peak's passes until the next would end past the 3 s timeout
+// (13 passes, 6.5 s, without the deadline).
+TEST(TokensAndPeak, APeakThatRunsOutOfTheCasesTimeKeepsTheTimingAndSaysSo) {
+  json rec = run(json{{"network", "lenet"},
+                      {"backend", "faulty"},
+                      {"batch", 2},
+                      {"iterations", 1},
+                      {"warmup", 0},
+                      {"timeout", 3},
+                      {"matmul_peak", 64},
+                      {"options", {{"faulty", {{"fault", "slow"}, {"slow_ms", 500}}}}}});
+  ASSERT_EQ(rec["status"], "OK") << rec["reason"];
+  ASSERT_TRUE(rec["timing"].is_object()) << rec.dump();
+  EXPECT_EQ(rec["timing"]["iterations"], 1) << rec["timing"].dump();
+  const json& peak = rec["matmul_peak"];
+  ASSERT_TRUE(peak.contains("error")) << peak.dump();
+  EXPECT_NE(peak["error"].get<std::string>().find(
+                "matmul_peak: not measured, the case's time ran out before forward pass "),
+            std::string::npos)
+      << peak["error"];
+  EXPECT_FALSE(peak.contains("gflops")) << peak.dump();
 }
 
 }  // namespace

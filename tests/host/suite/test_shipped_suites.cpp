@@ -35,6 +35,8 @@ const dlhost::SuiteCatalog& build_catalog() {
     for (const auto& n : dlhost::list_networks(registry)) c.networks.push_back(n.name);
     c.backends = registry.names(DLHOST_PLUGIN_BACKEND);
     c.comms = registry.names(DLHOST_PLUGIN_COMM);
+    for (const auto& p : registry.plugins()) c.plugins.push_back(p.name);
+    for (const auto& l : registry.left_out()) c.left_out[l.name] = l.reason;
     if (const auto* best = registry.highest_priority(DLHOST_PLUGIN_BACKEND))
       c.preferred_backend = best->name;
     return c;

@@ -38,7 +38,7 @@ const char* const kCaseKeys =
     "epoch_size, evaluate, options, tags, launcher_args, interconnect, link_gbit, link_latency_us";
 
 SuiteCatalog test_catalog() {
-  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, "", {}, {}};
+  return {{"fcn5", "fcn8", "lenet"}, {"cpu_onednn", "cpu_ref"}, {"gloo"}, "", {}, {}, {}, {}};
 }
 
 constexpr int kCores = 4;
@@ -405,8 +405,15 @@ TEST_F(suite_loader, OverrideErrors) {
             std::string(" override 'thread=2': unknown key 'thread'; valid keys: ") + kCaseKeys +
                 "; did you mean 'threads'?");
   EXPECT_EQ(error(yaml, {"threads=-1"}),
-            " override 'threads=-1': 'threads' must be an integer >= 0, got -1");
+            " override 'threads=-1': 'threads' must be an integer >= 0 and <= 4096, got -1");
   EXPECT_EQ(error(yaml, {"threads"}), " override 'threads': expected key=value");
+  // More than the backends take (sdk::kMaxThreads) is refused here as the backends refuse it,
+  // oversubscribed or not: `validate` used to pass what every backend then FAILED (issue 43).
+  EXPECT_EQ(error(yaml, {"threads=4097"}),
+            " override 'threads=4097': 'threads' must be an integer >= 0 and <= 4096, got 4097");
+  EXPECT_EQ(error("cases:\n  - {network: fcn5, threads: 100000, oversubscribe: true}\n"),
+            "2:30: 'threads' must be an integer >= 0 and <= 4096, got 100000");
+  EXPECT_EQ(load(yaml, {"threads=4096", "oversubscribe=true"}).cases.at(0).params["threads"], 4096);
   EXPECT_EQ(error(yaml, {"network=[]"}),
             " override 'network=[]': matrix axis 'network' is empty; give a value or a list of "
             "values");
@@ -499,6 +506,32 @@ TEST_F(suite_loader, OptionalNamesTheBuildLeftOutSayWhy) {
   EXPECT_EQ(s.cases[1].skip_reason,
             "backend 'cpu_tensorflow' is not built here: the PyPI wheel tensorflow-cpu==2.21.0 "
             "is not installed");
+}
+
+// `options: {cpu_tensorfow: {mode: xla}}` was passed to no plugin while the case id said
+// mode=xla (issue 43): a key naming no plugin is refused where it is written, unless the plugin
+// is one the build left out or the suite lists it under optional.
+TEST_F(suite_loader, OptionsForAPluginThatDoesNotExistAreRefused) {
+  SuiteCatalog catalog = test_catalog();
+  catalog.plugins = {"cpu_onednn", "cpu_ref", "gloo", "networks_transformer"};
+  catalog.left_out["cpu_tensorflow"] = "the PyPI wheel tensorflow-cpu==2.21.0 is not installed";
+  EXPECT_EQ(
+      error("cases:\n  - {network: fcn5, options: {cpu_tensorfow: {mode: xla}}}\n", {}, catalog),
+      "2:31: 'options' names no plugin 'cpu_tensorfow'; plugins: cpu_onednn, cpu_ref, gloo, "
+      "networks_transformer, cpu_tensorflow; did you mean 'cpu_tensorflow'? (to give "
+      "options to a plugin not installed here, list it under optional)");
+  EXPECT_EQ(
+      error("defaults:\n  options: {networks_transfomer: {seq: 8}}\nmatrix: {network: fcn5}\n", {},
+            catalog)
+          .substr(0, 53),
+      "2:13: 'options' names no plugin 'networks_transfomer'");
+  // Known plugins, the one left out and one the suite lists under optional are taken.
+  const Suite s = load(
+      "optional:\n  backend: [cpu_vendor]\n"
+      "cases:\n  - {network: fcn5, options: {networks_transformer: {seq: 8}, cpu_tensorflow: "
+      "{mode: xla}, cpu_vendor: {fast: 1}}}\n",
+      {}, kCores, catalog);
+  EXPECT_EQ(s.cases.at(0).params["options"].size(), 3u);
 }
 
 TEST_F(suite_loader, ThreadsBeyondTheCoresAreSkipped) {
@@ -639,7 +672,7 @@ class suite_machine_skips : public suite_loader {
   static constexpr const char* kOpenMpi = "Open MPI v4.1.4";
 
   SuiteCatalog catalog() const {
-    return {{"fcnr", "resnet56"}, {"cpu_onednn", "gpu_cudnn"}, {"mpi", "nccl"}, "", {}, {}};
+    return {{"fcnr", "resnet56"}, {"cpu_onednn", "gpu_cudnn"}, {"mpi", "nccl"}, "", {}, {}, {}, {}};
   }
   // Loads `yaml` on a machine of 2 cores whose gpu_cudnn sees `gpus` GPUs (0: no driver), then
   // applies the rules with `cli_args` as the command line's launcher arguments.
