@@ -5,7 +5,11 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+
+#include "dlhost/cpu_info.hpp"
 
 #include "console/progress_channel.h"
 #include "core/environment.h"
@@ -15,6 +19,7 @@
 #include "isolate/case_process.h"
 #include "isolate/startup_watch.h"
 #include "launch/process_group.h"
+#include "run/runtime_settings.h"
 #include "suite/schema.h"
 
 namespace dlhost {
@@ -50,6 +55,31 @@ void write_record_file(const std::string& path, const std::string& text) {
   std::rename(part.c_str(), path.c_str());
 }
 
+// Set in the worker's environment once it runs under its case's runtime settings: the case id.
+constexpr const char* kAppliedMark = "DLHOST_CASE_ENVIRONMENT";
+
+// Starts this worker again under the case's runtime settings (runtime_settings.h) unless it
+// already runs under them: a preloaded allocator, OpenBLAS's core and OpenMP's variables take
+// effect only in a fresh process, before any library loads. The pid, the process group and the
+// parent-death signal survive execve, so the launcher and the parent see the same process.
+// Returns when nothing is to change, or when the exec fails (the case then runs as it is and its
+// record's environment says so).
+void run_under_case_environment(const CaseJob& job, const std::string& job_json) {
+  const char* applied = std::getenv(kAppliedMark);
+  if (applied != nullptr && job.input.id == applied) return;
+  const CaseEnvironment env =
+      case_environment(job.input.params, allocator_folders(), sdk::cpu_info().flags);
+  for (const auto& [variable, value] : env.set) setenv(variable.c_str(), value.c_str(), 1);
+  for (const std::string& variable : env.unset) unsetenv(variable.c_str());
+  setenv(kAppliedMark, job.input.id.c_str(), 1);
+  std::string exe = self_exe(), command = "case-worker", job_text = job_json;
+  char* argv[] = {exe.data(), command.data(), job_text.data(), nullptr};
+  std::fflush(nullptr);
+  execv(exe.c_str(), argv);
+  std::fprintf(stderr, "case-worker: cannot start again under the case's settings: %s\n",
+               std::strerror(errno));
+}
+
 }  // namespace
 
 int case_local_main(int ranks, const std::string& job_json) {
@@ -62,6 +92,7 @@ int case_local_main(int ranks, const std::string& job_json) {
 int case_worker_main(const std::string& job_json) {
   die_with_launcher();
   CaseJob job = job_from_json(nlohmann::json::parse(job_json));
+  run_under_case_environment(job, job_json);
   RunContext ctx;
   try {
     ctx.rank = detect_rank_env();
