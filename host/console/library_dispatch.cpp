@@ -45,7 +45,7 @@ void openblas_warning(const json& d, const json& record, std::vector<Warning>& o
   fix += key.empty() || key == "auto"
              ? "`openblas_coretype: auto` should have set OPENBLAS_CORETYPE=" + best +
                    " (the case ran without dlhost's case worker?)"
-             : "the case sets `openblas_coretype: " + key + "`; `openblas_coretype: auto` (or " +
+             : "The case sets `openblas_coretype: " + key + "`; `openblas_coretype: auto` (or " +
                    best + ") sets OPENBLAS_CORETYPE=" + best;
   out.push_back({kWarnLibraryDispatch, version + " dispatched its " + core + " kernels (" +
                                            isa_name(core_rank) + ") on this " + isa_name(cpu_rank) +

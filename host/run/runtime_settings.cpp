@@ -30,6 +30,14 @@ const std::map<std::string, std::string>& allocator_files() {
 // ("cannot allocate memory in static TLS block"; measured with dlmopen, glibc 2.36).
 constexpr const char* kStaticTlsTunable = "glibc.rtld.optional_static_tls=16384";
 
+// A sanitizer's runtime replaces malloc and must come first in the process: a preloaded
+// allocator would make it refuse to start ("ASan runtime does not come first").
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizerMalloc = true;
+#else
+constexpr bool kSanitizerMalloc = false;
+#endif
+
 std::string with_threads(std::string value, int64_t threads) {
   const std::string mark = "{threads}";
   for (size_t at; (at = value.find(mark)) != std::string::npos;)
@@ -103,8 +111,11 @@ std::string find_allocator_library(const std::string& name,
 AllocatorChoice choose_allocator(const json& params, const std::vector<std::string>& folders) {
   AllocatorChoice a;
   a.requested = case_value<std::string>(params, "allocator");
-  if (a.requested == "system") {
+  if (a.requested == "system" || kSanitizerMalloc) {
     a.name = "system";
+    if (a.requested != "system" && a.requested != "auto")
+      a.skip_reason = "allocator " + a.requested +
+                      ": this dlhost is built with a sanitizer, whose runtime replaces malloc";
     return a;
   }
   const std::string wanted = a.requested == "auto" ? "tcmalloc" : a.requested;
@@ -179,6 +190,9 @@ CaseEnvironment case_environment(const json& params, const std::vector<std::stri
   env.allocator = choose_allocator(params, folders);
   if (!env.allocator.library.empty()) {
     put("LD_PRELOAD", appended(std::getenv("LD_PRELOAD"), env.allocator.library));
+    // PyTorch's launcher (torch.backends.xeon.run_cpu, 2.x) sets this for jemalloc.
+    if (env.allocator.name == "jemalloc")
+      put("MALLOC_CONF", "oversize_threshold:1,background_thread:true,metadata_thp:auto");
     put("DLHOST_NAMESPACE_ALLOCATOR", env.allocator.library);
     put("GLIBC_TUNABLES", appended(std::getenv("GLIBC_TUNABLES"), kStaticTlsTunable));
   } else {

@@ -12,8 +12,9 @@
 // own (cpu_libtorch2's loader dlmopens it there first, so that namespace's malloc and free are
 // the same allocator too; memory never crosses the two namespaces).
 //
-// Pure functions over the case's params and the CPU's flags, except where a name says it reads
-// the file system; thread-safe.
+// Functions of the case's params and the CPU's flags that also read this process's environment
+// (LD_PRELOAD and GLIBC_TUNABLES, to add to them; DLHOST_ALLOCATOR_PATH) and whether the
+// allocator's library file exists; thread-safe while nothing changes the environment.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -74,6 +74,9 @@ TEST(RuntimeSettings, TheAllocatorIsPreloadedAndHandedToBackendNamespaces) {
   const std::string lib = (folder.path / "libjemalloc.so.2").string();
   EXPECT_NE(value_of(env, "LD_PRELOAD").find(lib), std::string::npos);
   EXPECT_EQ(value_of(env, "DLHOST_NAMESPACE_ALLOCATOR"), lib);
+  // PyTorch's launcher's settings for jemalloc.
+  EXPECT_EQ(value_of(env, "MALLOC_CONF"),
+            "oversize_threshold:1,background_thread:true,metadata_thp:auto");
   EXPECT_NE(value_of(env, "GLIBC_TUNABLES").find("glibc.rtld.optional_static_tls="),
             std::string::npos);
   // The system allocator: no preload of ours, and no namespace allocator left over.
