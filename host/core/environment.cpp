@@ -223,7 +223,7 @@ nlohmann::ordered_json capture_environment(const PluginRegistry& registry) {
         "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS", "DNNL_MAX_CPU_ISA",
         "DNNL_VERBOSE", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "MXNET_OMP_MAX_THREADS",
         "MXNET_ENGINE_TYPE", "MXNET_CPU_WORKER_NTHREADS", "GLIBC_TUNABLES",
-        "DLHOST_NAMESPACE_ALLOCATOR"}) {
+        "DLHOST_NAMESPACE_ALLOCATOR", "MALLOC_CONF"}) {
     const char* v = std::getenv(name);
     vars[name] = v != nullptr ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
   }

@@ -13,7 +13,8 @@
 #            it asked for, the loss falls on each, BACKEND ran at 1 and 2 threads, the record names
 #            the framework it ran on, and each of BACKEND's losses agrees step by step with
 #            cpu_onednn's at 1 thread on the same network (same graph, weights, data and SGD: only
-#            rounding may differ).
+#            rounding may differ); timing.fused_step is what each backend did (ABI 1.5: cpu_onednn
+#            and cpu_tensorflow fuse, the others run three phases and keep the backward_profile).
 # Usage: framework_e2e.sh conform|suite BACKEND DLHOST SOURCE_DIR WORK_DIR [SUITE]
 set -eu
 KIND="$1"; BACKEND="$2"; DLHOST="$3"; SRC="$4"; WORK="$5"; SUITE="${6:-}"
