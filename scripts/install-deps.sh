@@ -1,7 +1,8 @@
 #!/bin/sh
 # install-deps.sh — installs the Debian bookworm packages dlhost builds and tests with: the
 # libraries, Open MPI and Gloo (the comms), clang + libFuzzer (fuzz tests) and a one-node Slurm
-# (launcher tests), iproute2 (test hosts in network namespaces, tc-shaped links).
+# (launcher tests), iproute2 (test hosts in network namespaces, tc-shaped links), tcmalloc and
+# jemalloc (the case key `allocator`).
 # Then the PyPI wheels of the framework backends into deps/pypi (below).
 # Idempotent and quick when everything is already there (no `apt-get update` then).
 set -eu
@@ -9,7 +10,7 @@ PACKAGES="build-essential cmake ninja-build pkg-config git python3 python3-pip p
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libopenblas-dev libtorch-dev libyaml-cpp-dev libspdlog-dev libfmt-dev \
   libboost-dev libboost-filesystem-dev libcli11-dev nlohmann-json3-dev \
   libgtest-dev libopenmpi-dev openmpi-bin libgloo-dev gnuplot-nox zlib1g-dev iproute2 \
-  clang libclang-rt-14-dev \
+  clang libclang-rt-14-dev libtcmalloc-minimal4 libjemalloc2 \
   slurmctld slurmd slurm-client munge"
 
 missing=""

@@ -14,6 +14,9 @@
 
 namespace dlhost {
 
+// `dlhost case-env --set KEY=VALUE...`: a case's runtime environment as JSON (for bench/).
+Command add_case_env_command(CLI::App& app);
+
 // `dlhost new-backend NAME`: writes a buildable backend plugin with every op UNIMPLEMENTED.
 // Loads no plugin; `plugin_dirs` (--plugin-path) are read for the names of plugins there.
 Command add_new_backend_command(CLI::App& app, const std::vector<std::string>& plugin_dirs);

@@ -8,6 +8,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -33,6 +34,9 @@
 namespace {
 
 using namespace dlhost;
+
+// The pthread keys a backend's own link-map namespace may use (set_keys_aside_for_namespace).
+constexpr pthread_key_t kNamespaceKeys = 16;
 
 // The level travels to case workers (and ranks) through the environment.
 void set_up_logging(bool verbose, bool level_given, std::string log_level) {
@@ -85,6 +89,28 @@ Commands add_internal_commands(CLI::App& app) {
 }
 
 int run_main(int argc, char** argv);
+
+// A case worker whose backend gets the case's allocator inside a link-map namespace of its own
+// (DLHOST_NAMESPACE_ALLOCATOR: runtime_settings.h; plugins/cpu_libtorch/namespace_loader.cpp)
+// takes pthread keys 0-15 of this, the default namespace's, libc before any library's
+// initializer runs, and leaves them unused. The namespace's libc hands out keys from 0 too, and
+// the allocator, loaded first there, takes one in its initializer before anything else could
+// set that libc's low keys aside; both libcs keep the values in the same slots of the thread
+// descriptor, so the two sides must use different keys: the namespace 0-15, this side 16-31.
+void set_keys_aside_for_namespace(int, char**, char** envp) {
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+    const std::string var = *e;
+    if (var.rfind("DLHOST_NAMESPACE_ALLOCATOR=", 0) != 0 || var.size() == 27) continue;
+    pthread_key_t key = 0;
+    do {
+      if (pthread_key_create(&key, nullptr) != 0) return;
+    } while (key + 1 < kNamespaceKeys);
+    return;
+  }
+}
+__attribute__((section(".preinit_array"),
+               used)) void (*const set_keys_aside)(int, char**,
+                                                   char**) = set_keys_aside_for_namespace;
 
 }  // namespace
 
@@ -149,6 +175,7 @@ int run_main(int argc, char** argv) {
   commands.add(add_conform_command(app));
   commands.add(add_comm_bench_command(app));
   commands.add(add_new_backend_command(app, plugin_dirs));
+  commands.add(add_case_env_command(app));
   commands.add(report::add_commands(app));  // report, export, compare
   commands.add(project::add_command(app));
   commands.add(add_internal_commands(app));

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "console/library_dispatch.h"
 #include "core/stats.h"
 
 namespace dlhost {
@@ -189,6 +190,7 @@ std::vector<Warning> case_warnings(const json& record, const CaseLoad& load,
   append(out, threads_warning(record));
   append(out, load_warning(load, t));
   append(out, plugin_build_warning(record));
+  append(out, library_dispatch_warnings(record));
   return out;
 }
 

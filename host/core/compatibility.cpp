@@ -184,6 +184,12 @@ bool fused_step_allowed(uint32_t plugin_minor, const std::string& mode, int64_t 
          !gradient_reader;
 }
 
+bool step_was_fused(uint32_t plugin_minor, bool allowed, const dlhost_model_info& info) {
+  if (!allowed) return false;
+  if (plugin_minor < 5 || !DLHOST_HAS_FIELD(&info, dlhost_model_info, fused_step)) return true;
+  return info.fused_step != 0;
+}
+
 std::optional<std::string> check_plugin_option(const PluginRegistry& registry,
                                                const std::string& plugin_name,
                                                const std::string& option,

@@ -64,6 +64,11 @@ bool is_host_set_option(const std::string& key);
 bool fused_step_allowed(uint32_t plugin_minor, const std::string& mode, int64_t world_size,
                         const std::string& comm, bool gradient_reader);
 
+// Whether the backend fused the step it was allowed to (the record's timing.fused_step): what a
+// plugin of minor 5 or later says in model_info's fused_step (`info` as the plugin filled it);
+// an older plugin, which cannot say, is taken as fused whenever it was allowed.
+bool step_was_fused(uint32_t plugin_minor, bool allowed, const dlhost_model_info& info);
+
 // Checks one option a suite gives `plugin_name` against every loaded plugin of that name that
 // declares its options (ABI 1.2); nothing when it is fine or no such plugin declares any.
 class PluginRegistry;

@@ -2,6 +2,7 @@
 // calls except by the caller.
 #include "core/environment.h"
 
+#include <dlfcn.h>
 #include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
+#include "dlhost/cpu_info.hpp"
 #include "git_revision.h"
 
 namespace dlhost {
@@ -107,7 +109,72 @@ std::string os_pretty_name() {
   return "unknown";
 }
 
+// The library file that defines the function at `address`, "" when unknown.
+std::string library_of(void* address) {
+  Dl_info info{};
+  if (address == nullptr || dladdr(address, &info) == 0 || info.dli_fname == nullptr) return "";
+  return info.dli_fname;
+}
+
+// The CPU's widest vector ISA in the words OpenBLAS's cores are described with.
+std::string vector_isa_name(const std::set<std::string>& flags) {
+  auto has = [&](const char* f) { return flags.count(f) != 0; };
+  if (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq")) return "AVX-512";
+  if (has("avx2")) return "AVX2";
+  if (has("avx")) return "AVX";
+  return "SSE";
+}
+
 }  // namespace
+
+nlohmann::ordered_json allocator_in_use() {
+  // RTLD_DEFAULT finds the first definition in the global scope: a preloaded allocator's.
+  const std::string library = library_of(dlsym(RTLD_DEFAULT, "malloc"));
+  nlohmann::ordered_json out{{"name", "system"}, {"library", library}, {"version", nullptr}};
+  using TcVersion = const char* (*)(int*, int*, const char**);
+  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+  if (library.find("tcmalloc") != std::string::npos) {
+    out["name"] = "tcmalloc";
+    if (auto v = reinterpret_cast<TcVersion>(dlsym(RTLD_DEFAULT, "tc_version")))
+      out["version"] = v(nullptr, nullptr, nullptr);
+  } else if (library.find("jemalloc") != std::string::npos) {
+    out["name"] = "jemalloc";
+    const char* version = nullptr;
+    size_t size = sizeof(version);
+    if (auto ctl = reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl"));
+        ctl != nullptr && ctl("version", &version, &size, nullptr, 0) == 0 && version != nullptr)
+      out["version"] = std::string("jemalloc ") + version;
+  } else if (library.find("libc.so") == std::string::npos) {
+    out["name"] = std::filesystem::path(library).filename().string();
+  }
+  return out;
+}
+
+nlohmann::ordered_json library_dispatch() {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  // Only a library already loaded (by a plugin): asking must not load one.
+  void* openblas = dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+  if (openblas == nullptr) return out;
+  using Text = char* (*)();
+  auto corename = reinterpret_cast<Text>(dlsym(openblas, "openblas_get_corename"));
+  auto config = reinterpret_cast<Text>(dlsym(openblas, "openblas_get_config"));
+  if (corename != nullptr) {
+    std::string version = config != nullptr ? config() : "";
+    // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": the first two words.
+    if (size_t sp = version.find(' ', version.find(' ') + 1); sp != std::string::npos)
+      version.resize(sp);
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    out.push_back({{"library", "OpenBLAS"},
+                   {"version", version},
+                   {"path", library_of(reinterpret_cast<void*>(corename))},
+                   {"dispatched", corename()},
+                   {"cpu_isa", vector_isa_name(sdk::cpu_info().flags)},
+                   {"coretype_variable", coretype != nullptr ? nlohmann::ordered_json(coretype)
+                                                             : nlohmann::ordered_json(nullptr)}});
+  }
+  dlclose(openblas);
+  return out;
+}
 
 nlohmann::ordered_json capture_environment(const PluginRegistry& registry) {
   nlohmann::ordered_json env;
@@ -154,11 +221,15 @@ nlohmann::ordered_json capture_environment(const PluginRegistry& registry) {
   for (const char* name :
        {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OPENBLAS_NUM_THREADS",
         "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS", "DNNL_MAX_CPU_ISA",
-        "DNNL_VERBOSE", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES"}) {
+        "DNNL_VERBOSE", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "MXNET_OMP_MAX_THREADS",
+        "MXNET_ENGINE_TYPE", "MXNET_CPU_WORKER_NTHREADS", "GLIBC_TUNABLES",
+        "DLHOST_NAMESPACE_ALLOCATOR", "MALLOC_CONF"}) {
     const char* v = std::getenv(name);
     vars[name] = v != nullptr ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
   }
   env["variables"] = vars;
+  env["allocator"] = allocator_in_use();
+  env["library_dispatch"] = library_dispatch();
   return env;
 }
 

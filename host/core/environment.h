@@ -18,6 +18,15 @@ uint64_t host_memory_bytes();
 // "," when CPUs differ; "unknown" where cpufreq is not exposed (most VMs and containers).
 std::string cpu_governor(const std::string& cpu_sysfs = "/sys/devices/system/cpu");
 
+// The malloc this process's default namespace runs on, found by where `malloc` resolves:
+// {"name": system|tcmalloc|jemalloc|<file>, "library": path, "version": ...}.
+nlohmann::ordered_json allocator_in_use();
+
+// What the BLAS libraries loaded in this process dispatched, for the record (library_dispatch.h
+// reads it): OpenBLAS (libopenblas.so.0, when loaded) with its version, the core it runs
+// (openblas_get_corename()) and the CPU's vector ISA. An empty array when none is loaded.
+nlohmann::ordered_json library_dispatch();
+
 // Captured once per run; plugin libraries (backends' device info, comms' library) included.
 nlohmann::ordered_json capture_environment(const PluginRegistry& registry);
 

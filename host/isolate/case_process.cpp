@@ -28,6 +28,7 @@
 #include "launch/served_store.h"
 #include "launch/test_hosts.h"
 #include "run/memory_need.h"
+#include "run/runtime_settings.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
 
@@ -324,6 +325,10 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   const std::string started_at = utc_now();
   const auto start = Clock::now();
   const int ranks = static_cast<int>(case_value<int64_t>(job.input.params, "ranks"));
+  // The allocator the case names must be here (its worker preloads it: runtime_settings.h).
+  if (AllocatorChoice a = choose_allocator(job.input.params, allocator_folders());
+      !a.skip_reason.empty())
+    return parent_record(job, environment, kStatusSkipped, a.skip_reason, 0.0, started_at);
   json refused;
   std::unique_ptr<TestHosts> hosts = case_hosts(job, environment, started_at, refused);
   if (!refused.is_null()) return refused;

@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+
+#include "dlhost/cpu_info.hpp"
 
 #include "console/progress_channel.h"
 #include "core/environment.h"
@@ -21,6 +24,7 @@
 #include "isolate/startup_watch.h"
 #include "launch/process_group.h"
 #include "run/memory_need.h"
+#include "run/runtime_settings.h"
 #include "suite/schema.h"
 
 namespace dlhost {
@@ -77,6 +81,29 @@ void report_data_at_crashes() {
   sigemptyset(&report.sa_mask);
   for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE})
     sigaction(sig, &report, &g_before_crash[sig]);
+// Set in the worker's environment once it runs under its case's runtime settings: the case id.
+constexpr const char* kAppliedMark = "DLHOST_CASE_ENVIRONMENT";
+
+// Starts this worker again under the case's runtime settings (runtime_settings.h) unless it
+// already runs under them: a preloaded allocator, OpenBLAS's core and OpenMP's variables take
+// effect only in a fresh process, before any library loads. The pid, the process group and the
+// parent-death signal survive execve, so the launcher and the parent see the same process.
+// Returns when nothing is to change, or when the exec fails (the case then runs as it is and its
+// record's environment says so).
+void run_under_case_environment(const CaseJob& job, const std::string& job_json) {
+  const char* applied = std::getenv(kAppliedMark);
+  if (applied != nullptr && job.input.id == applied) return;
+  const CaseEnvironment env =
+      case_environment(job.input.params, allocator_folders(), sdk::cpu_info().flags);
+  for (const auto& [variable, value] : env.set) setenv(variable.c_str(), value.c_str(), 1);
+  for (const std::string& variable : env.unset) unsetenv(variable.c_str());
+  setenv(kAppliedMark, job.input.id.c_str(), 1);
+  std::string exe = self_exe(), command = "case-worker", job_text = job_json;
+  char* argv[] = {exe.data(), command.data(), job_text.data(), nullptr};
+  std::fflush(nullptr);
+  execv(exe.c_str(), argv);
+  std::fprintf(stderr, "case-worker: cannot start again under the case's settings: %s\n",
+               std::strerror(errno));
 }
 
 }  // namespace
@@ -93,6 +120,7 @@ int case_worker_main(const std::string& job_json) {
   // dlhost's own log lines apart from the libraries' output, which has stderr to itself.
   install_worker_log_sink();
   CaseJob job = job_from_json(nlohmann::json::parse(job_json));
+  run_under_case_environment(job, job_json);
   RunContext ctx;
   try {
     ctx.rank = detect_rank_env();

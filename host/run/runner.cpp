@@ -245,6 +245,7 @@ struct Prepared {
                                 // context is gone: declared after it)
   double build_ms = 0, compile_ms = 0, init_ms = 0;
   bool fused_step = false;  // the backend was told it may do the whole step in one call (1.4)
+  bool fused = false;       // ... and did (1.5's model_info; step_was_fused)
 };
 
 // `input: upload`: the batch kept in staging memory (pinned where the backend offers it), from
@@ -312,6 +313,10 @@ Prepared prepare(const Plan& plan, const json& p, int rank,
   t = Clock::now();
   m.model = compile_model(*plan.backend, m.context.get(), m.graph->view(), m.optimizer, opts);
   m.compile_ms = ms_since(t);
+  dlhost_model_info info{};
+  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
+  check_status(plan.backend->table->backend->model_info(m.model.get(), &info), "model_info");
+  m.fused = step_was_fused(plan.backend->speaks_minor, m.fused_step, info);
   t = Clock::now();
   load_weights_and_data(plan, p, rank, m);
   m.init_ms = ms_since(t);
@@ -415,9 +420,10 @@ json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan&
   timing["build_ms"] = m.build_ms;
   timing["compile_ms"] = m.compile_ms;
   timing["init_ms"] = m.init_ms;
-  // Fused: the backend may have done the whole step in one of the three calls, so forward,
-  // backward and update are not a breakdown of the step.
-  timing["fused_step"] = m.fused_step;
+  // Fused: the backend did the step's work otherwise than the three calls say (it reported so,
+  // ABI 1.5; a plugin before 1.5 whenever it was allowed), so forward, backward and update are
+  // not a breakdown of the step.
+  timing["fused_step"] = m.fused;
   timing["step"] = summary_json(step);
   timing["forward"] = summary_json(summarize(s.forward));
   timing["backward"] = summary_json(summarize(s.backward));
@@ -698,9 +704,8 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   // Not under the fused step: the backend may then do backward's work in another call and skip
   // some or all grad_ready callbacks, and the profile must be the split step's, which data
   // parallelism runs (a partial one would project too few gradient bytes).
-  if (json profile = m.fused_step
-                         ? json()
-                         : backward_profile_json(s, *m.graph, api, m.model.get(), loop.timer());
+  if (json profile =
+          m.fused ? json() : backward_profile_json(s, *m.graph, api, m.model.get(), loop.timer());
       !profile.is_null())
     rec["backward_profile"] = profile;
   if (dp) rec["distributed"] = distributed_json(s, p, plan, world, d);

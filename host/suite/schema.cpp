@@ -136,6 +136,23 @@ const std::vector<KeySpec>& key_specs() {
     // No default in the table (unset keeps a case's params_hash).
     integer("matmul_peak", true, 0, false, nullptr);
     unset_is(0, "0, not measured");
+    // The process's runtime (run/runtime_settings.h): the malloc every backend of the case
+    // runs on (preloaded into the case's process, and dlmopen'd first into a backend's own
+    // link-map namespace), and the core OpenBLAS runs (`auto`: its own choice unless that falls
+    // below this CPU's vector ISA, then the best core of the ISA; a name: OPENBLAS_CORETYPE).
+    // No defaults in the table (unset keeps a case's params_hash).
+    s.push_back(key_spec("allocator", KeyKind::kChoice, false, 0, false,
+                         {"system", "tcmalloc", "jemalloc"}, nullptr));
+    unset_is("auto", "tcmalloc where installed, else system");
+    s.push_back(key_spec("openblas_coretype", KeyKind::kChoice, false, 0, false,
+                         {"auto", "Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                          "Sandybridge", "Haswell", "Zen", "SkylakeX", "Cooperlake", "Barcelona",
+                          "Bulldozer", "Piledriver", "Steamroller", "Excavator"},
+                         nullptr));
+    unset_is("auto", "auto");
+    s.push_back(key_spec("omp_wait_policy", KeyKind::kChoice, false, 0, false,
+                         {"passive", "active"}, nullptr));
+    unset_is("inherit", "as dlhost's own environment has it");
     boolean("oversubscribe", false);
     launch_only();
     choice("input", {"resident", "upload"});  // upload: the batch copied to the device each step

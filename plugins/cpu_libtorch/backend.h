@@ -29,6 +29,8 @@ struct Context {
 // The BLAS under ATen's linear layers with its version: "OpenBLAS 0.3.21 Cooperlake" (Debian's
 // libtorch) or "MKL 2024.2" (the PyPI wheel).
 std::string blas_library();
+// The allocator under ATen's memory: "glibc", "tcmalloc", "jemalloc" (plugin.cpp).
+std::string malloc_library();
 
 // The graph lowered to ATen calls, trained with autograd and torch::optim::SGD.
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,

@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "dlhost/dlhost_abi.h"
@@ -32,6 +33,25 @@ using KeyCreate = int (*)(pthread_key_t*, void (*)(void*));
 
 // The real plugin's entry, or nullptr after logging why.
 using Entry = const dlhost_plugin* (*)(const dlhost_host_api*);
+
+// With the case's allocator (DLHOST_NAMESPACE_ALLOCATOR: dlhost's runtime settings), the
+// namespace is opened with that library as its first object. A namespace's first object is the
+// head of its scope: every object loaded into it afterwards, its libc included, resolves
+// malloc/free there first, in the allocator (LD_PRELOAD reaches only the default namespace, and
+// dlmopen refuses RTLD_GLOBAL, so loading it later would leave libc's malloc first). Checked with
+// dlsym: libc's own strdup then returns the allocator's memory. The allocator's initializer takes
+// a pthread key of the new libc before anything here runs, so the low keys cannot be set aside
+// in the new libc as below; dlhost's case worker sets keys 0-15 aside in the default namespace
+// instead, before any initializer (host/app/main.cpp), and the two sides swap: the namespace
+// uses 0-15, the host's side 16 up.
+constexpr unsigned kLastKey = 32;  // the descriptor's first block of keys
+void* open_namespace(const char* allocator, std::string* why) {
+  void* first =
+      dlmopen(LM_ID_NEWLM, allocator != nullptr ? allocator : "libc.so.6", RTLD_NOW | RTLD_LOCAL);
+  if (first == nullptr) *why = std::string("dlmopen of a new namespace: ") + dlerror();
+  return first;
+}
+
 Entry load(const dlhost_host_api* host) {
   auto fail = [host](const std::string& why) -> Entry {
     host->log(DLHOST_LOG_ERROR, DLHOST_TORCH_PLUGIN_NAME, why.c_str());
@@ -45,26 +65,37 @@ Entry load(const dlhost_host_api* host) {
   std::string path = self.dli_fname;
   path.erase(path.rfind('/') + 1);
   path += DLHOST_TORCH_INNER_PLUGIN;
-  void* libc = dlmopen(LM_ID_NEWLM, "libc.so.6", RTLD_NOW | RTLD_LOCAL);
+  const char* allocator = std::getenv("DLHOST_NAMESPACE_ALLOCATOR");
+  if (allocator != nullptr && *allocator == '\0') allocator = nullptr;
+  std::string why;
+  void* first = open_namespace(allocator, &why);
   Lmid_t space = 0;
-  if (libc == nullptr || dlinfo(libc, RTLD_DI_LMID, &space) != 0)
-    return fail(std::string("dlmopen of a new namespace: ") + dlerror());
-  auto key_create = reinterpret_cast<KeyCreate>(dlsym(libc, "pthread_key_create"));
-  pthread_key_t key = 0;
-  do {
-    if (key_create == nullptr || key_create(&key, nullptr) != 0)
+  if (first == nullptr || dlinfo(first, RTLD_DI_LMID, &space) != 0) return fail(why);
+  void* libc = dlmopen(space, "libc.so.6", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  auto key_create =
+      reinterpret_cast<KeyCreate>(libc != nullptr ? dlsym(libc, "pthread_key_create") : nullptr);
+  if (key_create == nullptr) return fail("the namespace's libc has no pthread_key_create");
+  for (pthread_key_t key = 0; allocator == nullptr && key + 1 < kFirstKey;)
+    if (key_create(&key, nullptr) != 0)
       return fail("cannot set the namespace's pthread keys apart");
-  } while (key + 1 < kFirstKey);
   void* inner = dlmopen(space, path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (inner == nullptr) return fail(std::string("dlmopen: ") + dlerror());
   // Measured: the host's side holds ~10 keys (dlhost conform, every plugin loaded), the torch
-  // side 3 after loading and 7 after training. A host side already at kFirstKey would share
+  // side 3 after loading and 7 after training (and the allocator's one). A host side already at
+  // kFirstKey, or (with an allocator) a host side that did not start at kFirstKey, would share
   // slots: refuse rather than corrupt.
   pthread_key_t host_next = 0, torch_next = 0;
-  if (pthread_key_create(&host_next, nullptr) != 0 || key_create(&torch_next, nullptr) != 0 ||
-      host_next >= kFirstKey || torch_next >= 24)
-    return fail("the pthread keys of the two namespaces would overlap (host side " +
-                std::to_string(host_next) + ", torch side " + std::to_string(torch_next) + ")");
+  const bool apart =
+      pthread_key_create(&host_next, nullptr) == 0 && key_create(&torch_next, nullptr) == 0 &&
+      (allocator == nullptr
+           ? host_next < kFirstKey && torch_next < 24
+           : host_next >= kFirstKey && host_next < kLastKey - 4 && torch_next < kFirstKey - 8);
+  if (!apart)
+    return fail(std::string("the pthread keys of the two namespaces would overlap (host side ") +
+                std::to_string(host_next) + ", torch side " + std::to_string(torch_next) +
+                (allocator != nullptr ? "; with DLHOST_NAMESPACE_ALLOCATOR the host process "
+                                        "must set keys 0-15 aside, as dlhost's case worker does)"
+                                      : ")"));
   pthread_key_delete(host_next);  // the torch side's probe key stays taken: one slot
   auto entry = reinterpret_cast<Entry>(dlsym(inner, DLHOST_PLUGIN_ENTRY_SYMBOL));
   if (entry == nullptr) return fail(path + " has no " DLHOST_PLUGIN_ENTRY_SYMBOL);

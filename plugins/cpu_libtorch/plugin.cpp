@@ -5,6 +5,8 @@
 // on the PyPI wheel). Only light torch headers here (threads, build configuration): the model's
 // ATen code is in model.cpp and ops.cpp.
 // Thread-safety: the kit's; the inter-op pool is sized once per process (libtorch allows no more).
+#include <dlfcn.h>
+
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <c10/util/Exception.h>
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -67,11 +70,13 @@ class TorchBackend final : public sdk::Backend<Context> {
     const std::string isa = lower(config_line("CPU capability usage:"));
     return sdk::cpu_device(isa.empty() ? "default" : isa);
   }
-  // "libtorch 1.13.0 (ATen avx2, oneDNN 2.6.3, OpenMP 4.5, OpenBLAS 0.3.21 Cooperlake)"
+  // "libtorch 1.13.0 (ATen avx2, oneDNN 2.6.3, OpenMP 4.5, OpenBLAS 0.3.21 Cooperlake, malloc
+  // glibc)"
   std::string library() const override {
     return std::string("libtorch ") + TORCH_VERSION + " (ATen " + device(0).isa + ", oneDNN " +
            first_word(config_line("MKL-DNN v")) + ", OpenMP " +
-           first_word(config_line("a.k.a. OpenMP ")) + ", " + blas_library() + ")";
+           first_word(config_line("a.k.a. OpenMP ")) + ", " + blas_library() + ", malloc " +
+           malloc_library() + ")";
   }
   int32_t query() const override { return -100; }  // a comparison, never the host's own choice
   // Capabilities (published from ABI 1.4 on, so that the host offers it AdamW): every op through
@@ -105,6 +110,22 @@ class TorchBackend final : public sdk::Backend<Context> {
 };
 
 }  // namespace
+
+// The allocator ATen's memory comes from: where `malloc` resolves for this library, in its own
+// link-map namespace for cpu_libtorch2 (the case's allocator reaches it only when the loader
+// opened the namespace with it: namespace_loader.cpp). "glibc", "tcmalloc", "jemalloc" or the
+// library's file name.
+std::string malloc_library() {
+  Dl_info info{};
+  void* (*const address)(size_t) = &malloc;
+  if (dladdr(reinterpret_cast<void*>(address), &info) == 0 || info.dli_fname == nullptr)
+    return "unknown";
+  const std::string file = info.dli_fname;
+  if (file.find("libc.so") != std::string::npos) return "glibc";
+  if (file.find("tcmalloc") != std::string::npos) return "tcmalloc";
+  if (file.find("jemalloc") != std::string::npos) return "jemalloc";
+  return file.substr(file.rfind('/') + 1);
+}
 
 // Where the libtorch links OpenBLAS (Debian's), OpenBLAS's own report; else what
 // at::show_config() says (the PyPI wheel: MKL, linked into libtorch_cpu.so).

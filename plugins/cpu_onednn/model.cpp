@@ -768,7 +768,9 @@ Model::RunningStats Model::add_running_stats(const std::string& node, int64_t ch
 }
 
 sdk::ModelInfo Model::info() const {
-  return {context_.threads, implementation_.c_str(), param_bytes_, workspace_bytes_};
+  // Under the host's fused_step the loss's gradient is made in forward, SGD may run inside
+  // backward and no gradient is announced: the three calls are not the three phases (ABI 1.5).
+  return {context_.threads, implementation_.c_str(), param_bytes_, workspace_bytes_, fused_step_};
 }
 
 }  // namespace dlhost::cpu_onednn

@@ -259,6 +259,7 @@ class TfModel final : public sdk::Model {
     i.implementation = implementation_.c_str();
     i.param_bytes = param_bytes_ + update_.state_bytes;
     i.workspace_bytes = workspace_bytes_;
+    i.fused_step = fused_;  // one run per step: forward's (ABI 1.5)
     return i;
   }
 

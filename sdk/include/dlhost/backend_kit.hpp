@@ -134,6 +134,9 @@ struct ModelInfo {
   const char* implementation = "";
   uint64_t param_bytes = 0;
   uint64_t workspace_bytes = 0;
+  // ABI 1.5: the model took the host's fused_step option and does the step's work otherwise than
+  // the three calls say (dlhost_model_info.fused_step). False for a model that ignores it.
+  bool fused_step = false;
 };
 
 // An event on a model's stream (DLHOST_EXT_EVENTS), for a backend whose Backend::
@@ -653,6 +656,8 @@ struct BackendTable {
       if (DLHOST_HAS_FIELD(out, dlhost_model_info, param_bytes)) out->param_bytes = i.param_bytes;
       if (DLHOST_HAS_FIELD(out, dlhost_model_info, workspace_bytes))
         out->workspace_bytes = i.workspace_bytes;
+      if (DLHOST_HAS_FIELD(out, dlhost_model_info, fused_step))
+        out->fused_step = i.fused_step ? 1 : 0;
     });
   }
   static dlhost_status* set_input(dlhost_model* m, int32_t tensor, const void* data, size_t bytes) {

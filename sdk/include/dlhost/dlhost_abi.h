@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define DLHOST_ABI_MAJOR 1
-#define DLHOST_ABI_MINOR 4
+#define DLHOST_ABI_MINOR 5
 
 /* Name of the one symbol a plugin exports (see dlhost_plugin_entry_fn). */
 #define DLHOST_PLUGIN_ENTRY_SYMBOL "dlhost_plugin_entry"

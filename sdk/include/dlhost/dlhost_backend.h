@@ -87,15 +87,23 @@ typedef struct dlhost_grad_ready {
 } dlhost_grad_ready;
 #define DLHOST_GRAD_READY_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_grad_ready, fn)
 
-/* Filled by the backend into a caller-owned struct; strings live as long as the model. */
+/* Filled by the backend into a caller-owned struct; strings live as long as the model. The host
+ * sets struct_size; the backend fills only the fields it covers and never writes struct_size. */
 typedef struct dlhost_model_info {
   size_t struct_size;
   int32_t threads;            /* threads the backend really uses for this model */
   const char* implementation; /* e.g. the primitive implementations chosen, one line */
   uint64_t param_bytes;       /* parameters as stored by the backend */
   uint64_t workspace_bytes;   /* activations, gradients, optimizer state, scratch */
+  /* 1.5: 1 when this model does the step's work across the three calls otherwise than they say
+   * (it took the host's compile option "fused_step": forward, backward and update are then not a
+   * breakdown of the step, and `ready` may not be called), 0 when each call does its own phase,
+   * the option given or not. The host reads it only from a plugin built against minor 5 or
+   * later; an older plugin given the option is taken as fused. */
+  int32_t fused_step;
 } dlhost_model_info;
-#define DLHOST_MODEL_INFO_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_model_info, workspace_bytes)
+#define DLHOST_MODEL_INFO_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_model_info, fused_step)
+#define DLHOST_MODEL_INFO_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_model_info, workspace_bytes)
 
 typedef enum dlhost_param_part { DLHOST_PARAM_VALUE = 1, DLHOST_PARAM_GRAD = 2 } dlhost_param_part;
 

@@ -34,7 +34,8 @@ const char* const kCaseKeys =
     "comm, ranks, "
     "ranks_per_node, launcher, scaling, overlap, bucket_mb, comm_memory, lr, momentum, "
     "weight_decay, clip_norm, optimizer, beta1, beta2, adam_epsilon, precision, loss_scale, "
-    "fused_step, matmul_peak, oversubscribe, input, data, epochs, "
+    "fused_step, matmul_peak, allocator, openblas_coretype, omp_wait_policy, oversubscribe, input, "
+    "data, epochs, "
     "epoch_size, evaluate, options, tags, launcher_args, interconnect, link_gbit, link_latency_us";
 
 SuiteCatalog test_catalog() {
