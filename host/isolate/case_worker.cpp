@@ -81,6 +81,8 @@ void report_data_at_crashes() {
   sigemptyset(&report.sa_mask);
   for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE})
     sigaction(sig, &report, &g_before_crash[sig]);
+}
+
 // Set in the worker's environment once it runs under its case's runtime settings: the case id.
 constexpr const char* kAppliedMark = "DLHOST_CASE_ENVIRONMENT";
 
