@@ -25,7 +25,7 @@ cases:
   - {backend: faulty, tags: [exit], options: {faulty: {fault: exit}}}
   - {backend: faulty, tags: [hang], timeout: 3, options: {faulty: {fault: hang}}}
   - {backend: faulty, tags: [oom], memory_limit_mb: 1024, options: {faulty: {fault: oom}}}
-  - {backend: faulty, tags: [slow_peak], timeout: 2, matmul_peak: 64, options: {faulty: {fault: slow, slow_ms: 700}}}
+  - {backend: faulty, tags: [slow_peak], timeout: 2, matmul_peak: 256, options: {faulty: {fault: slow, slow_ms: 700}}}
   - {backend: faulty, tags: [segv_over_limit], batch: 60000, memory_limit_mb: 1000, options: {faulty: {fault: segv}}}
   - {backend: faulty, tags: [error_over_limit], batch: 60000, memory_limit_mb: 1000, options: {faulty: {fault: error}}}
   - {backend: faulty, tags: [segv_within_limit], memory_limit_mb: 1000, options: {faulty: {fault: segv}}}
