@@ -18,7 +18,8 @@ own libc, which LD_PRELOAD does not reach: its rows say so (`ns-malloc`).
 
 Every run appends one JSON line to OUT/runs.jsonl as it ends; the table (medians over all timed
 steps of all rounds; ratio = backend / peer; rule 1: ratio <= 1.05; rule 2: where ratio < 0.90
-the cause must be found and shown) goes to stdout and OUT/table.md, and can be printed again from
+the cause must be found and shown; the ratio of each round's back-to-back pair beside it, whose
+spread says how much the machine's load moved the row) goes to stdout and OUT/table.md, and can be printed again from
 the lines with --report-from. bench/run.sh makes the environments; see bench/README.md.
 """
 import argparse
@@ -181,20 +182,23 @@ def report(runs_path, out_path=None):
     keys = list(dict.fromkeys((r["network"], r["batch"], r["threads"]) for r in runs))
     pairs = [p for p in PAIRS if any(r["backend"] == p for r in runs)]
     lines = ["| network (batch) | t | " + " | ".join(
-        f"{p} ms | {PAIRS[p][0]} ms | ratio | rules" for p in pairs) + " |",
-        "|---|---:|" + "---:|---:|---:|:--|" * len(pairs)]
+        f"{p} ms | {PAIRS[p][0]} ms | ratio | per round | rules" for p in pairs) + " |",
+        "|---|---:|" + "---:|---:|---:|---:|:--|" * len(pairs)]
     ratios = {p: [] for p in pairs}
     for net, batch, t in keys:
         cells = []
         for p in pairs:
-            med, rounds = {}, {}
+            med, per_round = {}, {}
             for side in ("dlhost", "peer"):
                 rs = [r for r in runs if (r["network"], r["batch"], r["threads"]) == (net, batch, t)
                       and r["backend"] == p and r["side"] == side and "step_ms" in r]
                 steps = [s for r in rs for s in r["step_ms"]]
                 med[side] = statistics.median(steps) if steps else None
-                rounds[side] = len(rs)
+                per_round[side] = {r["round"]: r["step_ms_median"] for r in rs}
             d, q = med["dlhost"], med["peer"]
+            # the ratio within each round: its two sides ran back to back, under the same load
+            paired = " ".join(f"{per_round['dlhost'][k] / per_round['peer'][k]:.2f}"
+                              for k in sorted(per_round["dlhost"]) if k in per_round["peer"])
             if d and q:
                 ratio = d / q
                 ratios[p].append(ratio)
@@ -202,16 +206,15 @@ def report(runs_path, out_path=None):
                     ", 2: cause?" if ratio < RULE2 else "")
                 if p in NAMESPACED and runs[0].get("allocator") != "system":
                     marks += ", ns-malloc"
-                n_rounds = min(rounds.values())
-                cells.append(f"{d:.1f} | {q:.1f} | {ratio:.2f} | {marks} ({n_rounds}r)")
+                cells.append(f"{d:.1f} | {q:.1f} | {ratio:.2f} | {paired} | {marks}")
             else:
-                cells.append(f"{d or '-'} | {q or '-'} | - | missing")
+                cells.append(f"{d or '-'} | {q or '-'} | - | {paired} | missing")
         lines.append(f"| {net} ({batch}) | {t} | " + " | ".join(cells) + " |")
     geo = []
     for p in pairs:
         v = ratios[p]
         geo.append(f"{math.exp(sum(map(math.log, v)) / len(v)):.3f} over {len(v)}" if v else "-")
-    lines.append("| geomean | | " + " | ".join(f" | | {g} | " for g in geo) + " |")
+    lines.append("| geomean | | " + " | ".join(f" | | {g} | | " for g in geo) + " |")
     text = "\n".join(lines)
     print(text)
     if out_path:
