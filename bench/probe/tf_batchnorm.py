@@ -66,16 +66,24 @@ def timed(fn, reps):
     return statistics.median(ts)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--network", default="resnet56", choices=sorted(LAYERS))
+def probe_args(doc, **extra):
+    """The probes' command line (--batch, --threads, --rounds and `extra` name=default ints);
+    TensorFlow's threads set from it. Shared with tf_ceil_pool.py."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--reps", type=int, default=5)
+    for name, default in extra.items():
+        ap.add_argument("--" + name, default=default,
+                        **({"choices": sorted(LAYERS)} if name == "network" else {"type": int}))
     a = ap.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
+    return a
+
+
+def main():
+    a = probe_args(__doc__, network="resnet56", reps=5)
     rows, totals = [], {"keras": 0.0, "fused": 0.0}
     for h, w, c, count in LAYERS[a.network]:
         x = tf.random.normal([a.batch, h, w, c])

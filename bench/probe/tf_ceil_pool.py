@@ -7,7 +7,6 @@ and tf.function step: the difference is what that lowering costs a step (issue 4
 
     build/bench-venv/bin/python bench/probe/tf_ceil_pool.py --batch 128 --threads 1 --rounds 5
 """
-import argparse
 import json
 import os
 import statistics
@@ -17,6 +16,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from tf_batchnorm import probe_args  # noqa: E402  (this folder)
 
 L = tf.keras.layers
 
@@ -80,14 +81,7 @@ def stepper(padded, batch):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=10)
-    a = ap.parse_args()
-    tf.config.threading.set_intra_op_parallelism_threads(a.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    a = probe_args(__doc__, steps=10)
     steps = {"keras_same": stepper(False, a.batch), "pad_valid": stepper(True, a.batch)}
     ms = {k: [] for k in steps}
     for r in range(a.rounds):
