@@ -103,6 +103,15 @@ def loadavg():
     return os.getloadavg()[0]
 
 
+def known_items(text, known, what, prog):
+    """The comma-separated items of `text`; exits naming any not in `known`."""
+    items = [x for x in text.split(",") if x]
+    bad = [x for x in items if x not in known]
+    if bad:
+        sys.exit(f"{prog}: unknown {what} {bad}; known: {list(known)}")
+    return items
+
+
 def label(row):
     """A row's network, with the sequence where the bench sets one (gpt2/T128)."""
     return row["network"] + (f"/T{row['seq']}" if row.get("seq") else "")
@@ -568,10 +577,7 @@ def main():
     a.build = os.path.abspath(a.build)  # the peers run in bench/peers: a relative path breaks
     if a.quick:
         a.warmup, a.iterations, a.best_only, a.sgemm_sizes = 1, 3, True, "2048"
-    a.networks = [n for n in a.networks.split(",") if n]
-    bad = [n for n in a.networks if n not in NETWORKS]
-    if bad:
-        sys.exit(f"bench: unknown network(s) {bad}; known: {NETWORKS}")
+    a.networks = known_items(a.networks, NETWORKS, "network(s)", "bench")
     a.threads = [int(t) for t in a.threads.split(",")]
     if a.backends is None:
         a.backends = ",".join(b for b in ONEDNN_BUILDS.values() if b == "cpu_onednn" or os.path.exists(

@@ -6,10 +6,12 @@
 // - parameter buffers (param_buffers, all-reduce in place): every parameter is a leaf tensor in
 //   the canonical layout whose grad() is made at compile; backward zeroes it and autograd
 //   accumulates into it in place, so neither pointer ever moves;
-// - "backward overwrites": the zeroing above; grad-ready notices go out in reverse layer order:
-//   with libtorch 2.x during backward, from a post-accumulate-grad hook on each leaf (the host's
-//   all-reduce overlaps the rest of backward); with 1.13, which has no such hook, once autograd
-//   returns;
+// - "backward overwrites": the zeroing above, except where an FC writes its weight and bias
+//   gradients into grad() itself (ops.cpp, lower_fc: no zero pass, no add, no fresh tensor per
+//   step; a reached FC's notice goes out as it writes them); grad-ready notices go out in reverse
+//   layer order: with libtorch 2.x during backward, from a post-accumulate-grad hook on each leaf
+//   (the host's all-reduce overlaps the rest of backward); with 1.13, which has no such hook, once
+//   autograd returns;
 // - allocation: ATen allocates activations and autograd's saved tensors per step, as PyTorch
 //   does; the inputs, parameters, gradients, running statistics and dropout masks are made once.
 // Thread-safety: one host thread at a time per model; ATen, oneDNN and OpenBLAS parallelize
@@ -24,6 +26,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -128,7 +131,9 @@ class TorchModel final : public sdk::Model {
     notices_.expect(std::move(order), params_.size());
     implementation_ =
         "ATen ops (conv: ATen's choice of oneDNN or native; linear: " + blas_library() +
-        " sgemm), autograd backward, " + optimizer_->name();
+        " sgemm), autograd backward (FC: weight and bias gradients written into the gradient "
+        "buffers), " +
+        optimizer_->name();
 #if TORCH_VERSION_MAJOR >= 2
     for (size_t p = 0; p < params_.size(); ++p)
       torch::autograd::impl::set_post_acc_grad_hooks(
@@ -159,8 +164,13 @@ class TorchModel final : public sdk::Model {
     context_.apply_threads();
     notices_.begin(ready);
     with_torch("backward", [&] {
-      for (at::Tensor& p : params_) p.mutable_grad().zero_();
+      std::fill(written_.begin(), written_.end(), false);
+      for (size_t p = 0; p < params_.size(); ++p)
+        if (!writes_own_grad_[p]) params_[p].mutable_grad().zero_();
       values_[size_t(loss_id_)].backward();
+      // An op that writes its own gradients but was not reached: the ABI's "overwrites".
+      for (size_t p = 0; p < params_.size(); ++p)
+        if (writes_own_grad_[p] && !written_[p]) params_[p].mutable_grad().zero_();
     });
     notices_.finish();
   }
@@ -238,6 +248,8 @@ class TorchModel final : public sdk::Model {
       p.mutable_grad() = at::zeros_like(p);
       params_.push_back(std::move(p));
     }
+    writes_own_grad_.assign(params_.size(), false);
+    written_.assign(params_.size(), false);
   }
 
   void make_node(const dlhost_graph& g, int32_t k) {
@@ -247,7 +259,7 @@ class TorchModel final : public sdk::Model {
       bound_ids(n.inputs[1], g.tensors[n.inputs[0]]->dims[g.tensors[n.inputs[0]]->rank - 1]);
     if (n.op == DLHOST_OP_EMBEDDING)
       bound_ids(n.inputs[0], sdk::node_attrs<dlhost_embedding_attrs>(n).vocab);
-    const LowerEnv env{g, params_, seed_, &forward_calls_};
+    const LowerEnv env{g, params_, seed_, &forward_calls_, &writes_own_grad_, &gradient_written_};
     // Only the parameters the node owns: a tied table (ABI 1.4) is listed, and ready, once.
     std::vector<int32_t> owned;
     for (int32_t p = 0; p < n.num_params; ++p)
@@ -310,6 +322,14 @@ class TorchModel final : public sdk::Model {
   std::vector<Step> steps_;
   std::unique_ptr<Optimizer> optimizer_;
   ReadyNotices notices_;
+  // Parameters whose op writes grad() itself in backward (ops.h, LowerEnv), and which of them
+  // it wrote in the running backward; the callback the ops call, alive as long as the model.
+  std::vector<bool> writes_own_grad_;
+  std::vector<bool> written_;
+  const std::function<void(int32_t)> gradient_written_ = [this](int32_t p) {
+    written_[size_t(p)] = true;
+    notices_.final(p);
+  };
   std::string implementation_;
   int32_t loss_id_ = -1;
   uint64_t workspace_bytes_ = 0;

@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <string>
 #include <utility>
@@ -46,13 +47,84 @@ std::vector<int64_t> dims_of(const dlhost_tensor_desc& t) {
   return std::vector<int64_t>(t.dims, t.dims + t.rank);
 }
 
+// at::linear whose backward writes the weight and bias gradients straight into the parameters'
+// grad() buffers (at::mm_out, at::sum_out: the gemm and the sum of PyTorch's own formula for
+// linear, dW = dY^T X, db = sum dY, dX = dY W) and hands autograd no gradient for them.
+// Why: the ABI pins every gradient buffer (param_buffers, all-reduced in place), so autograd
+// cannot give the parameter the tensor its gemm made, as PyTorch does after
+// zero_grad(set_to_none=True); its AccumulateGrad would add that fresh tensor into a zeroed
+// buffer: a zero pass, an add pass and a fresh allocation of every weight gradient per step.
+// On FCN-5 (118M parameters, 64 samples) that was ~0.95 GB of extra memory traffic a step and,
+// on cpu_libtorch2's allocator, ~115k page faults (bench/results/2026-12-06-fairness).
+struct LinearIntoGrads : torch::autograd::Function<LinearIntoGrads> {
+  // The bias goes by pointer (nullptr: none): autograd's inputs must be defined tensors, and
+  // the output needs its gradient edges through x and w only.
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& w, const at::Tensor* bias, int64_t w_id, int64_t b_id,
+                            const std::function<void(int32_t)>* written) {
+    const at::Tensor b = bias != nullptr ? *bias : at::Tensor();
+    ctx->save_for_backward({x});
+    ctx->saved_data["w"] = w;
+    if (b.defined()) ctx->saved_data["b"] = b;  // no bias: no entry
+    ctx->saved_data["ids"] = std::vector<int64_t>{w_id, b_id};
+    ctx->saved_data["written"] = reinterpret_cast<int64_t>(written);
+    return at::linear(x, w, b);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    const at::Tensor w = ctx->saved_data["w"].toTensor();
+    const auto bias = ctx->saved_data.find("b");
+    const std::vector<int64_t> ids = ctx->saved_data["ids"].toIntVector();
+    const auto& written =
+        *reinterpret_cast<const std::function<void(int32_t)>*>(ctx->saved_data["written"].toInt());
+    const at::Tensor dy = grads[0].reshape({-1, w.size(0)});
+    at::Tensor dx;
+    if (ctx->needs_input_grad(0)) dx = dy.mm(w).view(x.sizes());
+    at::Tensor dw = w.grad();  // the buffer itself: mm_out overwrites it, shape unchanged
+    at::mm_out(dw, dy.t(), x.reshape({-1, w.size(1)}));
+    written(int32_t(ids[0]));
+    if (bias != ctx->saved_data.end()) {
+      at::Tensor db = bias->second.toTensor().grad();
+      at::sum_out(db, dy, {0});
+      written(int32_t(ids[1]));
+    }
+    return {dx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// Whether parameter `p` is node `index`'s own and no other node uses it (a tied table's
+// gradient sums two uses, which autograd's accumulation must do).
+bool owned_alone(const dlhost_graph& g, int32_t index, int32_t p) {
+  if (g.params[p]->node != index) return false;
+  for (int32_t k = 0; k < g.num_nodes; ++k)
+    for (int32_t q = 0; k != index && q < g.nodes[k]->num_params; ++q)
+      if (g.nodes[k]->params[q] == p) return false;
+  return true;
+}
+
 NodeForward lower_fc(const NodeView& v) {
   const auto& a = v.attrs<dlhost_fc_attrs>();
   const int32_t keep = DLHOST_HAS_FIELD(&a, dlhost_fc_attrs, batch_dims) ? a.batch_dims : 1;
   std::vector<int64_t> rows(v.tensor(v.in(0)).dims, v.tensor(v.in(0)).dims + keep);
   rows.push_back(-1);  // the features: C*H*W flattened in NCHW order, as the canonical weight
-  return [x = v.in(0), rows, w = v.param(0), b = v.bias()](const Values& t) {
-    return at::linear(t[size_t(x)].reshape(rows), w, b);
+  const dlhost_graph& g = v.env.graph;
+  bool alone = v.env.writes_own_grad != nullptr && v.env.gradient_written != nullptr;
+  for (int32_t p = 0; p < v.node.num_params; ++p)
+    alone = alone && owned_alone(g, v.index, v.node.params[p]);
+  if (!alone) {
+    return [x = v.in(0), rows, w = v.param(0), b = v.bias()](const Values& t) {
+      return at::linear(t[size_t(x)].reshape(rows), w, b);
+    };
+  }
+  const int64_t w_id = v.node.params[0];
+  const int64_t b_id = v.node.num_params > 1 ? v.node.params[1] : -1;
+  for (int32_t p = 0; p < v.node.num_params; ++p)
+    (*v.env.writes_own_grad)[size_t(v.node.params[p])] = true;
+  return [x = v.in(0), rows, w = v.param(0), b = v.bias(), w_id, b_id,
+          written = v.env.gradient_written](const Values& t) {
+    return LinearIntoGrads::apply(t[size_t(x)].reshape(rows), w, b.defined() ? &b : nullptr, w_id,
+                                  b_id, written);
   };
 }
 

@@ -27,6 +27,12 @@ struct LowerEnv {
   const std::vector<at::Tensor>& params;  // by parameter id: leaves with preallocated gradients
   uint64_t seed;                          // the case's seed: dropout's mask
   const uint64_t* forward_calls;          // forward calls made before the running one
+  // Parameters whose gradient their op writes itself in backward, by parameter id: lowering
+  // sets the entry (an FC that owns its weight and bias, lower_fc); the model then leaves that
+  // grad() unzeroed, and the op calls (*gradient_written)(id) once grad() holds the step's
+  // gradient (the grad-ready notice); the function outlives the closures. Why: see lower_fc.
+  std::vector<bool>* writes_own_grad;
+  const std::function<void(int32_t)>* gradient_written;
 };
 
 // The closure for node `index` (not INPUT); UNIMPLEMENTED naming the node when ATen cannot do

@@ -156,6 +156,14 @@ bool same_as_tf(int64_t in, int64_t out, int64_t window, int64_t s, int64_t pad)
   return out == (in + s - 1) / s && total / 2 == pad && total - total / 2 == pad;
 }
 
+// Whether TensorFlow's SAME pads a pooling window as the ABI does: `before` in front and `after`
+// behind (a ceil-mode window's overhang included), and gives `out` positions.
+bool same_window(int64_t in, int64_t out, int64_t window, int64_t s, int64_t before,
+                 int64_t after) {
+  const int64_t total = std::max<int64_t>((out - 1) * s + window - in, 0);
+  return out == (in + s - 1) / s && total / 2 == before && total - total / 2 == after;
+}
+
 class Lowerer {
  public:
   Lowerer(TF_Graph* g, const dlhost_graph& graph)
@@ -174,6 +182,12 @@ class Lowerer {
   }
 
  private:
+  // Says once how a kind of op was lowered, for the model's implementation line.
+  void note(const std::string& what) {
+    if (std::find(out_.notes.begin(), out_.notes.end(), what) == out_.notes.end())
+      out_.notes.push_back(what);
+  }
+
   // --- parameters and inputs ---
 
   void make_params() {
@@ -453,16 +467,27 @@ class Lowerer {
     const int64_t end_w = std::max<int64_t>((ow - 1) * a.stride_w + a.kernel_w - iw - a.pad_w, 0);
     const bool padded = a.pad_h > 0 || a.pad_w > 0 || end_h > 0 || end_w > 0;
     const bool max = a.kind == DLHOST_POOL_MAX;
+    // TensorFlow's SAME where it pads exactly as the ABI's window does (a ceil-mode window one
+    // past the end, as AlexNet-R's 3/2 pools of 32 and 16): Keras's MaxPool2D and
+    // AveragePooling2D(padding="same"), without the Pad op and its gradient, and for the average
+    // without the rescale, since SAME divides by the elements inside the input, which is the
+    // ABI's count when the ABI pads nothing itself or counts no padding. 12% of AlexNet-R's
+    // step in Keras terms (bench/probe/tf_ceil_pool.py).
+    const bool same = padded && same_window(ih, oh, a.kernel_h, a.stride_h, a.pad_h, end_h) &&
+                      same_window(iw, ow, a.kernel_w, a.stride_w, a.pad_w, end_w) &&
+                      (max || !a.count_include_pad || (a.pad_h == 0 && a.pad_w == 0));
     TF_Output src = in(v, 0);
-    if (padded) src = pad(v.prefix, src, a.pad_h, end_h, a.pad_w, end_w, max ? -FLT_MAX : 0.0f);
+    if (padded && !same)
+      src = pad(v.prefix, src, a.pad_h, end_h, a.pad_w, end_w, max ? -FLT_MAX : 0.0f);
+    if (same) note("pooling: padding SAME where it is the ABI's window");
     TF_Output pooled =
         Op(g_, max ? "MaxPool" : "AvgPool", v.prefix + (max ? "/MaxPool" : "/AvgPool"))
             .in(src)
             .attr_ints("ksize", {1, a.kernel_h, a.kernel_w, 1})
             .attr_ints("strides", {1, a.stride_h, a.stride_w, 1})
-            .attr("padding", "VALID")
+            .attr("padding", same ? "SAME" : "VALID")
             .out();
-    if (max || !padded) return pooled;
+    if (max || !padded || same) return pooled;
     return binary("Mul", v.prefix + "/rescale", pooled, avg_pool_scale(v, ih, iw, oh, ow));
   }
 

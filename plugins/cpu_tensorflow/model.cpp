@@ -108,6 +108,7 @@ class TfModel final : public sdk::Model {
                 : "; forward = one TF_SessionRun of the loss and every gradient "
                   "(TF_AddGradients), backward publishes them, update = one TF_SessionRun of " +
                       apply);
+    for (const std::string& n : lowered_.notes) implementation_ += "; " + n;
   }
 
   void set_input(int32_t tensor, const void* data, size_t bytes) override {

@@ -179,5 +179,27 @@ TEST(cpu_tensorflow, FusedAdamWStepTrainsLikeTheSplitStep) {
                                                               adamw(0.02f, 0.1f, 5.0f));
 }
 
+// A ceil-mode window one past the end (AlexNet-R's 3/2 pools of 32) is TensorFlow's SAME, as
+// Keras's MaxPool2D/AveragePooling2D(padding="same") run it: no Pad op, no rescale (12% of
+// AlexNet-R's step, bench/probe/tf_ceil_pool.py). The implementation line says so; a window
+// SAME pads otherwise (padding in front as well) keeps the Pad. The numbers: conform's pooling
+// problems.
+TEST(cpu_tensorflow, CeilModePoolingThatIsSameUsesTensorFlowsSamePadding) {
+  const auto lowered = [](dlhost_pool_kind kind, int64_t pad) {
+    GraphBuilder b("ceil_pool", 2);
+    int32_t x = b.pool2d("pool", b.input("data", DLHOST_DTYPE_F32, {3, 32, 32}),
+                         pool(kind, 3, 2, pad, true, true));
+    b.softmax_cross_entropy("loss", b.fc("head", x, fc(3)),
+                            b.input("labels", DLHOST_DTYPE_I32, {}));
+    Trainer t(b.finish());
+    t.forward_backward();
+    return std::string(t.info().implementation);
+  };
+  const std::string same = "pooling: padding SAME";
+  EXPECT_NE(lowered(DLHOST_POOL_MAX, 0).find(same), std::string::npos);
+  EXPECT_NE(lowered(DLHOST_POOL_AVG, 0).find(same), std::string::npos);
+  EXPECT_EQ(lowered(DLHOST_POOL_AVG, 1).find(same), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dlhost
