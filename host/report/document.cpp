@@ -43,8 +43,9 @@ std::string one_line(const std::string& s) {
 
 // Text as Markdown that renders as that text, nothing more: one line (a newline would end a
 // table row or start a heading, a list or a table of the record's making), and every character
-// that Markdown or the HTML inside it acts on made literal: `\ ` * [ ] # | ~` and a `_` at a word's
-// edge backslash-escaped (no emphasis, code span, link, image or reference), `< > &` as entities
+// that Markdown or the HTML inside it acts on made literal: `\ ` * [ ] # | ~ ^` and a `_` at a
+// word's edge backslash-escaped (no emphasis, code span, link, image, reference or footnote: GFM
+// reads `[^x]` as one), `< > &` as entities
 // (no HTML, autolink or entity of the text's own). `opens_block`: the text starts a paragraph or
 // a heading, where leading spaces (code), `-`, `+`, `=` or `1.` (lists, rules) would act too.
 std::string markdown_text(const std::string& s, bool opens_block) {
@@ -69,7 +70,7 @@ std::string markdown_text(const std::string& s, bool opens_block) {
       out += "&gt;";
     else if (c == '&')
       out += "&amp;";
-    else if (std::string("\\`*[]#|~").find(c) != std::string::npos || (c == '_' && !inside_word) ||
+    else if (std::string("\\`*[]#|~^").find(c) != std::string::npos || (c == '_' && !inside_word) ||
              i == list_mark)
       out += std::string("\\") + c;
     else
