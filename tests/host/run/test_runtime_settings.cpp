@@ -43,7 +43,32 @@ bool unsets(const CaseEnvironment& env, const std::string& variable) {
   return false;
 }
 
+// A sanitizer's runtime replaces malloc, so a sanitizer build (scripts/sanitize.sh) keeps the
+// system allocator whatever the case asks, and says why when a case names another
+// (runtime_settings.cpp). There this checks that rule and returns true: the allocator tests'
+// subject does not exist in such a build, and they skip saying so.
+bool sanitizer_keeps_the_system_malloc() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  LibraryFolder both({"libtcmalloc_minimal.so.4", "libjemalloc.so.2"});
+  for (const char* asked : {"tcmalloc", "jemalloc"}) {
+    AllocatorChoice a = choose_allocator(json{{"allocator", asked}}, {both.path.string()});
+    EXPECT_EQ(a.name, "system") << asked;
+    EXPECT_NE(a.skip_reason.find("sanitizer"), std::string::npos) << a.skip_reason;
+  }
+  AllocatorChoice a = choose_allocator(json::object(), {both.path.string()});
+  EXPECT_EQ(a.name, "system");
+  EXPECT_TRUE(a.skip_reason.empty()) << "an unset key never skips: " << a.skip_reason;
+  return true;
+#else
+  return false;
+#endif
+}
+constexpr const char* kSanitizerSkip =
+    "a sanitizer build keeps the system allocator (checked); the allocator choice is tested in "
+    "the normal build";
+
 TEST(RuntimeSettings, UnsetAllocatorTakesTcmallocWhereInstalledElseSystem) {
+  if (sanitizer_keeps_the_system_malloc()) GTEST_SKIP() << kSanitizerSkip;
   LibraryFolder with({"libtcmalloc_minimal.so.4"}), without({});
   AllocatorChoice a = choose_allocator(json::object(), {with.path.string()});
   EXPECT_EQ(a.requested, "auto");
@@ -55,6 +80,7 @@ TEST(RuntimeSettings, UnsetAllocatorTakesTcmallocWhereInstalledElseSystem) {
 }
 
 TEST(RuntimeSettings, ANamedAllocatorThatIsMissingSkipsTheCaseSayingWhatAndWhere) {
+  if (sanitizer_keeps_the_system_malloc()) GTEST_SKIP() << kSanitizerSkip;
   LibraryFolder only_tcmalloc({"libtcmalloc_minimal.so.4"});
   AllocatorChoice a =
       choose_allocator(json{{"allocator", "jemalloc"}}, {only_tcmalloc.path.string()});
@@ -68,6 +94,7 @@ TEST(RuntimeSettings, ANamedAllocatorThatIsMissingSkipsTheCaseSayingWhatAndWhere
 }
 
 TEST(RuntimeSettings, TheAllocatorIsPreloadedAndHandedToBackendNamespaces) {
+  if (sanitizer_keeps_the_system_malloc()) GTEST_SKIP() << kSanitizerSkip;
   LibraryFolder folder({"libjemalloc.so.2"});
   CaseEnvironment env = case_environment(json{{"allocator", "jemalloc"}, {"threads", 1}},
                                          {folder.path.string()}, kAvx512);
