@@ -14,6 +14,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "output/output_file.h"
+
 namespace dlhost {
 
 namespace {
@@ -173,16 +175,8 @@ void RunConsole::clear_locked() {
 }
 
 void RunConsole::write_locked(const std::string& text) {
-  std::fflush(stdout);  // anything printed through stdio before goes first
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  std::fflush(stdout);           // anything printed through stdio before goes first
+  output::write_all(fd_, text);  // a console that takes no more output is not an error
 }
 
 void RunConsole::redraw_loop() {

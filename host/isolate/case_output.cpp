@@ -14,6 +14,7 @@
 
 #include "core/log_pattern.h"
 #include "isolate/case_process.h"
+#include "output/output_file.h"
 
 namespace dlhost {
 
@@ -82,16 +83,8 @@ void CaseOutput::finish() {
 }
 
 void emit_line(const std::string& line) {
-  std::string text = line + "\n";
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = write(STDOUT_FILENO, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  // A write that fails has nowhere to be told: the parent sees the line missing.
+  output::write_all(STDOUT_FILENO, line + "\n");
 }
 
 namespace {

@@ -240,24 +240,6 @@ Place walk(const std::string& path, bool make_folders, bool to_folder) {
   return p;
 }
 
-// Writes the whole of `text`; false with errno set on failure.
-bool write_all(int fd, const std::string& text) {
-  const char* data = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, data, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    if (n == 0) {
-      errno = ENOSPC;
-      return false;
-    }
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // Writes `text` into the file of `p` in place (a pipe, a device, a /proc link). False when what
 // was opened turned out to be a regular file put there since the walk: walk again.
 bool write_in_place(const Place& p, const std::string& path, const std::string& text) {
@@ -273,7 +255,10 @@ bool write_in_place(const Place& p, const std::string& path, const std::string& 
     if (S_ISREG(st.st_mode)) return false;
     check_owner(p.dir_st, p.folder, path, st);
   }
-  if (!write_all(fd.get(), text)) fail_errno(path, "cannot write");
+  if (int err = write_all(fd.get(), text); err != 0) {
+    errno = err;
+    fail_errno(path, "cannot write");
+  }
   if (::close(fd.release()) != 0) fail_errno(path, "cannot write");
   return true;
 }
@@ -297,7 +282,10 @@ void write_by_rename(const Place& p, const std::string& path, const std::string&
     fail_errno(path, doing);
   };
   if (p.exists && ::fchmod(fd.get(), p.st.st_mode & 07777) != 0) give_up("cannot set its mode");
-  if (!write_all(fd.get(), text)) give_up("cannot write");
+  if (int err = write_all(fd.get(), text); err != 0) {
+    errno = err;
+    give_up("cannot write");
+  }
   if (::fsync(fd.get()) != 0 && errno != EINVAL) give_up("cannot write");
   if (::close(fd.release()) != 0) give_up("cannot write");
   if (::renameat(p.dir.get(), temp.c_str(), p.dir.get(), p.name.c_str()) != 0)
@@ -356,6 +344,19 @@ void prepare_folder(const std::string& path) {
          "refused: a sticky folder anyone can write (like /tmp): another user could put links "
          "there under the names of the files written into it; name a folder of your own, e.g. " +
              join(path, "report"));
+}
+
+int write_all(int fd, const std::string& text) {
+  const char* data = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
 }
 
 }  // namespace dlhost::output

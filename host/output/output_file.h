@@ -50,6 +50,10 @@ void write_whole_file(const std::string& path, const std::string& text);
 // exposed to links other users plant there. Throws OutputError.
 void prepare_folder(const std::string& path);
 
+// Writes the whole of `text` to `fd`, again after EINTR and a short write: 0, or the errno of the
+// failure (ENOSPC for a write that took nothing). The one write loop of the host's writers.
+int write_all(int fd, const std::string& text);
+
 // A user as a message names it: "uid 1001 (mallory)", the name when the system knows one.
 std::string user_text(uid_t uid);
 

@@ -91,20 +91,6 @@ int open_results_file(const std::string& path) {
   return fd;
 }
 
-// Writes the whole of `line`; 0 or the errno of the failure.
-int write_all(int fd, const std::string& line) {
-  const char* data = line.data();
-  size_t left = line.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, data, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? errno : ENOSPC;
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
-  return 0;
-}
-
 }  // namespace
 
 // What the caller and the writing thread share, under `mutex`.
@@ -131,7 +117,7 @@ struct ResultsWriter::Channel {
       if (!pending) return;
       const std::string text = std::move(line);
       lock.unlock();
-      int err = write_all(fd, text);
+      int err = output::write_all(fd, text);
       if (err == 0 && ::fsync(fd) != 0 && errno != EINVAL) err = errno;
       bool back = true;
       if (err != 0) back = ::ftruncate(fd, whole_size) == 0;
