@@ -16,6 +16,7 @@
 #include "app/commands.h"
 #include "core/plugin_registry.h"
 #include "output/output_file.h"
+#include "run/resume.h"
 
 namespace dlhost {
 
@@ -193,16 +194,6 @@ std::string name_refusal(const std::string& name, const std::vector<std::string>
   return "";
 }
 
-// `text` as one word of a POSIX shell: in single quotes, each quote written '\''.
-std::string shell_quoted(const std::string& text) {
-  if (!text.empty() && text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789_-./+=:@%,") == std::string::npos)
-    return text;
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 int write_backend(const std::string& name, std::string dir,
                   const std::vector<std::string>& folders) {
   if (std::string why = name_refusal(name, folders); !why.empty()) {
@@ -230,14 +221,14 @@ int write_backend(const std::string& name, std::string dir,
     std::fprintf(stderr, "dlhost new-backend: cannot write %s\n", e.what());
     return 2;
   }
-  const std::string shown = dir, sh = shell_quoted(dir);
-  const std::string build_dir = shell_quoted(dir + "/build");
+  const std::string shown = dir, sh = shell_quote(dir);
+  const std::string build_dir = shell_quote(dir + "/build");
   std::printf(
       "wrote %s/CMakeLists.txt and %s/%s_backend.cpp: a backend '%s' with every op "
       "UNIMPLEMENTED\nbuild:   cmake -S %s -B %s -DCMAKE_PREFIX_PATH=<dlhost SDK prefix> && "
       "cmake --build %s\nconform: dlhost conform --backend %s\n",
       shown.c_str(), shown.c_str(), name.c_str(), name.c_str(), sh.c_str(), build_dir.c_str(),
-      build_dir.c_str(), shell_quoted(dir + "/build/libdlhost_" + name + ".so").c_str());
+      build_dir.c_str(), shell_quote(dir + "/build/libdlhost_" + name + ".so").c_str());
   return 0;
 }
 

@@ -23,6 +23,8 @@ void add_record(const nlohmann::ordered_json& rec, int line, ResumeFile& out) {
     out.params_hash_by_case[seen.case_id] = seen.params_hash;
 }
 
+}  // namespace
+
 std::string shell_quote(const std::string& arg) {
   if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                             "0123456789_-./=:,+@%") == std::string::npos)
@@ -31,8 +33,6 @@ std::string shell_quote(const std::string& arg) {
   for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
 }
-
-}  // namespace
 
 ResumeFile read_resume_file(const std::string& path) {
   std::ifstream in(path);

@@ -29,6 +29,10 @@ std::string resume_conflict(const ResumeFile& file, const std::string& path,
 std::string resume_conflict(const ResumeFile& file, const std::string& path,
                             const std::string& case_id, const std::string& params_hash);
 
+// `arg` as one word of a POSIX shell: as it is when it holds only safe characters, else in
+// single quotes, each quote written '\''.
+std::string shell_quote(const std::string& arg);
+
 // The command that finishes an interrupted run: `command_line` (the run's own argv) with its
 // -o/--output FILE turned into --resume FILE, each argument quoted for a POSIX shell.
 std::string resume_command(const std::vector<std::string>& command_line,
