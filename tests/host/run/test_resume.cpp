@@ -153,6 +153,32 @@ TEST(resume_file, LinesThatAreNotRecordsAreSkippedWithTheirNumbers) {
   EXPECT_EQ(f.line_by_case.at("a"), 1);
 }
 
+// --resume took a line for a record that every other reader of the file refuses (no
+// schema_version, another schema_version, an unknown status): the case was not run again and the
+// file's one record of it stayed one no report reads; and it called any line that was not JSON
+// torn. One reader, one set of rules (record/): both are skipped as not records, saying why.
+TEST(resume_file, ALineTheReportRefusesIsNotARecordToResumeEither) {
+  std::string path = temp_path("schema.jsonl");
+  nlohmann::ordered_json no_version = record("s", "b", "2"), other_version = record("s", "c", "3"),
+                         unknown_status = record("s", "d", "4");
+  no_version.erase("schema_version");
+  other_version["schema_version"] = 2;
+  unknown_status["status"] = "DONE";
+  std::ofstream(path) << record("s", "a", "1").dump() << "\n"
+                      << no_version.dump() << "\n"
+                      << other_version.dump() << "\n"
+                      << unknown_status.dump() << "\n"
+                      << "not JSON at all\n";  // garbage, not the start of a record: not torn
+  ResumeFile f = read_resume_file(path);
+  EXPECT_EQ(f.line_by_case.count("a"), 1u);
+  EXPECT_EQ(f.line_by_case.count("b") + f.line_by_case.count("c") + f.line_by_case.count("d"), 0u);
+  ASSERT_EQ(f.skipped.size(), 4u);
+  EXPECT_EQ(f.skipped[0], "2: not a record (no schema_version (not a dlhost results record))");
+  EXPECT_EQ(f.skipped[1].rfind("3: not a record (schema_version 2 is not one", 0), 0u);
+  EXPECT_EQ(f.skipped[2].rfind("4: not a record (status \"DONE\" is not one of", 0), 0u);
+  EXPECT_EQ(f.skipped[3].rfind("5: not a record (not a JSON record (", 0), 0u) << f.skipped[3];
+}
+
 // Resuming into another suite's file mixed both suites silently; a renamed suite with the same
 // parameters was taken as already recorded.
 TEST(resume_file, AnotherSuitesRecordsAreRefused) {
