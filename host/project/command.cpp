@@ -186,7 +186,7 @@ Comparison compare_with(const Record& m, const ComputeProfile& prof, const Link&
   c.measured_step_ms = report::step_median_ms(m);
   const double got = c.measured_step_ms;
   c.error_percent = got > 0 ? (c.projected_step_ms - got) / got * 100.0 : 0.0;
-  c.measured_exposed_ms = report::number_at(m.data, "/distributed/exposed_comm/median");
+  c.measured_exposed_ms = record::distributed_of(m).exposed_comm_ms;
   // The same projection from the compute the ranks measured in that run (ready times stretched
   // with its backward): what is left is the error of the communication model alone, apart from
   // ranks computing slower side by side than one rank alone.

@@ -86,6 +86,18 @@ StepParts step_parts(const Record& r) {
                    number_at(r.data, "/timing/update/median")};
 }
 
+DistributedFigures distributed_of(const Record& r) {
+  DistributedFigures d;
+  d.comm = text_at(r.data, "/distributed/comm");
+  d.scaling = text_at(r.data, "/distributed/scaling");
+  d.global_batch = integer_at(r.data, "/distributed/global_batch");
+  d.compute_ms = number_at(r.data, "/distributed/compute/median");
+  d.allreduce_ms = number_at(r.data, "/distributed/allreduce/median");
+  d.exposed_comm_ms = number_at(r.data, "/distributed/exposed_comm/median");
+  d.speedup_vs_1_rank = number_at(r.data, "/distributed/vs_1_rank/speedup", NAN);
+  return d;
+}
+
 std::string environment_key(const json& environment) {
   std::ostringstream key;
   key << text_at(environment, "/cpu_model") << " | " << integer_at(environment, "/cores")

@@ -4,6 +4,7 @@
 // label and compute by. Adding a field a reader needs is one function here. Pure; thread-safe.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +36,15 @@ struct StepParts {
   double forward_ms = 0, backward_ms = 0, update_ms = 0;
 };
 StepParts step_parts(const Record& r);
+// The distributed block's figures (the data-parallel views, the projection): "" and 0 where
+// absent (a 1-rank case has no block), the speedup NaN without a 1-rank baseline.
+struct DistributedFigures {
+  std::string comm, scaling;
+  long long global_batch = 0;
+  double compute_ms = 0, allreduce_ms = 0, exposed_comm_ms = 0;  // medians
+  double speedup_vs_1_rank = NAN;
+};
+DistributedFigures distributed_of(const Record& r);
 // The machine: CPU model and cores. Records of one machine are comparable when their library
 // versions agree (see libraries_agree); the key leaves the libraries out because each record
 // lists only its own backend's, and the tools of one run must land in one group.
