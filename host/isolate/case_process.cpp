@@ -27,6 +27,7 @@
 #include "launch/process_group.h"
 #include "launch/served_store.h"
 #include "launch/test_hosts.h"
+#include "record/record.h"
 #include "run/memory_need.h"
 #include "run/runtime_settings.h"
 #include "suite/schema.h"
@@ -60,17 +61,10 @@ std::vector<std::string> case_launcher_args(const json& p, const CaseLimits& lim
 // A record for a case whose workers did not write one.
 json parent_record(const CaseJob& job, const json& environment, const std::string& status,
                    const std::string& reason, double duration_s, const std::string& started_at) {
-  json rec;
-  rec["schema_version"] = kResultsSchemaVersion;
-  rec["case_id"] = job.input.id;
-  rec["status"] = status;
-  rec["reason"] = reason;
-  rec["suite"] =
-      json{{"name", job.suite_name}, {"path", job.suite_path}, {"source", job.input.source}};
-  rec["started_at"] = started_at;
-  rec["params"] = job.input.params;
-  rec["duration_s"] = duration_s;
-  rec["environment"] = environment;
+  json rec = record::start(
+      {job.input.id, status, reason, job.suite_name, job.suite_path, job.input.source, started_at},
+      job.input.params);
+  record::finish(rec, duration_s, environment);
   return rec;
 }
 

@@ -13,6 +13,7 @@
 #include "core/number_text.h"
 #include "output/output_file.h"
 #include "project/projection.h"
+#include "record/fields.h"
 #include "report/records.h"
 
 namespace dlhost::project {
@@ -21,11 +22,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 using report::Record;
-
-int per_rank_batch(const Record& r) {
-  long long b = report::integer_at(r.data, "/distributed/per_rank_batch", 0);
-  return b > 0 ? static_cast<int>(b) : report::batch(r);
-}
 
 // The profile of one record, or why it has none.
 ComputeProfile profile_of(const Record& r) {
@@ -41,9 +37,10 @@ ComputeProfile profile_of(const Record& r) {
                              " has no backward_profile (recorded by dlhost run on the host clock "
                              "since the projection came in)");
   ComputeProfile p;
-  p.forward_ms = report::number_at(d, "/timing/forward/median");
-  p.backward_ms = report::number_at(d, "/timing/backward/median");
-  p.update_ms = report::number_at(d, "/timing/update/median");
+  const record::StepParts parts = record::step_parts(r);
+  p.forward_ms = parts.forward_ms;
+  p.backward_ms = parts.backward_ms;
+  p.update_ms = parts.update_ms;
   for (const auto& g : d.at("backward_profile").at("gradients")) {
     Gradient x;
     x.param = g.at("param").get<int32_t>();
@@ -189,14 +186,15 @@ Comparison compare_with(const Record& m, const ComputeProfile& prof, const Link&
   c.measured_step_ms = report::step_median_ms(m);
   const double got = c.measured_step_ms;
   c.error_percent = got > 0 ? (c.projected_step_ms - got) / got * 100.0 : 0.0;
-  c.measured_exposed_ms = report::number_at(m.data, "/distributed/exposed_comm/median");
+  c.measured_exposed_ms = record::distributed_of(m).exposed_comm_ms;
   // The same projection from the compute the ranks measured in that run (ready times stretched
   // with its backward): what is left is the error of the communication model alone, apart from
   // ranks computing slower side by side than one rank alone.
   ComputeProfile side_by_side = prof;
-  side_by_side.forward_ms = report::number_at(m.data, "/timing/forward/median");
-  side_by_side.backward_ms = report::number_at(m.data, "/timing/backward/median");
-  side_by_side.update_ms = report::number_at(m.data, "/timing/update/median");
+  const record::StepParts parts = record::step_parts(m);
+  side_by_side.forward_ms = parts.forward_ms;
+  side_by_side.backward_ms = parts.backward_ms;
+  side_by_side.update_ms = parts.update_ms;
   const double stretch = prof.backward_ms > 0 ? side_by_side.backward_ms / prof.backward_ms : 1;
   for (auto& g : side_by_side.gradients) g.ready_ms *= stretch;
   c.measured_compute_ms = side_by_side.compute_ms();
@@ -214,14 +212,14 @@ CaseProjection project_case(const Record& r, const Projected& out,
   c.case_id = report::case_id(r);
   c.network = report::network(r);
   c.backend = report::backend(r);
-  c.per_rank_batch = per_rank_batch(r);
+  c.per_rank_batch = record::per_rank_batch(r);
   c.profile = profile_of(r);
   for (const auto& g : c.profile.gradients) c.gradient_bytes += g.bytes;
   for (size_t i = 0; i < out.ranks.size(); ++i)
     c.by_ranks.push_back(project(c.profile, out.ranks[i], out.links[i], out.bucket_mb));
   for (const Record& m : measured) {
     if (report::network(m) != c.network || report::backend(m) != c.backend ||
-        per_rank_batch(m) != c.per_rank_batch || interconnect_of(m) != out.interconnect)
+        record::per_rank_batch(m) != c.per_rank_batch || interconnect_of(m) != out.interconnect)
       continue;
     const Link link = link_for(report::ranks(m), out.fits, o, algorithm);
     c.comparisons.push_back(compare_with(m, c.profile, link, out.bucket_mb));

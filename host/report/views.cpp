@@ -366,24 +366,21 @@ Section multi_rank_view(const EnvironmentGroup& g, Plotter& plotter) {
           {},
           1};
   auto key = [](const Record& r) {
-    return network(r) + " " + text_at(r.data, "/distributed/comm") + " " +
-           threads_label(threads(r)) + " " + text_at(r.data, "/distributed/scaling") + " gb" +
-           std::to_string(integer_at(r.data, "/distributed/global_batch"));
+    const record::DistributedFigures d = record::distributed_of(r);
+    return network(r) + " " + d.comm + " " + threads_label(threads(r)) + " " + d.scaling + " gb" +
+           std::to_string(d.global_batch);
   };
   auto speedup = [](const Record& r) {
-    return ranks(r) == 1 ? 1.0 : number_at(r.data, "/distributed/vs_1_rank/speedup", NAN);
+    return ranks(r) == 1 ? 1.0 : record::distributed_of(r).speedup_vs_1_rank;
   };
   for (const Record* r : dist) {
     if (!is_ok(*r)) continue;
     bool known = !std::isnan(speedup(*r));
-    t.rows.push_back({case_id(*r), std::to_string(ranks(*r)),
-                      text_at(r->data, "/distributed/scaling"),
-                      std::to_string(integer_at(r->data, "/distributed/global_batch")),
-                      format_ms(step_median_ms(*r)),
-                      format_ms(number_at(r->data, "/distributed/compute/median")),
-                      format_ms(number_at(r->data, "/distributed/allreduce/median")),
-                      format_ms(number_at(r->data, "/distributed/exposed_comm/median")),
-                      known ? format_number(speedup(*r), 2) : "-",
+    const record::DistributedFigures d = record::distributed_of(*r);
+    t.rows.push_back({case_id(*r), std::to_string(ranks(*r)), d.scaling,
+                      std::to_string(d.global_batch), format_ms(step_median_ms(*r)),
+                      format_ms(d.compute_ms), format_ms(d.allreduce_ms),
+                      format_ms(d.exposed_comm_ms), known ? format_number(speedup(*r), 2) : "-",
                       known ? format_number(speedup(*r) / ranks(*r), 2) : "-"});
   }
   s.add(t);

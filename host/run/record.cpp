@@ -12,57 +12,6 @@ namespace dlhost {
 
 using json = nlohmann::ordered_json;
 
-RecordSummary RecordSummary::of(const json& rec) {
-  RecordSummary r;
-  r.case_id = rec.value("case_id", std::string());
-  r.status = rec.value("status", std::string());
-  r.reason = rec.value("reason", std::string());
-  r.params_hash = rec.value("params_hash", std::string());
-  if (auto t = rec.find("timing"); t != rec.end() && t->is_object()) {
-    const json& step = (*t)["step"];
-    r.timed = true;
-    r.iterations = (*t)["iterations"].get<int64_t>();
-    // No timed step (a TIMEOUT in warm-up): the figures are null.
-    auto number = [](const json& v) { return v.is_number() ? v.get<double>() : 0.0; };
-    r.median_ms = number(step["median"]);
-    r.p5_ms = number(step["p5"]);
-    r.p95_ms = number(step["p95"]);
-    r.samples_per_second = number((*t)["samples_per_second"]);
-    if (auto d = t->find("data"); d != t->end() && d->is_object() && (*d)["median"].is_number())
-      r.data_ms = (*d)["median"].get<double>();
-  }
-  if (auto e = rec.find("evaluation"); e != rec.end() && e->is_object()) {
-    char buf[160];
-    if (e->value("status", std::string()) != kStatusOk) {
-      r.evaluation = "evaluation " + e->value("status", std::string()) + ": " +
-                     e->value("reason", std::string());
-    } else if (e->contains("accuracy")) {
-      std::snprintf(buf, sizeof(buf), "test accuracy %.4f (%lld samples)",
-                    (*e)["accuracy"].get<double>(),
-                    static_cast<long long>((*e)["samples"].get<int64_t>()));
-      r.evaluation = buf;
-    } else if (e->contains("perplexity")) {
-      std::snprintf(buf, sizeof(buf), "test perplexity %.2f", (*e)["perplexity"].get<double>());
-      r.evaluation = buf;
-    } else {
-      std::snprintf(buf, sizeof(buf), "test loss %.4f", (*e)["mean_loss"].get<double>());
-      r.evaluation = buf;
-      if (e->contains("accuracy_status"))
-        r.evaluation += " (accuracy " + e->value("accuracy_status", std::string()) + ": " +
-                        e->value("accuracy_reason", std::string()) + ")";
-    }
-  }
-  if (auto d = rec.find("distributed"); d != rec.end() && d->is_object()) {
-    r.ranks = (*d)["ranks"].get<int>();
-    r.weak = (*d)["scaling"] == "weak";
-  }
-  if (auto b = rec.find("backend"); b != rec.end() && b->is_object()) {
-    r.backend = b->value("name", std::string());
-    r.backend_by_priority = b->value("chosen_by", std::string()) == "priority";
-  }
-  return r;
-}
-
 std::string case_line(size_t index, size_t total, const RecordSummary& rec) {
   char head[256];
   std::snprintf(head, sizeof(head), "[%*zu/%zu] %-40s %-8s",

@@ -225,20 +225,4 @@ void ResultsWriter::append(const nlohmann::ordered_json& record) {
         (channel_->restored ? "" : " (and cannot truncate its partial last line)"));
 }
 
-ResultsFile read_results(const std::string& path) {
-  ResultsFile out;
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open results file " + path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      out.records.push_back(nlohmann::json::parse(line));
-    } catch (const nlohmann::json::parse_error&) {
-      ++out.torn_lines;
-    }
-  }
-  return out;
-}
-
 }  // namespace dlhost

@@ -1,5 +1,6 @@
 // results.h — the results file: JSON lines, one record per case, appended and flushed to disk as
-// each case ends so a killed run keeps every finished case. Reading skips a torn last line.
+// each case ends so a killed run keeps every finished case. Reading is the record module's
+// (record/results_file.h: one reader, one set of rules).
 // A writer holds an advisory lock on its file (a second dlhost writing to it is refused) and
 // never leaves a torn line of its own, except when it is interrupted while a write blocks (a hung
 // mount): the run then ends, and the next writer ends that torn line. A results file must be a
@@ -57,11 +58,5 @@ class ResultsWriter {
   std::shared_ptr<Channel> channel_;  // shared with the writing thread, which may outlive this
   std::thread thread_;
 };
-
-struct ResultsFile {
-  std::vector<nlohmann::json> records;
-  int torn_lines = 0;  // lines that did not parse (a run killed mid-write leaves at most one)
-};
-ResultsFile read_results(const std::string& path);
 
 }  // namespace dlhost

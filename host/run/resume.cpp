@@ -4,16 +4,16 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "record/results_file.h"
 #include "run/record.h"
 
 namespace dlhost {
 
 namespace {
 
-// The record's case id, params hash and suite name; throws nlohmann::json::exception for a line
-// that is JSON but not a record (wrong types).
-void add_record(const nlohmann::ordered_json& rec, int line, ResumeFile& out) {
-  if (!rec.is_object()) throw std::runtime_error("not a JSON object");
+// The record's case id, params hash and suite name; throws nlohmann::json::exception for a
+// record with a field of the wrong type.
+void add_record(const nlohmann::json& rec, int line, ResumeFile& out) {
   RecordSummary seen = RecordSummary::of(rec);
   if (seen.case_id.empty() || seen.params_hash.empty())
     throw std::runtime_error("no case_id or params_hash");
@@ -21,6 +21,10 @@ void add_record(const nlohmann::ordered_json& rec, int line, ResumeFile& out) {
     out.line_by_suite.emplace(s->value("name", std::string()), line);
   if (out.line_by_case.emplace(seen.case_id, line).second)
     out.params_hash_by_case[seen.case_id] = seen.params_hash;
+}
+
+std::string not_a_record(int line, const std::string& why) {
+  return std::to_string(line) + ": not a record (" + why + ")";
 }
 
 }  // namespace
@@ -34,21 +38,26 @@ std::string shell_quote(const std::string& arg) {
   return out + "'";
 }
 
+// The record module's reader and rules (record/results_file.h), with a line that is not a record
+// skipped rather than refused: resuming keeps what it can trust and runs the rest again.
 ResumeFile read_resume_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open results file " + path);
+  if (!std::ifstream(path)) throw std::runtime_error("cannot open results file " + path);
+  record::ResultsLines lines = record::read_results(path, record::BadLines::skip);
+  // "LINE: why" in line order, as the run's notes list them.
+  std::map<int, std::string> skipped;
+  for (const record::LineProblem& torn : lines.torn)
+    skipped[torn.line] = std::to_string(torn.line) + ": torn (not whole JSON)";
+  for (const record::LineProblem& bad : lines.bad)
+    skipped[bad.line] = not_a_record(bad.line, bad.what);
   ResumeFile out;
-  std::string text;
-  for (int line = 1; std::getline(in, text); ++line) {
-    if (text.empty()) continue;
+  for (const record::Record& rec : lines.records) {
     try {
-      add_record(nlohmann::ordered_json::parse(text), line, out);
-    } catch (const nlohmann::json::parse_error&) {
-      out.skipped.push_back(std::to_string(line) + ": torn (not whole JSON)");
+      add_record(rec.data, rec.line, out);
     } catch (const std::exception& e) {
-      out.skipped.push_back(std::to_string(line) + ": not a record (" + e.what() + ")");
+      skipped[rec.line] = not_a_record(rec.line, e.what());
     }
   }
+  for (auto& [line, why] : skipped) out.skipped.push_back(std::move(why));
   return out;
 }
 

@@ -28,6 +28,7 @@
 #include "core/stats.h"
 #include "data/synthetic.h"
 #include "distributed/control_plane.h"
+#include "record/record.h"
 #include "run/data_feed.h"
 #include "run/data_parallel.h"
 #include "run/machine_facts.h"
@@ -739,14 +740,9 @@ void apply_memory_limit(const TensorNeed& need, uint64_t limit, json& rec) {
 }  // namespace
 
 nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& ctx) {
-  json rec;
-  rec["schema_version"] = kResultsSchemaVersion;
-  rec["case_id"] = input.id;
-  rec["status"] = kStatusOk;
-  rec["reason"] = "";
-  rec["suite"] = json{{"name", ctx.suite_name}, {"path", ctx.suite_path}, {"source", input.source}};
-  rec["started_at"] = utc_now();
-  rec["params"] = input.params;
+  json rec = record::start(
+      {input.id, kStatusOk, "", ctx.suite_name, ctx.suite_path, input.source, utc_now()},
+      input.params);
   auto start = Clock::now();
   reset_peak_rss();
   TensorNeed need;
@@ -782,8 +778,7 @@ nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& ctx) {
         "INTERNAL: an exception of unknown type escaped (a plugin broke the C ABI rule)";
   }
   if (const uint64_t limit = data_limit_bytes(); limit > 0) apply_memory_limit(need, limit, rec);
-  rec["duration_s"] = ms_since(start) / 1000.0;
-  rec["environment"] = ctx.environment;
+  record::finish(rec, ms_since(start) / 1000.0, ctx.environment);
   return rec;
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/networks.h"
 #include "distributed/rank_env.h"
+#include "record/record.h"
 #include "run/memory_need.h"
 #include "suite/suite.h"
 
@@ -40,13 +41,13 @@ struct RunContext {
   std::function<void(const TensorNeed& need)> on_need;
 };
 
-// Result statuses. SKIPPED covers both "not available here" and a backend's UNIMPLEMENTED.
-inline constexpr const char* kStatusOk = "OK";
-inline constexpr const char* kStatusSkipped = "SKIPPED";
-inline constexpr const char* kStatusFailed = "FAILED";
-inline constexpr const char* kStatusTimeout = "TIMEOUT";
-inline constexpr const char* kStatusOom = "OOM";          // out of memory (limit or machine)
-inline constexpr const char* kStatusCrashed = "CRASHED";  // the case's process died
+// Result statuses: the record module's (record/record.h).
+using record::kStatusCrashed;
+using record::kStatusFailed;
+using record::kStatusOk;
+using record::kStatusOom;
+using record::kStatusSkipped;
+using record::kStatusTimeout;
 
 nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& context);
 
@@ -65,8 +66,5 @@ std::string capability_skip_reason(const PluginRegistry& registry,
 // The suite loader refuses such a suite for `validate` and `run` alike (SuiteCatalog).
 std::optional<std::string> network_options_error(const std::vector<NetworkRef>& networks,
                                                  const nlohmann::ordered_json& params);
-
-// The schema version written into every record (docs/results-schema.json).
-inline constexpr int kResultsSchemaVersion = 1;
 
 }  // namespace dlhost

@@ -10,6 +10,7 @@
 #include "core/host_api.h"
 #include "core/stats.h"
 #include "data/synthetic.h"
+#include "record/results_file.h"
 #include "run/results.h"
 
 namespace {
@@ -120,17 +121,18 @@ TEST(Results, AppendedLinesReadBackAndTornLastLineIsSkipped) {
   std::remove(path.c_str());
   {
     dlhost::ResultsWriter w(path);
-    w.append({{"case_id", "a"}, {"status", "OK"}});
-    w.append({{"case_id", "b"}, {"status", "SKIPPED"}});
+    w.append({{"schema_version", 1}, {"case_id", "a"}, {"status", "OK"}});
+    w.append({{"schema_version", 1}, {"case_id", "b"}, {"status", "SKIPPED"}});
   }
   {
     std::ofstream torn(path, std::ios::app);
     torn << R"({"case_id": "c", "sta)";  // what a kill during a write leaves
   }
-  auto f = dlhost::read_results(path);
+  auto f = dlhost::record::read_results(path, dlhost::record::BadLines::refuse);
   ASSERT_EQ(f.records.size(), 2u);
-  EXPECT_EQ(f.records[1]["case_id"], "b");
-  EXPECT_EQ(f.torn_lines, 1);
+  EXPECT_EQ(f.records[1].data["case_id"], "b");
+  ASSERT_EQ(f.torn.size(), 1u);
+  EXPECT_EQ(f.torn[0].line, 3);
 }
 
 }  // namespace

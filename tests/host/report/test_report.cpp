@@ -301,6 +301,22 @@ TEST(Report, PhaseSplitHasADataColumnForRealData) {
   EXPECT_EQ(phases.rows[1][2], "0.250");
 }
 
+// The data-parallel table reads the distributed block through the record module's typed
+// figures (record/fields.h: distributed_of): every cell of the fixture's two MPI records.
+TEST(Report, MultiRankTableCellByCell) {
+  ReportOptions o;
+  o.inputs = {kData + "/results.jsonl"};
+  o.folder = fresh_folder("multi_rank");
+  o.gnuplot = "";
+  Document doc = write_report(o);
+  const Table& t = first_table(section(doc, "Multi-rank scaling (E1)"));
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"lenet.mpi.ranks=1", "1", "strong", "16", "8.000",
+                                                 "5.600", "2.000", "1.600", "1.00", "1.00"}));
+  EXPECT_EQ(t.rows[1], (std::vector<std::string>{"lenet.mpi.ranks=2", "2", "strong", "16", "5.000",
+                                                 "3.500", "1.250", "1.000", "1.60", "0.80"}));
+}
+
 // Records of language models carry tokens/s; cases with `matmul_peak` carry the backend's
 // measured matmul peak. The GFLOP/s section then has a second table with both and the model
 // FLOP utilisation; a group whose records have neither keeps the one table and its paragraph.

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "record/results_file.h"
 #include "run/results.h"
 #include "run/resume.h"
 
@@ -35,7 +36,11 @@ std::string text_of(const std::string& path) {
 
 nlohmann::ordered_json record(const std::string& suite, const std::string& id,
                               const std::string& hash) {
-  return {{"case_id", id}, {"status", "OK"}, {"suite", {{"name", suite}}}, {"params_hash", hash}};
+  return {{"schema_version", 1},
+          {"case_id", id},
+          {"status", "OK"},
+          {"suite", {{"name", suite}}},
+          {"params_hash", hash}};
 }
 
 // Two dlhost runs on one file interleaved their records.
@@ -69,8 +74,9 @@ TEST(results_writer, AFailedWriteLeavesOnlyWholeLines) {
   signal(SIGXFSZ, old_handler);
   EXPECT_EQ(text_of(path), before);
   writer.append(record("s", "b", "2"));  // with room again, the next record starts cleanly
-  EXPECT_EQ(read_results(path).records.size(), 2u);
-  EXPECT_EQ(read_results(path).torn_lines, 0);
+  const record::ResultsLines back = record::read_results(path, record::BadLines::refuse);
+  EXPECT_EQ(back.records.size(), 2u);
+  EXPECT_TRUE(back.torn.empty());
 }
 
 std::string refusal(const std::string& path) {
@@ -145,6 +151,32 @@ TEST(resume_file, LinesThatAreNotRecordsAreSkippedWithTheirNumbers) {
   EXPECT_EQ(f.skipped[1].rfind("3: not a record", 0), 0u) << f.skipped[1];
   EXPECT_EQ(f.skipped[2], "4: torn (not whole JSON)");
   EXPECT_EQ(f.line_by_case.at("a"), 1);
+}
+
+// --resume took a line for a record that every other reader of the file refuses (no
+// schema_version, another schema_version, an unknown status): the case was not run again and the
+// file's one record of it stayed one no report reads; and it called any line that was not JSON
+// torn. One reader, one set of rules (record/): both are skipped as not records, saying why.
+TEST(resume_file, ALineTheReportRefusesIsNotARecordToResumeEither) {
+  std::string path = temp_path("schema.jsonl");
+  nlohmann::ordered_json no_version = record("s", "b", "2"), other_version = record("s", "c", "3"),
+                         unknown_status = record("s", "d", "4");
+  no_version.erase("schema_version");
+  other_version["schema_version"] = 2;
+  unknown_status["status"] = "DONE";
+  std::ofstream(path) << record("s", "a", "1").dump() << "\n"
+                      << no_version.dump() << "\n"
+                      << other_version.dump() << "\n"
+                      << unknown_status.dump() << "\n"
+                      << "not JSON at all\n";  // garbage, not the start of a record: not torn
+  ResumeFile f = read_resume_file(path);
+  EXPECT_EQ(f.line_by_case.count("a"), 1u);
+  EXPECT_EQ(f.line_by_case.count("b") + f.line_by_case.count("c") + f.line_by_case.count("d"), 0u);
+  ASSERT_EQ(f.skipped.size(), 4u);
+  EXPECT_EQ(f.skipped[0], "2: not a record (no schema_version (not a dlhost results record))");
+  EXPECT_EQ(f.skipped[1].rfind("3: not a record (schema_version 2 is not one", 0), 0u);
+  EXPECT_EQ(f.skipped[2].rfind("4: not a record (status \"DONE\" is not one of", 0), 0u);
+  EXPECT_EQ(f.skipped[3].rfind("5: not a record (not a JSON record (", 0), 0u) << f.skipped[3];
 }
 
 // Resuming into another suite's file mixed both suites silently; a renamed suite with the same

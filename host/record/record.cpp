@@ -1,0 +1,89 @@
+// record.cpp — see record.h.
+#include "record/record.h"
+
+#include <cstdio>
+
+namespace dlhost::record {
+
+using ordered_json = nlohmann::ordered_json;
+
+ordered_json start(const Head& head, const ordered_json& params) {
+  ordered_json rec;
+  rec["schema_version"] = kSchemaVersion;
+  rec["case_id"] = head.case_id;
+  rec["status"] = head.status;
+  rec["reason"] = head.reason;
+  rec["suite"] =
+      ordered_json{{"name", head.suite_name}, {"path", head.suite_path}, {"source", head.source}};
+  rec["started_at"] = head.started_at;
+  rec["params"] = params;
+  return rec;
+}
+
+void finish(ordered_json& rec, double duration_s, const ordered_json& environment) {
+  rec["duration_s"] = duration_s;
+  rec["environment"] = environment;
+}
+
+namespace {
+
+// One reading for both JSON kinds: the record as the runner holds it and as a reader parsed it.
+template <class Json>
+RecordSummary summary_of(const Json& rec) {
+  RecordSummary r;
+  r.case_id = rec.value("case_id", std::string());
+  r.status = rec.value("status", std::string());
+  r.reason = rec.value("reason", std::string());
+  r.params_hash = rec.value("params_hash", std::string());
+  if (auto t = rec.find("timing"); t != rec.end() && t->is_object()) {
+    const Json& step = (*t)["step"];
+    r.timed = true;
+    r.iterations = (*t)["iterations"].template get<int64_t>();
+    // No timed step (a TIMEOUT in warm-up): the figures are null.
+    auto number = [](const Json& v) { return v.is_number() ? v.template get<double>() : 0.0; };
+    r.median_ms = number(step["median"]);
+    r.p5_ms = number(step["p5"]);
+    r.p95_ms = number(step["p95"]);
+    r.samples_per_second = number((*t)["samples_per_second"]);
+    if (auto d = t->find("data"); d != t->end() && d->is_object() && (*d)["median"].is_number())
+      r.data_ms = (*d)["median"].template get<double>();
+  }
+  if (auto e = rec.find("evaluation"); e != rec.end() && e->is_object()) {
+    char buf[160];
+    if (e->value("status", std::string()) != kStatusOk) {
+      r.evaluation = "evaluation " + e->value("status", std::string()) + ": " +
+                     e->value("reason", std::string());
+    } else if (e->contains("accuracy")) {
+      std::snprintf(buf, sizeof(buf), "test accuracy %.4f (%lld samples)",
+                    (*e)["accuracy"].template get<double>(),
+                    static_cast<long long>((*e)["samples"].template get<int64_t>()));
+      r.evaluation = buf;
+    } else if (e->contains("perplexity")) {
+      std::snprintf(buf, sizeof(buf), "test perplexity %.2f",
+                    (*e)["perplexity"].template get<double>());
+      r.evaluation = buf;
+    } else {
+      std::snprintf(buf, sizeof(buf), "test loss %.4f", (*e)["mean_loss"].template get<double>());
+      r.evaluation = buf;
+      if (e->contains("accuracy_status"))
+        r.evaluation += " (accuracy " + e->value("accuracy_status", std::string()) + ": " +
+                        e->value("accuracy_reason", std::string()) + ")";
+    }
+  }
+  if (auto d = rec.find("distributed"); d != rec.end() && d->is_object()) {
+    r.ranks = (*d)["ranks"].template get<int>();
+    r.weak = (*d)["scaling"] == "weak";
+  }
+  if (auto b = rec.find("backend"); b != rec.end() && b->is_object()) {
+    r.backend = b->value("name", std::string());
+    r.backend_by_priority = b->value("chosen_by", std::string()) == "priority";
+  }
+  return r;
+}
+
+}  // namespace
+
+RecordSummary RecordSummary::of(const ordered_json& record) { return summary_of(record); }
+RecordSummary RecordSummary::of(const nlohmann::json& record) { return summary_of(record); }
+
+}  // namespace dlhost::record
