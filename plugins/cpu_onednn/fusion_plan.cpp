@@ -54,6 +54,14 @@ int32_t producer(const dlhost_graph* g, int32_t t) {
   return -1;
 }
 
+// Whether the only node reading tensor `t` is a ReLU activation; its index in *reader.
+bool only_reader_is_relu(const dlhost_graph* g, int32_t t, int32_t* reader) {
+  const int32_t n = only_reader(g, t);
+  if (n < 0 || !is_relu(*g->nodes[n])) return false;
+  if (reader != nullptr) *reader = n;
+  return true;
+}
+
 }  // namespace
 
 const char* fusion_name(FusionKind kind) {
@@ -225,13 +233,6 @@ std::vector<std::string> FusionPlan::planned_list() const {
   std::vector<std::string> out;
   for (const FusedNode& f : fused_) out.push_back(std::string(fusion_name(f.kind)) + " " + f.label);
   return out;
-}
-
-bool only_reader_is_relu(const dlhost_graph* g, int32_t t, int32_t* reader) {
-  const int32_t n = only_reader(g, t);
-  if (n < 0 || !is_relu(*g->nodes[n])) return false;
-  if (reader != nullptr) *reader = n;
-  return true;
 }
 
 }  // namespace dlhost::cpu_onednn

@@ -112,9 +112,6 @@ class FusionPlan {
   std::vector<bool> updated_in_backward_;  // by parameter id
 };
 
-// Whether the only node reading tensor `t` is a ReLU activation; its index in *reader.
-bool only_reader_is_relu(const dlhost_graph* g, int32_t t, int32_t* reader = nullptr);
-
 }  // namespace dlhost::cpu_onednn
 
 #endif  // DLHOST_CPU_ONEDNN_FUSION_PLAN_H

@@ -1,8 +1,8 @@
-// layers.cpp — one class per graph op of ABI 1.0 (input, FC, convolution, pooling, activation,
-// the two losses) and make_layer, which dispatches every op: checks the node against the graph's
-// resolved shapes, creates its oneDNN primitives (forward, backward data, backward weights) once,
-// and appends their steps. The two losses have no oneDNN primitive and are short loops over plain
-// buffers. The ABI 1.1 ops live in layers_norm.cpp and layers_seq.cpp.
+// layers.cpp — one class per graph op of ABI 1.0 (input, convolution, pooling, activation, the
+// two losses; FC lives in fc_layer.cpp) and make_layer, which dispatches every op: checks the node
+// against the graph's resolved shapes, creates its oneDNN primitives (forward, backward data,
+// backward weights) once, and appends their steps. The two losses have no oneDNN primitive and are
+// short loops over plain buffers. The ABI 1.1 ops live in layers_norm.cpp and layers_seq.cpp.
 // Layers exist only while a model compiles; the steps they leave keep what they point to alive.
 #include <algorithm>
 #include <cmath>

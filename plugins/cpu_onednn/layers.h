@@ -1,6 +1,7 @@
 // layers.h — what the layer files of the cpu_onednn backend share: the NodeLayer base (a node's
-// name, tensors and parameters, kept after the graph is gone), small helpers over oneDNN memory
-// descriptors, and the factories of the layers that live outside layers.cpp.
+// name, tensors and parameters, kept after the graph is gone), WeightedLayer (what FC and
+// convolution share), small helpers over oneDNN memory descriptors, and the factories of the
+// layers that live outside layers.cpp.
 // Internal to the plugin; thread-safety as model.h (layers exist only while a model compiles).
 #ifndef DLHOST_CPU_ONEDNN_LAYERS_H
 #define DLHOST_CPU_ONEDNN_LAYERS_H
