@@ -1,8 +1,8 @@
-// layers.cpp — one class per graph op of ABI 1.0 (input, FC, convolution, pooling, activation,
-// the two losses) and make_layer, which dispatches every op: checks the node against the graph's
-// resolved shapes, creates its oneDNN primitives (forward, backward data, backward weights) once,
-// and appends their steps. The two losses have no oneDNN primitive and are short loops over plain
-// buffers. The ABI 1.1 ops live in layers_norm.cpp and layers_seq.cpp.
+// layers.cpp — one class per graph op of ABI 1.0 (input, convolution, pooling, activation, the
+// two losses; FC lives in fc_layer.cpp) and make_layer, which dispatches every op: checks the node
+// against the graph's resolved shapes, creates its oneDNN primitives (forward, backward data,
+// backward weights) once, and appends their steps. The two losses have no oneDNN primitive and are
+// short loops over plain buffers. The ABI 1.1 ops live in layers_norm.cpp and layers_seq.cpp.
 // Layers exist only while a model compiles; the steps they leave keep what they point to alive.
 #include <algorithm>
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dlhost/dlhost.hpp"
+#include "fusion_plan.h"
 #include "layers.h"
 #include "model.h"
 #include "pooling.h"
@@ -42,422 +43,6 @@ class InputLayer : public NodeLayer {
   void build_backward(Model&, Steps&) override {}
 };
 
-// Inner product and convolution share their backward structure: weight (and bias) gradients
-// first, so that the host can start reducing them, then the data gradient.
-class WeightedLayer : public NodeLayer {
- protected:
-  WeightedLayer(const dlhost_graph* g, const dlhost_node& n, bool has_bias) : NodeLayer(g, n) {
-    size_t expected = has_bias ? 2 : 1;
-    if (params_.size() != expected)
-      bad("expects " + std::to_string(expected) + " parameters, has " +
-          std::to_string(params_.size()));
-    weight_ = params_[0];
-    bias_ = has_bias ? params_[1] : -1;
-  }
-  Args forward_args(Model& m, const memory& dst) const {
-    Args args = {{DNNL_ARG_SRC, src_},
-                 {DNNL_ARG_WEIGHTS, weights_low_ ? weights_low_ : m.param(weight_).value}};
-    if (bias_ >= 0) args.push_back({DNNL_ARG_BIAS, m.param(bias_).value});
-    args.push_back({DNNL_ARG_DST, dst});
-    return args;
-  }
-  // Appends the weights-gradient primitive and the grad-ready notices.
-  template <class Pd, class Prim>
-  void add_backward_weights(Model& m, Steps& steps, const Pd& pd, const char* kind) {
-    const std::string what = name_ + ": " + kind + " backward weights";
-    memory src = m.as_layout(src_, pd.src_desc(), steps, what);
-    memory diff_dst = m.as_layout(output_diff(m), pd.diff_dst_desc(), steps, what);
-    Steps post;
-    Args args = {{DNNL_ARG_SRC, src},
-                 {DNNL_ARG_DIFF_DST, diff_dst},
-                 {DNNL_ARG_DIFF_WEIGHTS,
-                  m.output_as(m.param(weight_).grad, pd.diff_weights_desc(), post, what)}};
-    if (bias_ >= 0)
-      args.push_back(
-          {DNNL_ARG_DIFF_BIAS, m.output_as(m.param(bias_).grad, pd.diff_bias_desc(), post, what)});
-    m.add_primitive(steps, what, Prim(pd), pd, args);
-    steps.insert(steps.end(), post.begin(), post.end());
-    m.add_ready(steps, weight_);
-    if (bias_ >= 0) m.add_ready(steps, bias_);
-    m.note_implementation(std::string(kind) + " bwd_w", pd.impl_info_str());
-  }
-  // Appends the data-gradient primitive (callers skip it when nothing upstream learns).
-  template <class Pd, class Prim>
-  void add_backward_data(Model& m, Steps& steps, const Pd& pd, const char* kind) {
-    const std::string what = name_ + ": " + kind + " backward data";
-    Tensor& x = m.tensor(inputs_[0]);
-    // Precision bf16: the forward's bf16 copy where it has the layout wanted.
-    memory weights = weights_low_ && weights_low_.get_desc() == pd.weights_desc()
-                         ? weights_low_
-                         : m.as_layout(m.param(weight_).value, pd.weights_desc(), steps, what);
-    memory diff_dst = m.as_layout(output_diff(m), pd.diff_dst_desc(), steps, what);
-    Steps post;
-    // A flattened source is a plain view of the input, so its gradient is too.
-    memory diff_src =
-        flat_ ? view(m.diff_sink(x, plain_md(x.dims, dt::f32), post, what), pd.diff_src_desc())
-              : m.diff_sink(x, pd.diff_src_desc(), post, what);
-    m.add_primitive(steps, what, Prim(pd), pd,
-                    {{DNNL_ARG_DIFF_DST, diff_dst},
-                     {DNNL_ARG_WEIGHTS, weights},
-                     {DNNL_ARG_DIFF_SRC, diff_src}});
-    steps.insert(steps.end(), post.begin(), post.end());
-    m.note_implementation(std::string(kind) + " bwd_d", pd.impl_info_str());
-  }
-
-  // The output's gradient as the primitives see it.
-  memory output_diff(Model& m) const {
-    Tensor& y = m.tensor(output_);
-    return flat_ ? view(m.diff_of(y), flat_dst_md_) : m.diff_of(y);
-  }
-
-  int32_t weight_ = -1, bias_ = -1;
-  memory src_;  // the forward source in the layout the forward primitive read
-  // Precision bf16: the forward's bf16 copy of the weights (from the fp32 master, every step).
-  memory weights_low_;
-  memory ones_;  // GEMM path: [rows] ones, the bias gradient's dnnl_sgemm operand
-  // A per-time-step FC works on 2-D plain views of its [N, T, ...] input and [N, T, out] output.
-  bool flat_ = false;
-  Md flat_dst_md_;
-};
-
-// A 1.0 writer's attributes end before batch_dims, which then means 1; only the fields the
-// writer's struct_size covers are read.
-dlhost_fc_attrs fc_attrs(const dlhost_node& n) {
-  const auto& in = node_attrs<dlhost_fc_attrs>(n, DLHOST_FC_ATTRS_STRUCT_SIZE_1_0);
-  dlhost_fc_attrs a{};
-  a.struct_size = DLHOST_FC_ATTRS_STRUCT_SIZE;
-  a.out_features = in.out_features;
-  a.has_bias = in.has_bias;
-  a.batch_dims = DLHOST_HAS_FIELD(&in, dlhost_fc_attrs, batch_dims) ? in.batch_dims : 0;
-  if (a.batch_dims == 0) a.batch_dims = 1;
-  return a;
-}
-
-class FcLayer : public WeightedLayer {
- public:
-  FcLayer(const dlhost_graph* g, const dlhost_node& n)
-      : WeightedLayer(g, n, fc_attrs(n).has_bias != 0), a_(fc_attrs(n)) {
-    expect_inputs(1);
-    if (a_.batch_dims != 1 && a_.batch_dims != 2)
-      sdk::unimplemented("cpu_onednn: op FC / attribute batch_dims=" +
-                         std::to_string(a_.batch_dims) + " not supported (node " + name_ + ")");
-  }
-
-  void build_forward(Model& m, Steps& steps) override {
-    Tensor& x = activation(m, inputs_[0]);
-    Tensor& y = m.tensor(output_);
-    const size_t lead = static_cast<size_t>(a_.batch_dims);
-    if (x.dims.size() < lead + 1) bad("input of rank " + std::to_string(x.dims.size()));
-    std::vector<int64_t> ydims(x.dims.begin(), x.dims.begin() + lead);
-    ydims.push_back(a_.out_features);
-    if (y.dims != ydims)
-      bad("output " + dims_str(y.dims) + " does not match input " + dims_str(x.dims) + " and " +
-          std::to_string(a_.out_features) + " features");
-    const std::string what = name_ + ": inner product forward";
-    Md src_md = x.md, dst_md = any_md(y.dims);
-    memory src = x.value;
-    // The weight keeps the input's spatial dims so that oneDNN can take a 4-D source directly;
-    // in plain layout it is exactly the canonical [out, C*H*W].
-    std::vector<int64_t> wdims = x.dims;
-    wdims[0] = a_.out_features;
-    if (lead == 2) {
-      // Every time step is one more row of a [N*T, features] inner product.
-      const int64_t rows = x.dims[0] * x.dims[1];
-      const int64_t features = x.elements / rows;
-      flat_ = true;
-      src_md = plain_md({rows, features}, dt::f32);
-      dst_md = plain_md({rows, a_.out_features}, dt::f32);
-      flat_dst_md_ = dst_md;
-      src = view(m.as_layout(x.value, plain_md(x.dims, dt::f32), steps, what), src_md);
-      wdims = {a_.out_features, features};
-    }
-    wdims_ = wdims;
-    const int64_t rows = x.dims[0] * (flat_ ? x.dims[1] : 1);
-    const bool plain_source = flat_ || x.md == plain_md(x.dims, dt::f32);
-    // In bf16 every FC is the GEMM path (matmuls on bf16 operands), a blocked source (after a
-    // convolution) first reordered to plain; its gradient goes back through diff_sink.
-    if (m.bf16()) {
-      build_forward_gemm(
-          m, steps, x, y,
-          plain_source ? src : m.as_layout(x.value, plain_md(x.dims, dt::f32), steps, what));
-      return;
-    }
-    if ((rows >= kGemmMinRows || (m.threads() > 1 && !blocked_scales()) || m.sgd_in_backward()) &&
-        plain_source) {
-      build_forward_gemm(m, steps, x, y, src);
-      return;
-    }
-    pd_ = forward_pd(m, src_md, any_md(wdims), dst_md);
-    agree_on_weights(m, src_md, dst_md);
-    src_ = m.as_layout(src, pd_.src_desc(), steps, what);
-    m.alloc_param(weight_, pd_.weights_desc(), plain_md(wdims, dt::f32));
-    if (bias_ >= 0) m.alloc_param(bias_, pd_.bias_desc(), plain_md({a_.out_features}, dt::f32));
-    memory dst;
-    if (flat_) {
-      m.alloc_tensor(y, plain_md(y.dims, dt::f32));
-      dst = view(y.value, flat_dst_md_);
-    } else {
-      m.alloc_tensor(y, pd_.dst_desc());
-      dst = y.value;
-    }
-    m.add_primitive(steps, what, dnnl::inner_product_forward(pd_), pd_, forward_args(m, dst));
-    m.note_implementation("ip fwd", pd_.impl_info_str());
-  }
-
-  void build_backward(Model& m, Steps& steps) override {
-    if (gemm_) {
-      build_backward_gemm(m, steps);
-      return;
-    }
-    // The weight gradient in the weights' own layout spares a per-step reorder of it (a 150 MB
-    // one for AlexNet's fc6); `any` only where oneDNN has no fast kernel for that layout.
-    auto wpd = weights_pd(m, pd_.weights_desc(), true);
-    if (!fast(wpd)) wpd = weights_pd(m, any_md(wdims_), false);
-    add_backward_weights<decltype(wpd), dnnl::inner_product_backward_weights>(m, steps, wpd, "ip");
-    if (!m.tensor(inputs_[0]).needs_grad) return;
-    // Asking for the forward's weight layout first spares a per-step reorder of the weights
-    // (150 MB for a large FC); oneDNN picks another layout only when that one has no fast kernel.
-    auto dpd = compat::make_bwd_pd<dnnl::inner_product_backward_data>(
-        m.engine(), m.attr(), pd_, /*allow_empty=*/true, pd_.src_desc(), pd_.weights_desc(),
-        pd_.dst_desc());
-    if (!fast(dpd))
-      dpd = compat::make_bwd_pd<dnnl::inner_product_backward_data>(
-          m.engine(), m.attr(), pd_, false, pd_.src_desc(), any_md(wdims_), pd_.dst_desc());
-    add_backward_data<decltype(dpd), dnnl::inner_product_backward_data>(m, steps, dpd, "ip");
-  }
-
- private:
-  dnnl::inner_product_forward::primitive_desc forward_pd(Model& m, const Md& src, const Md& weights,
-                                                         const Md& dst, bool allow_empty = false) {
-    using P = dnnl::inner_product_forward;
-    return bias_ >= 0
-               ? compat::make_pd<P>(m.engine(), m.attr(), allow_empty, prop_kind::forward_training,
-                                    src, weights, any_md({a_.out_features}), dst)
-               : compat::make_pd<P>(m.engine(), m.attr(), allow_empty, prop_kind::forward_training,
-                                    src, weights, dst);
-  }
-  dnnl::inner_product_backward_weights::primitive_desc weights_pd(Model& m, const Md& weights,
-                                                                  bool allow_empty) {
-    using P = dnnl::inner_product_backward_weights;
-    return bias_ >= 0
-               ? compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, allow_empty, pd_.src_desc(),
-                                        weights, any_md({a_.out_features}), pd_.dst_desc())
-               : compat::make_bwd_pd<P>(m.engine(), m.attr(), pd_, allow_empty, pd_.src_desc(),
-                                        weights, pd_.dst_desc());
-  }
-  // oneDNN picks the forward's and the weight gradient's layouts independently (AlexNet's fc6:
-  // BcdA8b4096a and aBcd8b), and a gradient in another layout than its weights costs a reorder
-  // every step. When they differ, the forward is asked for the gradient's layout; it keeps its
-  // own choice where that has no fast forward kernel.
-  void agree_on_weights(Model& m, const Md& src_md, const Md& dst_md) {
-    if (fast(weights_pd(m, pd_.weights_desc(), true))) return;
-    const Md wanted = weights_pd(m, any_md(wdims_), false).diff_weights_desc();
-    auto candidate = forward_pd(m, src_md, wanted, dst_md, true);
-    if (fast(candidate) && candidate.src_desc() == pd_.src_desc()) pd_ = candidate;
-  }
-
-  // An FC over a plain source of many rows (the per-step decoder of the language models, FCN-R's
-  // batch of 1024) is three plain GEMMs: the forward a matmul primitive with the bias fused,
-  // the two gradients dnnl_sgemm calls. There oneDNN 2.6's inner-product backward kernels
-  // (brgemm_bwd_w/bwd_d on AVX-512) took 1.3-1.7x the time of dnnl_sgemm for the same product
-  // (the LSTM decoder's [4096 x 256] x [256 x 10000]: 2.2 s against 1.35 s under the same
-  // load), and plain weights are the canonical layout, so no reorder is ever needed. With few
-  // rows (FCN-5's batch of 64) at 1 thread the blocked inner product's forward is the faster
-  // one, and the whole FCN-5 step measured 1.08-1.12x slower on this path, so those keep it.
-  // At 2 threads the blocked inner product at 64 rows does not scale: the quiet run of
-  // 2026-12-03 (bench/results/2026-12-03-quiet) had FCN-8's step at 430 ms against 270 ms for
-  // its GEMMs bare as dnnl_sgemm (FCN-5: 265 against 220), so with more than one thread every
-  // plain FC takes this path there: see blocked_scales. With fused SGD (Model::sgd_in_backward)
-  // every plain FC takes it, as only dnnl_sgemm's beta lets the step go into the gradient's
-  // product (the inner product's backward has no post-ops): measured on the Intel Xeon with AMX,
-  // 1 thread, 3 alternating rounds (2026-12-06, issue 29), the whole step took 0.94x the blocked
-  // path's time for FCN-5, 0.97x for FCN-8, 0.95x for AlexNet at batch 16, 0.87x for the
-  // AutoEncoder, 1.00x for LeNet; at 2 threads (the best of 3 runs, a shared machine) 0.89-0.92x
-  // for FCN-5 and FCN-8, 0.92x for the AutoEncoder.
-  static constexpr int64_t kGemmMinRows = 256;
-  // Whether the blocked inner product over few rows scales to 2+ threads on this CPU. Measured
-  // quiet, whole steps at 2 threads: on AMD EPYC (oneDNN dispatching avx512_core_bf16; the run
-  // above, then bench/results/2026-12-03-quiet-after) it did not: the GEMM path took 0.71x its
-  // time for FCN-8. On an Intel Xeon with AMX (avx512_core_amx) it did: the blocked path took
-  // 0.88x the GEMM path's time for FCN-5 and FCN-8, 0.92x for the AutoEncoder, 0.99x for
-  // AlexNet at batch 16 (3 alternating rounds, 2026-12-04, issue 14's note). oneDNN's ISA is the
-  // one proxy at hand for that difference; machines not measured keep the GEMM path.
-  static bool blocked_scales() {
-    return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
-  }
-  void build_forward_gemm(Model& m, Steps& steps, Tensor& x, Tensor& y, const memory& src) {
-    gemm_ = true;
-    rows_ = x.dims[0] * (flat_ ? x.dims[1] : 1);
-    features_ = x.elements / rows_;
-    const int64_t out = a_.out_features;
-    const Md src_md = plain_md({rows_, features_}, dt::f32);
-    const Md dst_md = plain_md({rows_, out}, dt::f32);
-    // The parameter is [out, features] row-major; matmul reads it as its transpose [features,
-    // out] (tag ba) without moving a byte.
-    const Md weights_md = Md({features_, out}, dt::f32, tag::ba);
-    const Md bias_md = plain_md({1, out}, dt::f32);
-    const auto pd = bias_ >= 0 ? compat::make_pd<dnnl::matmul>(m.engine(), m.attr(), false, src_md,
-                                                               weights_md, bias_md, dst_md)
-                               : compat::make_pd<dnnl::matmul>(m.engine(), m.attr(), false, src_md,
-                                                               weights_md, dst_md);
-    // [out, features] row-major, whatever the rank of the canonical dims.
-    m.alloc_param(weight_, plain_md(wdims_, dt::f32), plain_md(wdims_, dt::f32));
-    if (bias_ >= 0) m.alloc_param(bias_, plain_md({out}, dt::f32), plain_md({out}, dt::f32));
-    m.alloc_tensor(y, plain_md(y.dims, dt::f32));
-    src_ = view(src, src_md);
-    if (m.bf16()) {
-      build_forward_bf16(m, steps, y);
-      return;
-    }
-    Args args = {{DNNL_ARG_SRC, src_},
-                 {DNNL_ARG_WEIGHTS, view(m.param(weight_).value, weights_md)},
-                 {DNNL_ARG_DST, view(y.value, dst_md)}};
-    if (bias_ >= 0) args.push_back({DNNL_ARG_BIAS, view(m.param(bias_).value, bias_md)});
-    m.add_primitive(steps, name_ + ": matmul forward", dnnl::matmul(pd), pd, args);
-    m.note_implementation("matmul fwd", pd.impl_info_str());
-  }
-
-  // Precision bf16: Y = X W^T (+ b) on bf16 copies of X and W (the master weights stay fp32;
-  // W's copy is made every step, as the update changes W), fp32 out. Both copies are kept for
-  // backward.
-  void build_forward_bf16(Model& m, Steps& steps, Tensor& y) {
-    const std::string what = name_ + ": matmul forward";
-    const int64_t out = a_.out_features;
-    src_low_ = m.product_operand(src_, steps, what);
-    weights_low_ = m.product_operand(
-        view(m.param(weight_).value, plain_md({out, features_}, dt::f32)), steps, what);
-    Args args = {{DNNL_ARG_SRC, src_low_},
-                 {DNNL_ARG_WEIGHTS, view(weights_low_, Md({features_, out}, dt::bf16, tag::ba))},
-                 {DNNL_ARG_DST, view(y.value, plain_md({rows_, out}, dt::f32))}};
-    if (bias_ >= 0)
-      args.push_back({DNNL_ARG_BIAS, view(m.param(bias_).value, plain_md({1, out}, dt::f32))});
-    add_matmul(m, steps, what, m.attr(), args, "matmul fwd bf16");
-  }
-
-  // Precision bf16: dW = dY^T X and dX = dY W as matmuls on bf16 copies (dY's made here, X's and
-  // W's kept from forward), fp32 out; db = dY^T x ones stays an fp32 dnnl_sgemm (a column sum).
-  void build_backward_bf16(Model& m, Steps& steps) {
-    const std::string what = name_ + ": gemm backward";
-    const int64_t rows = rows_, out = a_.out_features;
-    const memory dy = view(m.diff_of(m.tensor(output_)), plain_md({rows, out}, dt::f32));
-    const memory dy_low = m.product_operand(dy, steps, what);
-    add_matmul(m, steps, what + " weights", m.attr(),
-               {{DNNL_ARG_SRC, view(dy_low, Md({out, rows}, dt::bf16, tag::ba))},
-                {DNNL_ARG_WEIGHTS, src_low_},
-                {DNNL_ARG_DST, view(m.param(weight_).grad, plain_md({out, features_}, dt::f32))}},
-               "matmul bwd_w bf16");
-    if (bias_ >= 0) {
-      const float* d = static_cast<const float*>(dy.get_data_handle());
-      float* db = static_cast<float*>(m.param(bias_).grad.get_data_handle());
-      ones_ = m.alloc(plain_md({rows}, dt::f32));
-      float* ones = static_cast<float*>(ones_.get_data_handle());
-      std::fill(ones, ones + rows, 1.0f);
-      m.add_function(steps, what + " bias", [=, name = name_] {
-        gemm(name, 'T', 'N', out, 1, rows, d, out, ones, 1, db, 1);
-      });
-    }
-    m.add_ready(steps, weight_);
-    if (bias_ >= 0) m.add_ready(steps, bias_);
-    Tensor& in = m.tensor(inputs_[0]);
-    if (in.needs_grad)
-      add_bf16_data_gradient(m, steps, in, dy_low, weights_low_, what + " data",
-                             "matmul bwd_d bf16");
-  }
-
-  void build_backward_gemm(Model& m, Steps& steps) {
-    if (m.bf16()) {
-      build_backward_bf16(m, steps);
-      return;
-    }
-    const std::string what = name_ + ": gemm backward";
-    const int64_t rows = rows_, features = features_, out = a_.out_features;
-    const float* x = static_cast<const float*>(src_.get_data_handle());
-    const float* dy = static_cast<const float*>(m.diff_of(m.tensor(output_)).get_data_handle());
-    // Fused SGD: the data gradient reads W, so it goes first, before the step changes W.
-    const bool fused = m.sgd_in_backward();
-    if (fused) add_data_gradient_gemm(m, steps, what, dy);
-    // dW [out, features] = dY^T [out, rows] x X [rows, features]; db = the column sums of dY,
-    // dY^T x ones [rows], as one more dnnl_sgemm: the language models' decoder (dY [4096 x
-    // 10000]) took 2.5x its time with a loop of column blocks (1 thread, 25 against 10 ms). The
-    // order of the sums is then sgemm's: fixed for a thread count, as the GEMMs' own are.
-    // Fused SGD writes C = alpha dY^T X + beta C into the parameter itself, never into its
-    // gradient: with momentum 0, W <- (1 - lr wd) W - lr dY^T X (update()'s
-    // w -= lr (g + wd w), one pass over W instead of two); with momentum mu, v <- mu v + dY^T X,
-    // and update() adds wd w and steps W. This spares the update's read of a gradient as large
-    // as the weights (FCN-5: 472 MB of its 85.8 ms update at 1 thread).
-    float alpha = 1.0f, beta = 0.0f;
-    float* dw = static_cast<float*>(m.param(weight_).grad.get_data_handle());
-    float* db = bias_ >= 0 ? static_cast<float*>(m.param(bias_).grad.get_data_handle()) : nullptr;
-    if (fused) {
-      const dlhost_optimizer_desc& o = m.optimizer();
-      const bool momentum = o.momentum != 0.0f;
-      alpha = momentum ? 1.0f : -o.learning_rate;
-      beta = momentum ? o.momentum : 1.0f - o.learning_rate * o.weight_decay;
-      auto target = [&](int32_t id) {
-        Param& p = m.param(id);
-        p.update_in_backward = true;
-        return static_cast<float*>((momentum ? p.velocity : p.value).get_data_handle());
-      };
-      dw = target(weight_);
-      if (db != nullptr) db = target(bias_);
-    }
-    const float* ones = nullptr;
-    if (db != nullptr) {
-      ones_ = m.alloc(plain_md({rows}, dt::f32));
-      float* o = static_cast<float*>(ones_.get_data_handle());
-      std::fill(o, o + rows, 1.0f);
-      ones = o;
-    }
-    // A loss that made dY in forward also made its column sums (SoftmaxCrossEntropyLayer).
-    const float* dy_sums = m.tensor(output_).diff_column_sums;
-    m.add_function(steps, what + (fused ? " weights, sgd" : " weights"), [=, name = name_] {
-      sgemm(name, 'T', 'N', out, features, rows, alpha, dy, out, x, features, beta, dw, features);
-      if (db == nullptr) return;
-      if (dy_sums == nullptr) {
-        sgemm(name, 'T', 'N', out, 1, rows, alpha, dy, out, ones, 1, beta, db, 1);
-      } else if (fused) {
-        for (int64_t j = 0; j < out; ++j) db[j] = beta * db[j] + alpha * dy_sums[j];
-      } else {
-        std::copy(dy_sums, dy_sums + out, db);
-      }
-    });
-    m.note_implementation(fused ? "gemm bwd + sgd" : "gemm bwd", "dnnl_sgemm");
-    if (fused) return;  // no gradient to announce: the host reads none (fused_step)
-    m.add_ready(steps, weight_);
-    if (bias_ >= 0) m.add_ready(steps, bias_);
-    add_data_gradient_gemm(m, steps, what, dy);
-  }
-
-  // dX [rows, features] = dY [rows, out] x W [out, features], when something upstream learns.
-  void add_data_gradient_gemm(Model& m, Steps& steps, const std::string& what, const float* dy) {
-    Tensor& in = m.tensor(inputs_[0]);
-    if (!in.needs_grad) return;
-    const int64_t rows = rows_, features = features_, out = a_.out_features;
-    Steps post;
-    const float* w = static_cast<const float*>(m.param(weight_).value.get_data_handle());
-    float* dx = static_cast<float*>(
-        m.diff_sink(in, plain_md(in.dims, dt::f32), post, what + " data").get_data_handle());
-    m.add_function(steps, what + " data", [=, name = name_] {
-      gemm(name, 'N', 'N', rows, features, out, dy, out, w, features, dx, features);
-    });
-    steps.insert(steps.end(), post.begin(), post.end());
-  }
-
-  // Row-major C [m, n] = op(A) x op(B), overwriting C.
-  static void gemm(const std::string& name, char transa, char transb, int64_t m, int64_t n,
-                   int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                   int64_t ldc) {
-    sgemm(name, transa, transb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  }
-
-  dlhost_fc_attrs a_;
-  std::vector<int64_t> wdims_;
-  dnnl::inner_product_forward::primitive_desc pd_;
-  bool gemm_ = false;
-  int64_t rows_ = 0, features_ = 0;
-  memory src_low_;  // precision bf16: the forward's bf16 copy of X (W's: weights_low_)
-};
-
 class ConvLayer : public WeightedLayer {
  public:
   ConvLayer(const dlhost_graph* g, const dlhost_node& n)
@@ -472,7 +57,6 @@ class ConvLayer : public WeightedLayer {
     if (a_.kernel_h < 1 || a_.kernel_w < 1 || a_.stride_h < 1 || a_.stride_w < 1 ||
         a_.dilation_h < 1 || a_.dilation_w < 1 || a_.pad_h < 0 || a_.pad_w < 0)
       bad("kernel, stride and dilation must be >= 1 and padding >= 0");
-    fuse_relu_ = only_reader_is_relu(g, output_);
   }
 
   void build_forward(Model& m, Steps& steps) override {
@@ -496,16 +80,22 @@ class ConvLayer : public WeightedLayer {
     xdims_ = x.dims;
     ydims_ = y.dims;
     pd_ = choose_forward_pd(m, x, y, false);
-    // conv -> ReLU (its only reader): the ReLU as a post-op of the convolution spares the
-    // activation's pass over the output (AlexNet-R's conv2 at batch 1024: 2.8 ms a step, 1
-    // thread). The output then holds the ReLU's values, which the activation node takes over as
-    // its own, as its in-place form does; its backward (it reads only those) stays. Only where
-    // oneDNN keeps the same kernel and layouts with the post-op.
-    if (fuse_relu_) {
+    // The plan's conv+relu (the ReLU the output's only reader): the ReLU as a post-op of the
+    // convolution spares the activation's pass over the output (AlexNet-R's conv2 at batch 1024:
+    // 2.8 ms a step, 1 thread). The output then holds the ReLU's values, which the activation
+    // node takes over as its own, as its in-place form does; its backward (it reads only those)
+    // stays. Only where oneDNN keeps the same kernel and layouts with the post-op.
+    if (m.plan().find(FusionKind::kConvRelu, index_) != nullptr) {
       auto fused = choose_forward_pd(m, x, y, true);
-      fuse_relu_ = fused && std::string(fused.impl_info_str()) == pd_.impl_info_str() &&
-                   fused.src_desc() == pd_.src_desc() && fused.dst_desc() == pd_.dst_desc();
-      if (fuse_relu_) pd_ = fused;
+      const bool same = fused && std::string(fused.impl_info_str()) == pd_.impl_info_str() &&
+                        fused.src_desc() == pd_.src_desc() && fused.dst_desc() == pd_.dst_desc();
+      if (same) {
+        pd_ = fused;
+        m.plan().apply(FusionKind::kConvRelu, index_);
+      } else {
+        m.plan().decline(FusionKind::kConvRelu, index_,
+                         "oneDNN's kernel or layouts differ with the ReLU post-op");
+      }
     }
     const std::string what = name_ + ": convolution forward";
     src_ = m.as_layout(x.value, pd_.src_desc(), steps, what);  // bf16: a bf16 copy
@@ -520,7 +110,6 @@ class ConvLayer : public WeightedLayer {
     }
     if (bias_ >= 0) m.alloc_param(bias_, pd_.bias_desc(), plain_md({a_.out_channels}, dt::f32));
     m.alloc_tensor(y, pd_.dst_desc());
-    y.holds_relu = fuse_relu_;
     m.add_primitive(steps, what, dnnl::convolution_forward(pd_), pd_, forward_args(m, y.value));
     m.note_implementation("conv fwd", pd_.impl_info_str());
   }
@@ -625,8 +214,7 @@ class ConvLayer : public WeightedLayer {
   // differently: AlexNet's first loss moved from 6.930698 to 6.930696.
   static constexpr int64_t kWinogradMinChannels = 256;
   algorithm alg_ = algorithm::convolution_direct;
-  dt pt_ = dt::f32;         // what the products read: bf16 in precision bf16
-  bool fuse_relu_ = false;  // the output's only reader is a ReLU, applied here as a post-op
+  dt pt_ = dt::f32;  // what the products read: bf16 in precision bf16
   std::vector<int64_t> wdims_, xdims_, ydims_;
   memory::dims strides_, dilates_, pad_;
   dnnl::convolution_forward::primitive_desc pd_;
@@ -718,15 +306,14 @@ class PoolLayer : public NodeLayer {
       add_scale(m, diff_dst, scaled, steps);
       diff_dst = scaled;
     }
-    // ReLU -> max pool (the pool its only reader): a window's gradient goes to its maximum,
-    // which the ReLU passes exactly when the window's output is positive. So the ReLU's
-    // backward is a mask of the pooled gradient by (output > 0), in place, followed by the
-    // pool's backward straight into the ReLU input's gradient: the same values, from a pass
-    // over the pooled tensor instead of the ReLU's (AlexNet-R's relu2 -> pool2 at batch 1024:
-    // a quarter of the bytes, ~7 ms a step at 1 thread). Needs the output's bytes kept.
-    Tensor* relu_in = nullptr;
-    if (alg_ == algorithm::pooling_max && workspace_ && y.md == diff_dst.get_desc())
-      relu_in = fused_relu_input(m, x, y);
+    // The plan's relu+maxpool backward (the pool the ReLU's only reader): a window's gradient
+    // goes to its maximum, which the ReLU passes exactly when the window's output is positive.
+    // So the ReLU's backward is a mask of the pooled gradient by (output > 0), in place,
+    // followed by the pool's backward straight into the ReLU input's gradient: the same values,
+    // from a pass over the pooled tensor instead of the ReLU's (AlexNet-R's relu2 -> pool2 at
+    // batch 1024: a quarter of the bytes, ~7 ms a step at 1 thread). Needs the output's bytes
+    // kept.
+    Tensor* relu_in = fused_relu_input(m, y, diff_dst);
     if (relu_in != nullptr) {
       const algorithm relu = algorithm::eltwise_relu_use_dst_for_bwd;
       const auto hint =
@@ -736,7 +323,6 @@ class PoolLayer : public NodeLayer {
       m.add_primitive(
           steps, what + ": ReLU mask", dnnl::eltwise_backward(mask), mask,
           {{DNNL_ARG_DST, y.value}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_dst}});
-      x.relu_diff_done = true;
     }
     Steps post;
     memory diff_src = m.diff_sink(relu_in != nullptr ? *relu_in : x,
@@ -759,16 +345,28 @@ class PoolLayer : public NodeLayer {
   }
 
  private:
-  // The ReLU whose backward this max pool may do itself (see build_backward): x = ReLU(input),
-  // read by the pool alone, and y's bytes still y's at backward time (not lent to gradients,
-  // not overwritten in place by a successor such as a sigmoid, whose output has another sign).
-  // As lending works now, value_kept already fails for an overwritten y (the successor's bytes
-  // are lent after its backward, before this one); the first check keeps the mask right
-  // without resting on that order.
-  static Tensor* fused_relu_input(Model& m, const Tensor& x, const Tensor& y) {
-    if (x.relu_of < 0 || x.consumers != 1 || !y.overwritten_by.empty() || !m.value_kept(y))
+  // The input of the ReLU whose backward this max pool does itself (see build_backward), where
+  // the plan fused them and it can be done here: oneDNN's max pool with its workspace, the
+  // gradient in the output's layout, and y's bytes still y's at backward time (not lent to
+  // gradients, not overwritten in place by a successor such as a sigmoid, whose output has
+  // another sign). As lending works now, value_kept already fails for an overwritten y (the
+  // successor's bytes are lent after its backward, before this one); the overwritten_by check
+  // keeps the mask right without resting on that order. Else nullptr, the fusion declined.
+  Tensor* fused_relu_input(Model& m, const Tensor& y, const memory& diff_dst) const {
+    FusedNode* f = m.plan().find(FusionKind::kReluMaxPoolBackward, index_);
+    if (f == nullptr) return nullptr;
+    const char* why = alg_ != algorithm::pooling_max || !workspace_
+                          ? "the pool keeps no oneDNN workspace"
+                      : !(y.md == diff_dst.get_desc()) ? "the gradient is in another layout"
+                      : !y.overwritten_by.empty() || !m.value_kept(y)
+                          ? "the pool's output bytes are not kept for backward"
+                          : nullptr;
+    if (why != nullptr) {
+      m.plan().decline(f->kind, index_, why);
       return nullptr;
-    return &m.tensor(x.relu_of);
+    }
+    m.plan().apply(f->kind, index_);
+    return &m.tensor(f->inputs[0]);
   }
 
   // Takes pooling.h's kernels where they apply: max or exclude-padding average, source and
@@ -886,11 +484,9 @@ class ActivationLayer : public NodeLayer {
     Tensor& y = m.tensor(output_);
     if (y.dims != x.dims) bad("output " + dims_str(y.dims) + " differs from input");
     pd_ = compat::eltwise_forward_pd(m.engine(), m.attr(), alg_, x.md, x.md, 0.0f, 0.0f);
-    const bool relu = alg_ == algorithm::eltwise_relu_use_dst_for_bwd;
-    if (relu) y.relu_of = inputs_[0];
-    // The producer (a convolution) already applied this ReLU as a post-op; x is read by no one
-    // else, so its bytes are this node's output.
-    if (relu && x.holds_relu && x.consumers == 1 && pd_.dst_desc() == x.md) {
+    // The plan fused this ReLU into its producer (conv+relu, bnorm+relu), which applied it; x is
+    // read by no one else, so its bytes are this node's output.
+    if (folded_into_producer(m) && x.consumers == 1 && pd_.dst_desc() == x.md) {
       m.write_over(x, y, name_);
       return;
     }
@@ -909,11 +505,12 @@ class ActivationLayer : public NodeLayer {
     Tensor& x = m.tensor(inputs_[0]);
     if (!x.needs_grad) return;
     Tensor& y = m.tensor(output_);
-    if (y.relu_diff_done) return;  // a max pool behind wrote x's gradient (PoolLayer)
+    // relu+maxpool backward: the max pool behind wrote x's gradient (PoolLayer).
+    if (m.plan().applied(FusionKind::kReluMaxPoolBackward, index_)) return;
     const std::string what = name_ + ": eltwise backward";
-    if (x.relu_backward_by_producer) {
-      // A batch norm fused this ReLU (fuse_norm_relu) and masks the gradient itself, from its
-      // workspace: y's gradient is x's as it is, handed over or copied.
+    if (m.plan().applied(FusionKind::kBatchNormRelu, index_)) {
+      // bnorm+relu: the batch norm applied this ReLU (fuse_norm_relu) and masks the gradient
+      // itself, from its workspace: y's gradient is x's as it is, handed over or copied.
       m.hand_over_diff(y, x, steps, what + ": gradient to the batch norm");
       return;
     }
@@ -934,6 +531,12 @@ class ActivationLayer : public NodeLayer {
   }
 
  private:
+  bool folded_into_producer(const Model& m) const {
+    return alg_ == algorithm::eltwise_relu_use_dst_for_bwd &&
+           (m.plan().applied(FusionKind::kConvRelu, index_) ||
+            m.plan().applied(FusionKind::kBatchNormRelu, index_));
+  }
+
   algorithm alg_ = algorithm::eltwise_relu_use_dst_for_bwd;
   dnnl::eltwise_forward::primitive_desc pd_;
 };
@@ -997,7 +600,7 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
     float* picked = static_cast<float*>(picked_.get_data_handle());
     // The gradient in forward (see the class comment): only where the logits have no other
     // reader and their layout is the plain one the gradient is written in.
-    fused_ = m.fused_step() && x.needs_grad && x.consumers == 1 && x.md == plain_;
+    fused_ = gradient_in_forward(m, x);
     if (fused_) {
       build_forward_with_gradient(m, steps, xs, lab, picked, block);
     } else {
@@ -1117,7 +720,9 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
         sdk::fail(DLHOST_CODE_INTERNAL, "cpu_onednn: node " + name_ +
                                             ": the logits' gradient, made in forward, has "
                                             "another writer");
-      x.diff_column_sums = static_cast<const float*>(sums_.get_data_handle());
+      // The plan's "xent column sums -> fc bias": the producer's bias gradient is these sums.
+      if (FusedNode* f = m.plan().find(FusionKind::kLossBiasColumnSums, index_))
+        f->column_sums = static_cast<const float*>(sums_.get_data_handle());
       return;
     }
     const std::string what = name_ + ": cross-entropy backward";
@@ -1150,6 +755,24 @@ class SoftmaxCrossEntropyLayer : public NodeLayer {
   }
 
  private:
+  // The plan's "xent gradient in forward" (planned under fused_step) where it can be done: only
+  // where the logits need a gradient, have no other reader and are in the plain layout the
+  // gradient is written in.
+  bool gradient_in_forward(Model& m, const Tensor& x) const {
+    if (m.plan().find(FusionKind::kLossGradientInForward, index_) == nullptr) return false;
+    const char* why = !x.needs_grad       ? "the logits need no gradient"
+                      : x.consumers != 1  ? "the logits have another reader"
+                      : !(x.md == plain_) ? "the logits are not in plain layout"
+                                          : nullptr;
+    if (why != nullptr) {
+      m.plan().decline(FusionKind::kLossGradientInForward, index_, why);
+      m.plan().decline(FusionKind::kLossBiasColumnSums, index_, why);
+      return false;
+    }
+    m.plan().apply(FusionKind::kLossGradientInForward, index_);
+    return true;
+  }
+
   static constexpr int64_t kBlockBytes = 1 << 20;
   int64_t positions_ = 0, classes_ = 0;
   Md plain_;
@@ -1229,30 +852,13 @@ class MseLayer : public NodeLayer {
 
 }  // namespace
 
-// Whether the only node reading tensor `t` is a ReLU activation.
-bool only_reader_is_relu(const dlhost_graph* g, int32_t t) {
-  const dlhost_node* reader = nullptr;
-  for (int32_t n = 0; n < g->num_nodes; ++n) {
-    const dlhost_node& node = *g->nodes[n];
-    for (int32_t i = 0; i < node.num_inputs; ++i) {
-      if (node.inputs[i] != t) continue;
-      if (reader != nullptr) return false;
-      reader = &node;
-    }
-  }
-  if (reader == nullptr || reader->op != DLHOST_OP_ACTIVATION || reader->attrs == nullptr)
-    return false;
-  const auto* a = static_cast<const dlhost_activation_attrs*>(reader->attrs);
-  return a->struct_size >= DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE && a->kind == DLHOST_ACTIVATION_RELU;
-}
-
 std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index) {
   const dlhost_node& node = *graph->nodes[index];
   switch (node.op) {
     case DLHOST_OP_INPUT:
       return std::make_unique<InputLayer>(graph, node);
     case DLHOST_OP_FC:
-      return std::make_unique<FcLayer>(graph, node);
+      return make_fc_layer(graph, node);
     case DLHOST_OP_CONV2D:
       return std::make_unique<ConvLayer>(graph, node);
     case DLHOST_OP_POOL2D:

@@ -1,6 +1,7 @@
 // layers.h — what the layer files of the cpu_onednn backend share: the NodeLayer base (a node's
-// name, tensors and parameters, kept after the graph is gone), small helpers over oneDNN memory
-// descriptors, and the factories of the layers that live outside layers.cpp.
+// name, tensors and parameters, kept after the graph is gone), WeightedLayer (what FC and
+// convolution share), small helpers over oneDNN memory descriptors, and the factories of the
+// layers that live outside layers.cpp.
 // Internal to the plugin; thread-safety as model.h (layers exist only while a model compiles).
 #ifndef DLHOST_CPU_ONEDNN_LAYERS_H
 #define DLHOST_CPU_ONEDNN_LAYERS_H
@@ -22,9 +23,6 @@ inline constexpr int64_t kParallelMin = 1 << 14;
 inline Md any_md(const std::vector<int64_t>& dims) {
   return Md(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
-
-// Whether the only node reading tensor `t` is a ReLU activation (a producer may then apply it).
-bool only_reader_is_relu(const dlhost_graph* g, int32_t t);
 
 // Whether a primitive descriptor exists and is not oneDNN's slow reference implementation.
 inline bool fast(const dnnl::primitive_desc_base& pd) {
@@ -145,6 +143,7 @@ class NodeLayer : public Layer {
         inputs_(node.inputs, node.inputs + node.num_inputs),
         params_(node.params, node.params + node.num_params),
         output_(node.output),
+        index_(index_of(graph, node)),
         is_graph_loss_(node.output == graph->loss) {}
 
   [[noreturn]] void bad(const std::string& why) const {
@@ -169,9 +168,99 @@ class NodeLayer : public Layer {
   std::string name_;
   std::vector<int32_t> inputs_, params_;
   int32_t output_;
+  int32_t index_;  // the node's place in the graph: how the fusion plan names it
   bool is_graph_loss_;
+
+ private:
+  static int32_t index_of(const dlhost_graph* graph, const dlhost_node& node) {
+    for (int32_t i = 0; i < graph->num_nodes; ++i)
+      if (graph->nodes[i] == &node) return i;
+    return -1;
+  }
 };
 
+// Inner product and convolution share their backward structure: weight (and bias) gradients
+// first, so that the host can start reducing them, then the data gradient.
+class WeightedLayer : public NodeLayer {
+ protected:
+  WeightedLayer(const dlhost_graph* g, const dlhost_node& n, bool has_bias) : NodeLayer(g, n) {
+    size_t expected = has_bias ? 2 : 1;
+    if (params_.size() != expected)
+      bad("expects " + std::to_string(expected) + " parameters, has " +
+          std::to_string(params_.size()));
+    weight_ = params_[0];
+    bias_ = has_bias ? params_[1] : -1;
+  }
+  Args forward_args(Model& m, const dnnl::memory& dst) const {
+    Args args = {{DNNL_ARG_SRC, src_},
+                 {DNNL_ARG_WEIGHTS, weights_low_ ? weights_low_ : m.param(weight_).value}};
+    if (bias_ >= 0) args.push_back({DNNL_ARG_BIAS, m.param(bias_).value});
+    args.push_back({DNNL_ARG_DST, dst});
+    return args;
+  }
+  // Appends the weights-gradient primitive and the grad-ready notices.
+  template <class Pd, class Prim>
+  void add_backward_weights(Model& m, Steps& steps, const Pd& pd, const char* kind) {
+    const std::string what = name_ + ": " + kind + " backward weights";
+    dnnl::memory src = m.as_layout(src_, pd.src_desc(), steps, what);
+    dnnl::memory diff_dst = m.as_layout(output_diff(m), pd.diff_dst_desc(), steps, what);
+    Steps post;
+    Args args = {{DNNL_ARG_SRC, src},
+                 {DNNL_ARG_DIFF_DST, diff_dst},
+                 {DNNL_ARG_DIFF_WEIGHTS,
+                  m.output_as(m.param(weight_).grad, pd.diff_weights_desc(), post, what)}};
+    if (bias_ >= 0)
+      args.push_back(
+          {DNNL_ARG_DIFF_BIAS, m.output_as(m.param(bias_).grad, pd.diff_bias_desc(), post, what)});
+    m.add_primitive(steps, what, Prim(pd), pd, args);
+    steps.insert(steps.end(), post.begin(), post.end());
+    m.add_ready(steps, weight_);
+    if (bias_ >= 0) m.add_ready(steps, bias_);
+    m.note_implementation(std::string(kind) + " bwd_w", pd.impl_info_str());
+  }
+  // Appends the data-gradient primitive (callers skip it when nothing upstream learns).
+  template <class Pd, class Prim>
+  void add_backward_data(Model& m, Steps& steps, const Pd& pd, const char* kind) {
+    const std::string what = name_ + ": " + kind + " backward data";
+    Tensor& x = m.tensor(inputs_[0]);
+    // Precision bf16: the forward's bf16 copy where it has the layout wanted.
+    dnnl::memory weights =
+        weights_low_ && weights_low_.get_desc() == pd.weights_desc()
+            ? weights_low_
+            : m.as_layout(m.param(weight_).value, pd.weights_desc(), steps, what);
+    dnnl::memory diff_dst = m.as_layout(output_diff(m), pd.diff_dst_desc(), steps, what);
+    Steps post;
+    // A flattened source is a plain view of the input, so its gradient is too.
+    dnnl::memory diff_src =
+        flat_ ? view(m.diff_sink(x, plain_md(x.dims, dnnl::memory::data_type::f32), post, what),
+                     pd.diff_src_desc())
+              : m.diff_sink(x, pd.diff_src_desc(), post, what);
+    m.add_primitive(steps, what, Prim(pd), pd,
+                    {{DNNL_ARG_DIFF_DST, diff_dst},
+                     {DNNL_ARG_WEIGHTS, weights},
+                     {DNNL_ARG_DIFF_SRC, diff_src}});
+    steps.insert(steps.end(), post.begin(), post.end());
+    m.note_implementation(std::string(kind) + " bwd_d", pd.impl_info_str());
+  }
+
+  // The output's gradient as the primitives see it.
+  dnnl::memory output_diff(Model& m) const {
+    Tensor& y = m.tensor(output_);
+    return flat_ ? view(m.diff_of(y), flat_dst_md_) : m.diff_of(y);
+  }
+
+  int32_t weight_ = -1, bias_ = -1;
+  dnnl::memory src_;  // the forward source in the layout the forward primitive read
+  // Precision bf16: the forward's bf16 copy of the weights (from the fp32 master, every step).
+  dnnl::memory weights_low_;
+  dnnl::memory ones_;  // GEMM path: [rows] ones, the bias gradient's dnnl_sgemm operand
+  // A per-time-step FC works on 2-D plain views of its [N, T, ...] input and [N, T, out] output.
+  bool flat_ = false;
+  Md flat_dst_md_;
+};
+
+// fc_layer.cpp
+std::unique_ptr<Layer> make_fc_layer(const dlhost_graph* graph, const dlhost_node& node);
 // layers_norm.cpp
 std::unique_ptr<Layer> make_batch_norm_layer(const dlhost_graph* graph, const dlhost_node& node);
 std::unique_ptr<Layer> make_dropout_layer(const dlhost_graph* graph, const dlhost_node& node,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dlhost/dlhost.hpp"
+#include "fusion_plan.h"
 #include "layers.h"
 #include "model.h"
 
@@ -23,7 +24,8 @@ using dnnl::prop_kind;
 // Training-mode batch normalization over N (and H, W) per channel. Scale and shift are [C]
 // parameters in plain layout, which is also what oneDNN's use_scale / use_shift flags read.
 //
-// Batch norm -> ReLU (its only reader, as in every ResNet block but the residual's): oneDNN's
+// The plan's bnorm+relu (the ReLU the output's only reader, as in every ResNet block but the
+// residual's; a batch norm without one stays plain): oneDNN's
 // fuse_norm_relu applies the ReLU in the normalization's pass and keeps a bit mask (the
 // workspace) from which the backward masks the gradient itself. The ReLU node then takes the
 // output's bytes as its own and its backward only hands the gradient over: one pass over the
@@ -37,7 +39,6 @@ class BatchNormLayer : public NodeLayer {
     expect_params(2);
     if (!(a_.epsilon > 0.0f) || !(a_.momentum >= 0.0f && a_.momentum <= 1.0f))
       bad("epsilon must be > 0 and momentum in [0, 1]");
-    fuse_relu_ = only_reader_is_relu(g, output_);
   }
 
   void build_forward(Model& m, Steps& steps) override {
@@ -49,18 +50,22 @@ class BatchNormLayer : public NodeLayer {
     const Md vec = plain_md({channels}, dt::f32);
     pd_ = compat::normalization_forward_pd<dnnl::batch_normalization_forward>(
         m.engine(), m.attr(), x.md, x.md, a_.epsilon, flags());
-    if (fuse_relu_) {
+    if (m.plan().find(FusionKind::kBatchNormRelu, index_) != nullptr) {
       const auto fused = compat::normalization_forward_pd<dnnl::batch_normalization_forward>(
           m.engine(), m.attr(), x.md, x.md, a_.epsilon, flags(true));
       fuse_relu_ = fused && std::string(fused.impl_info_str()) == pd_.impl_info_str() &&
                    fused.dst_desc() == pd_.dst_desc();
-      if (fuse_relu_) pd_ = fused;
+      if (fuse_relu_) {
+        pd_ = fused;
+        m.plan().apply(FusionKind::kBatchNormRelu, index_);
+      } else {
+        m.plan().decline(FusionKind::kBatchNormRelu, index_,
+                         "oneDNN's kernel or layout differs with fuse_norm_relu");
+      }
     }
     m.alloc_param(params_[0], vec, vec);
     m.alloc_param(params_[1], vec, vec);
     m.alloc_tensor(y, pd_.dst_desc());
-    y.holds_relu = fuse_relu_;
-    y.relu_backward_by_producer = fuse_relu_;
     mean_ = m.alloc(pd_.mean_desc());
     variance_ = m.alloc(pd_.variance_desc());
     const std::string what = name_ + ": batch normalization forward";

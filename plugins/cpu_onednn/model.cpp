@@ -121,6 +121,12 @@ Model::Model(const Context& context, const dlhost_graph* graph,
     for (int32_t i = 0; i < node.num_inputs; ++i) ++tensor(node.inputs[i]).consumers;
   }
 
+  // The fusion-planning pass (fusion_plan.h): the layers built below ask it what to fuse.
+  PlanOptions plan_options;
+  plan_options.fused_step = fused_step_;
+  plan_options.sgd_in_backward = sgd_in_backward();
+  plan_ = FusionPlan(graph, plan_options);
+
   for (int32_t n = 0; n < graph->num_nodes; ++n) {
     const dlhost_node& node = *graph->nodes[n];
     std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
@@ -144,6 +150,11 @@ Model::Model(const Context& context, const dlhost_graph* graph,
     if (!p.value) sdk::invalid("cpu_onednn: parameter " + p.name + " belongs to no node");
   finish_scratchpad();
   build_update();
+  plan_.finish();
+  // DLHOST_CPU_ONEDNN_PLAN=1: the fusion plan on stderr as built (fusion_plan.h), for a developer.
+  const char* show_plan = std::getenv("DLHOST_CPU_ONEDNN_PLAN");
+  if (show_plan != nullptr && *show_plan != '\0' && std::strcmp(show_plan, "0") != 0)
+    std::fprintf(stderr, "cpu_onednn fusion plan:\n%s", plan_.describe().c_str());
   const char* profile = std::getenv("DLHOST_CPU_ONEDNN_PROFILE");
   profile_ = profile != nullptr && *profile != '\0' && std::strcmp(profile, "0") != 0;
 }
@@ -616,13 +627,16 @@ void Model::update() {
   const float lr = optimizer_.learning_rate;
   const float momentum = optimizer_.momentum;
   const float decay = optimizer_.weight_decay;
-  for (Param& p : params_) {
+  for (size_t id = 0; id < params_.size(); ++id) {
+    Param& p = params_[id];
     float* w = static_cast<float*>(p.value.get_data_handle());
     const float* g = static_cast<const float*>(p.grad.get_data_handle());
     const int64_t n = p.floats;
-    if (p.update_in_backward) {
-      // The backward's GEMM did the step (momentum 0) or left mu v + g in v: the same v as
-      // below, its sums in another order (scale is 1: no clipping on this path).
+    if (plan_.updated_in_backward(static_cast<int32_t>(id))) {
+      // A fused "fc backward+sgd" node (fusion_plan.h) applied this parameter's step in its
+      // weight-gradient GEMM and never wrote `grad`: it did the step (momentum 0) or left
+      // mu v + g in v: the same v as below, its sums in another order (scale is 1: no clipping
+      // on this path).
       if (momentum == 0.0f) continue;
       float* v = static_cast<float*>(p.velocity.get_data_handle());
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "dlhost/backend_kit.hpp"
+#include "fusion_plan.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "onednn_compat.h"
 
@@ -68,16 +69,6 @@ struct Tensor {
   // A node whose output took these bytes in place (an in-place ReLU, a fused conv ReLU, a sum
   // over its input): after forward they hold that node's values, not this tensor's.
   std::string overwritten_by;
-  // ReLU bookkeeping between neighbouring layers (layers.cpp):
-  bool holds_relu = false;      // the producer applied its one consumer's ReLU (a post-op)
-  int32_t relu_of = -1;         // this tensor is ReLU(relu_of), made by an activation node
-  bool relu_diff_done = false;  // its reader wrote relu_of's gradient: the ReLU's backward is done
-  // holds_relu, and the producer's backward masks the gradient itself (a batch norm's
-  // fuse_norm_relu): the ReLU's backward only hands its gradient over.
-  bool relu_backward_by_producer = false;
-  // [last dim]: the column sums of the gradient, made by the node that made the gradient (a loss
-  // that computes its input's gradient in forward, fused_step) for the producer's bias gradient.
-  const float* diff_column_sums = nullptr;
 };
 
 struct Param {
@@ -90,11 +81,6 @@ struct Param {
   // Compile-time: a node's backward already writes this gradient, so a later-built one (the
   // embedding under a tied output layer) adds to it instead of overwriting it.
   bool grad_written = false;
-  // Fused SGD (Model::sgd_in_backward): the node's backward applies this parameter's step itself
-  // and never writes `grad`. Momentum 0: its weight-gradient GEMM writes the new value, and
-  // update() skips the parameter; with momentum the GEMM writes mu v + g into `velocity`, and
-  // update() only adds the decay and steps the value.
-  bool update_in_backward = false;
 };
 
 // One entry of a replayed list: a primitive with its arguments, a loop, or a grad-ready notice.
@@ -150,6 +136,8 @@ class Model final : public sdk::Model {
     dnnl::memory buffer;  // owns mean and variance
   };
   const std::vector<RunningStats>& running_stats() const { return running_stats_; }
+  // The fusion plan (fusion_plan.h): what the constructor fused, and what it declined and why.
+  const FusionPlan& plan() const { return plan_; }
 
   // --- used by the layers while the constructor builds them ---------------------------------
   const dnnl::engine& engine() const { return context_.engine; }
@@ -164,7 +152,10 @@ class Model final : public sdk::Model {
   bool bf16() const { return bf16_; }
   // The host's fused_step (see the constructor).
   bool fused_step() const { return fused_step_; }
-  // Whether a layer may fold SGD's step into its weight-gradient GEMM (Param::update_in_backward):
+  // The fusion plan, made from the graph before any layer is built: a layer asks it whether to
+  // fuse, and says whether it did.
+  FusionPlan& plan() { return plan_; }
+  // Whether a layer may fold SGD's step into its weight-gradient GEMM (the plan's kFcSgdUpdate):
   // the host's fused_step, plain SGD (the step is linear in the gradient), no clipping (its scale
   // needs every gradient first) and fp32 (bf16's gradients come from matmuls, not dnnl_sgemm).
   bool sgd_in_backward() const {
@@ -279,6 +270,7 @@ class Model final : public sdk::Model {
   uint64_t seed_ = 0;
   bool bf16_ = false;
   bool fused_step_ = false;
+  FusionPlan plan_;
   uint64_t forward_calls_ = 0;
   std::vector<RunningStats> running_stats_;
   // Tensor values and gradients live in one arena: a virtual reservation that only grows

@@ -8,7 +8,9 @@
 // change (forward results, gradients, a graph input) is checked here step by step. The step
 // profile (DLHOST_CPU_ONEDNN_PROFILE) is a developer's aid of the Model, checked here as well,
 // and so are the plugin's own pooling kernels (pooling.h), against oneDNN's pooling on
-// geometries and ties the networks do not all reach.
+// geometries and ties the networks do not all reach. The fusion plan (fusion_plan.h) is the
+// backend's choice of fused nodes: which ones it planned for a network, and which a compiled
+// model applied or declined, is asked of the plan itself.
 // Everything else about cpu_onednn is tested through the ABI in test_cpu_onednn.cpp.
 #include <gtest/gtest.h>
 
@@ -16,12 +18,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "../../../plugins/cpu_onednn/fusion_plan.h"
 #include "../../../plugins/cpu_onednn/model.h"
 #include "../../../plugins/cpu_onednn/pooling.h"
 #include "core/graph.h"
+#include "core/host_api.h"  // dlhost_options, which network_plugin.h fills
 #include "graph_attrs.h"
+#include "network_plugin.h"
 
 namespace dlhost {
 namespace {
@@ -344,6 +350,201 @@ TEST(cpu_onednn_internals, OwnPoolingMatchesOneDnn) {
   s.pad_top = 3;  // the first window all padding
   s.out_h = 24;
   EXPECT_FALSE(cpu_onednn::pool_supported(s)) << "padding as wide as the window";
+}
+
+// --- the fusion plan ----------------------------------------------------------------------------
+
+using cpu_onednn::FcStrategyKind;
+using cpu_onednn::FusionPlan;
+using Names = std::vector<std::string>;
+
+// The plan of `graph` under the host's fused_step (with plain SGD, so SGD may go into the GEMMs)
+// or without it: every fused node it lists, "kind label".
+Names planned(const dlhost_graph* graph, bool fused_step) {
+  cpu_onednn::PlanOptions o;
+  o.fused_step = fused_step;
+  o.sgd_in_backward = fused_step;
+  return FusionPlan(graph, o).planned_list();
+}
+
+// The fused nodes of `kind` in `list`.
+Names of_kind(const Names& list, const std::string& kind) {
+  Names out;
+  for (const std::string& s : list)
+    if (s.rfind(kind + " ", 0) == 0) out.push_back(s.substr(kind.size() + 1));
+  return out;
+}
+
+class FusionPlanOfNetworks
+    : public test_networks::NetworkPluginTest<test_networks::kPaperNetworks> {};
+
+// FCN-5: FC and sigmoid only: nothing to fuse in the split step; under fused_step every FC's
+// backward applies SGD and the loss makes its gradient in forward, its column sums the last
+// FC's bias gradient.
+TEST_F(FusionPlanOfNetworks, Fcn5) {
+  const auto graph = build("fcn5");
+  EXPECT_EQ(planned(graph->view(), false), Names{});
+  EXPECT_EQ(planned(graph->view(), true),
+            (Names{"fc backward+sgd fc1", "fc backward+sgd fc2", "fc backward+sgd fc3",
+                   "fc backward+sgd fc4", "xent gradient in forward loss",
+                   "xent column sums -> fc bias fc4+loss"}));
+}
+
+// LeNet: its convolutions go straight into max pools and its ReLU follows an FC, which has no
+// ReLU fusion here: the split step fuses nothing.
+TEST_F(FusionPlanOfNetworks, LeNet) {
+  const auto graph = build("lenet");
+  EXPECT_EQ(planned(graph->view(), false), Names{});
+  EXPECT_EQ(planned(graph->view(), true),
+            (Names{"fc backward+sgd fc3", "fc backward+sgd fc4", "xent gradient in forward loss",
+                   "xent column sums -> fc bias fc4+loss"}));
+}
+
+// AlexNet-R: conv2 and conv3 each feed only their ReLU; relu2 feeds only a max pool. relu1
+// follows a pool (no producer to fuse into) and pool3 is an average pool.
+TEST_F(FusionPlanOfNetworks, AlexNetR) {
+  const auto graph = build("alexnet_r");
+  EXPECT_EQ(planned(graph->view(), false),
+            (Names{"conv+relu conv2+relu2", "relu+maxpool backward relu2+pool2",
+                   "conv+relu conv3+relu3"}));
+}
+
+// ResNet-56 (DLBench's "BN after add"): every block's first batch norm feeds its ReLU, fused;
+// the batch norm after each residual add has no ReLU behind it and stays plain.
+TEST_F(FusionPlanOfNetworks, ResNet56) {
+  for (const std::string variant : {"dlbench", "he"}) {
+    SCOPED_TRACE(variant);
+    const auto graph = build("resnet56", 1, {{"variant", variant}});
+    const Names all = planned(graph->view(), false);
+    const Names bn_relu = of_kind(all, "bnorm+relu");
+    EXPECT_EQ(all.size(), bn_relu.size()) << "only bnorm+relu: " << testing::PrintToString(all);
+    ASSERT_EQ(bn_relu.size(), 28u) << "conv1 and the 27 blocks' first batch norms";
+    EXPECT_EQ(bn_relu[0], "conv1_bn+conv1_relu");
+    EXPECT_EQ(bn_relu[1], "res1_1_a_bn+res1_1_a_relu");
+    EXPECT_EQ(bn_relu[27], "res3_9_a_bn+res3_9_a_relu");
+  }
+}
+
+// Where a fusion must not apply the plan keeps the plain nodes: a ReLU whose output is read
+// twice (by a max pool and a residual add), a convolution whose output is read besides its ReLU,
+// a batch norm followed by no ReLU, a sigmoid before a max pool, a loss on logits read twice.
+TEST(cpu_onednn_internals, FusionPlanKeepsPlainNodesWhereAFusionMustNotApply) {
+  GraphBuilder b("no_fusion", 2);
+  const int32_t data = b.input("data", DLHOST_DTYPE_F32, {4, 8, 8});
+  const int32_t c1 = b.conv2d("conv1", data, conv(4, 3, 1, 1));
+  const int32_t r1 = b.activation("relu1", c1, act(DLHOST_ACTIVATION_RELU));
+  const int32_t p1 = b.pool2d("pool1", r1, pool(DLHOST_POOL_MAX, 1, 1, 0, false, false));
+  const int32_t sum = b.add("res1", p1, r1);  // relu1 read twice
+  const int32_t c2 = b.conv2d("conv2", sum, conv(4, 3, 1, 1));
+  const int32_t r2 = b.activation("relu2", c2, act(DLHOST_ACTIVATION_RELU));
+  const int32_t sum2 = b.add("res2", r2, c2);          // conv2 read besides relu2
+  const int32_t n1 = b.batch_norm("bn1", sum2, bn());  // no ReLU behind it
+  const int32_t s1 = b.activation("sig1", n1, act(DLHOST_ACTIVATION_SIGMOID));
+  const int32_t p2 = b.pool2d("pool2", s1, pool(DLHOST_POOL_MAX, 2, 2, 0, false, false));
+  const int32_t n2 = b.batch_norm("bn2", p2, bn());
+  const int32_t r3 = b.activation("relu3", n2, act(DLHOST_ACTIVATION_RELU));
+  const int32_t sum3 = b.add("res3", r3, n2);  // bn2 read besides relu3
+  const int32_t logits = b.fc("head", sum3, fc(3));
+  const int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
+  b.softmax_cross_entropy("loss", logits, labels);
+  b.add("probe", logits, logits);  // the logits read twice
+  auto graph = b.finish();
+  // conv1 -> relu1 is the one fusion left: relu1's second reader is no obstacle to a post-op.
+  EXPECT_EQ(planned(graph->view(), false), Names{"conv+relu conv1+relu1"});
+  // Under fused_step the FC's SGD and the loss's gradient in forward join it; the column sums
+  // need the loss to be the logits' only reader.
+  EXPECT_EQ(planned(graph->view(), true), (Names{"conv+relu conv1+relu1", "fc backward+sgd head",
+                                                 "xent gradient in forward loss"}));
+}
+
+// The FC strategy rule (FcLayer's measurements): bf16 always matmuls; a plain source goes to
+// the GEMMs from 256 rows, at 2+ threads where the blocked inner product does not scale, and
+// under fused SGD; a blocked source stays with the inner product.
+TEST(cpu_onednn_internals, FcStrategyRule) {
+  cpu_onednn::FcFacts f;
+  f.plain_source = true;
+  f.rows = 64;
+  EXPECT_EQ(choose_fc_strategy(f), FcStrategyKind::kBlockedInnerProduct);
+  f.rows = cpu_onednn::kFcGemmMinRows;
+  EXPECT_EQ(choose_fc_strategy(f), FcStrategyKind::kGemm);
+  f.rows = 64;
+  f.threads = 2;
+  EXPECT_EQ(choose_fc_strategy(f), FcStrategyKind::kGemm);
+  f.blocked_scales = true;
+  EXPECT_EQ(choose_fc_strategy(f), FcStrategyKind::kBlockedInnerProduct);
+  f.sgd_in_backward = true;
+  EXPECT_EQ(choose_fc_strategy(f), FcStrategyKind::kGemm);
+  f.plain_source = false;
+  EXPECT_EQ(choose_fc_strategy(f), FcStrategyKind::kBlockedInnerProduct);
+  f.bf16 = true;
+  EXPECT_EQ(choose_fc_strategy(f), FcStrategyKind::kBf16Matmul);
+}
+
+// A compiled model's plan says what it built: under fused_step with plain SGD an MLP's FCs (a
+// plain source) apply SGD in their GEMMs, the loss makes its gradient and the head's bias
+// gradient in forward, update() leaves those parameters to the backward, and every FC is a
+// GEMM. Without fused_step nothing is fused and the FCs of 64 rows at 1 thread keep the blocked
+// inner product.
+TEST(cpu_onednn_internals, CompiledModelPlanSaysWhatItBuilt) {
+  cpu_onednn::Context context = one_thread_context();
+  GraphBuilder b("mlp", 64);
+  const int32_t data = b.input("data", DLHOST_DTYPE_F32, {16});
+  const int32_t h = b.activation("act1", b.fc("fc1", data, fc(32)), act(DLHOST_ACTIVATION_SIGMOID));
+  const int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
+  b.softmax_cross_entropy("loss", b.fc("fc2", h, fc(10)), labels);
+  auto graph = b.finish();
+  {
+    cpu_onednn::Model model(context, graph->view(), sgd(0.1f, 0.9f), 42, false, true);
+    const FusionPlan& plan = model.plan();
+    EXPECT_EQ(plan.applied_list(),
+              (Names{"fc backward+sgd fc1", "fc backward+sgd fc2", "xent gradient in forward loss",
+                     "xent column sums -> fc bias fc2+loss"}))
+        << plan.describe();
+    for (int32_t p = 0; p < graph->num_params(); ++p)
+      EXPECT_TRUE(plan.updated_in_backward(p)) << graph->param(p).name;
+    EXPECT_NE(plan.describe().find("fc fc1: gemm\nfc fc2: gemm\n"), std::string::npos)
+        << plan.describe();
+  }
+  {
+    cpu_onednn::Model model(context, graph->view(), sgd(0.1f, 0.9f), 42);
+    EXPECT_EQ(model.plan().applied_list(), Names{}) << model.plan().describe();
+    EXPECT_FALSE(model.plan().updated_in_backward(0));
+    EXPECT_NE(model.plan().describe().find("fc fc1: blocked inner product"), std::string::npos)
+        << model.plan().describe();
+  }
+}
+
+// A batch norm -> ReLU -> max pool block compiles with every planned fusion applied or declined
+// with its reason (oneDNN decides whether its kernels keep the fused forms): none is left open.
+// The same block trained with the ReLU's output read twice plans none of them.
+TEST(cpu_onednn_internals, CompiledModelResolvesEveryPlannedFusion) {
+  cpu_onednn::Context context = one_thread_context();
+  for (bool read_twice : {false, true}) {
+    SCOPED_TRACE(read_twice);
+    GraphBuilder b("block", 4);
+    const int32_t data = b.input("data", DLHOST_DTYPE_F32, {3, 8, 8});
+    const int32_t c = b.conv2d("conv1", data, conv(8, 3, 1, 1));
+    const int32_t r =
+        b.activation("relu1", b.batch_norm("bn1", c, bn()), act(DLHOST_ACTIVATION_RELU));
+    int32_t x = b.pool2d("pool1", r, pool(DLHOST_POOL_MAX, 2, 2, 0, false, false));
+    if (read_twice)
+      x = b.add("res", x, b.pool2d("pool2", r, pool(DLHOST_POOL_AVG, 2, 2, 0, false, false)));
+    const int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
+    b.softmax_cross_entropy("loss", b.fc("head", x, fc(5)), labels);
+    auto graph = b.finish();
+    cpu_onednn::Model model(context, graph->view(), plain_sgd(), 42);
+    const FusionPlan& plan = model.plan();
+    const Names want = read_twice
+                           ? Names{"bnorm+relu bn1+relu1"}
+                           : Names{"bnorm+relu bn1+relu1", "relu+maxpool backward relu1+pool1"};
+    EXPECT_EQ(plan.planned_list(), want);
+    for (const cpu_onednn::FusedNode& f : plan.fused()) {
+      EXPECT_NE(f.state, cpu_onednn::FusionState::kPlanned) << f.label;
+      if (f.state == cpu_onednn::FusionState::kDeclined) {
+        EXPECT_FALSE(f.why_declined.empty()) << f.label;
+      }
+    }
+  }
 }
 
 }  // namespace
