@@ -11,15 +11,14 @@
 #include <memory>
 #include <string>
 
-#include "dlhost/backend_kit.hpp"
+#include "dlhost/framework_kit.hpp"
 
 namespace dlhost::cpu_libtorch {
 
-// A device opened for one case.
-struct Context {
-  int threads_requested = 0;  // the "threads" option; 0: libtorch's default (one per core)
-  int threads = 1;            // what libtorch really uses
-  int64_t seed = 42;          // the "seed" option; 42 is the runner's default
+// A device opened for one case (host.threads is what the case asked for; 0: libtorch's default,
+// one per core).
+struct Context : sdk::FrameworkContext {
+  int threads = 1;  // what libtorch really uses
   // Sets ATen's intra-op threads (OpenMP: per calling thread, so every step re-applies it; MKL's
   // with them), OpenBLAS's where the libtorch calls it (FC layers reach it through ATen's addmm;
   // at::set_num_threads leaves it alone) and, once per process, the inter-op pool.
@@ -34,7 +33,8 @@ std::string malloc_library();
 
 // The graph lowered to ATen calls, trained with autograd and torch::optim::SGD.
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
-                                          const dlhost_optimizer_desc& optimizer, uint64_t seed);
+                                          const dlhost_optimizer_desc& optimizer,
+                                          const sdk::HostSettings& host);
 
 }  // namespace dlhost::cpu_libtorch
 

@@ -60,55 +60,13 @@ auto with_torch(const char* call, Body&& body) {
   }
 }
 
-// An I32 input the host feeds (labels, token ids): ATen's losses and embedding index with I64,
-// so set_input widens into `value`; `limit` is the exclusive bound its consumer needs.
-struct IdInput {
-  at::Tensor staging;  // I32, the bytes as given
-  int64_t limit = 0;   // 0: no consumer checks a range
-  std::string what;    // "labels of 'loss'", for the error
-};
-
-// Grad-ready notices in the ABI's order (reverse layer order), each as soon as every parameter
-// before it in that order is final: autograd finishes a layer's weight and bias, and a ResNet's
-// two branches, in the order of its own queue.
-class ReadyNotices {
- public:
-  void expect(std::vector<int32_t> order, size_t num_params) {
-    order_ = std::move(order);
-    final_.assign(num_params, false);
-  }
-  void begin(const dlhost_grad_ready* ready) {
-    ready_ = ready != nullptr && ready->fn != nullptr ? ready : nullptr;
-    std::fill(final_.begin(), final_.end(), false);
-    next_ = 0;
-  }
-  // Called on the thread that runs backward (CPU autograd runs its nodes there).
-  void final(int32_t param) {
-    final_[size_t(param)] = true;
-    for (; next_ < order_.size() && final_[size_t(order_[next_])]; ++next_)
-      if (ready_ != nullptr) ready_->fn(ready_->user, order_[next_]);
-  }
-  // After backward: the rest (all of them without hooks; a parameter autograd never reached
-  // keeps its zeroed gradient, which is then final too).
-  void finish() {
-    for (size_t p = 0; p < final_.size(); ++p) final(int32_t(p));
-    ready_ = nullptr;
-  }
-
- private:
-  std::vector<int32_t> order_;
-  std::vector<bool> final_;
-  size_t next_ = 0;
-  const dlhost_grad_ready* ready_ = nullptr;
-};
-
 #if TORCH_VERSION_MAJOR >= 2
 // Run by autograd's AccumulateGrad right after it added a leaf's gradient into grad(): the
 // parameter appears once in the graph, so its gradient is then final.
 struct NotifyWhenAccumulated final : torch::autograd::PostAccumulateGradHook {
-  NotifyWhenAccumulated(ReadyNotices* n, int32_t p) : notices(n), param(p) {}
+  NotifyWhenAccumulated(sdk::GradReadyNotices* n, int32_t p) : notices(n), param(p) {}
   void operator()(const torch::autograd::Variable&) override { notices->final(param); }
-  ReadyNotices* notices;
+  sdk::GradReadyNotices* notices;
   int32_t param;
 };
 #endif
@@ -116,8 +74,8 @@ struct NotifyWhenAccumulated final : torch::autograd::PostAccumulateGradHook {
 class TorchModel final : public sdk::Model {
  public:
   TorchModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
-             uint64_t seed)
-      : context_(context), seed_(seed) {
+             const sdk::HostSettings& host)
+      : context_(context), seed_(uint64_t(host.seed)), table_(g), ids_(g) {
     context_.apply_threads();
     for (int32_t t = 0; t < g.num_tensors; ++t) values_.emplace_back();
     make_inputs(g);
@@ -125,10 +83,7 @@ class TorchModel final : public sdk::Model {
     for (int32_t k = 0; k < g.num_nodes; ++k) make_node(g, k);
     loss_id_ = g.loss;
     optimizer_ = std::make_unique<Optimizer>(params_, opt);
-    std::vector<int32_t> order;
-    for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
-      order.insert(order.end(), s->params.begin(), s->params.end());
-    notices_.expect(std::move(order), params_.size());
+    notices_.expect(table_.ready_order());
     implementation_ =
         "ATen ops (conv: ATen's choice of oneDNN or native; linear: " + blas_library() +
         " sgemm), autograd backward (FC: weight and bias gradients written into the gradient "
@@ -143,13 +98,13 @@ class TorchModel final : public sdk::Model {
 
   void set_input(int32_t tensor, const void* data, size_t bytes) override {
     const at::Tensor& target = input(tensor);
-    auto ids = id_inputs_.find(tensor);
-    at::Tensor raw = ids == id_inputs_.end() ? target : ids->second.staging;
-    if (data == nullptr || bytes != raw.nbytes())
-      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": input " + std::to_string(tensor) + " takes " +
-                   std::to_string(raw.nbytes()) + " bytes, got " + std::to_string(bytes));
+    auto ids = id_staging_.find(tensor);
+    at::Tensor raw = ids == id_staging_.end() ? target : ids->second;
+    sdk::expect_bytes("input " + std::to_string(tensor), data != nullptr, bytes, raw.nbytes());
+    if (ids != id_staging_.end())
+      ids_.check(tensor, static_cast<const int32_t*>(data), size_t(raw.numel()));
     std::memcpy(raw.data_ptr(), data, bytes);
-    if (ids != id_inputs_.end()) widen_ids(ids->second, target);
+    if (ids != id_staging_.end()) target.copy_(raw);
   }
 
   void forward() override {
@@ -188,7 +143,7 @@ class TorchModel final : public sdk::Model {
   }
 
   void param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) override {
-    at::Tensor& p = param(id);
+    at::Tensor& p = params_[table_.index(id)];
     sdk::host_buffer(value, p.data_ptr<float>(), size_t(p.numel()));
     sdk::host_buffer(grad, p.mutable_grad().data_ptr<float>(), size_t(p.numel()));
   }
@@ -219,7 +174,6 @@ class TorchModel final : public sdk::Model {
  private:
   struct Step {
     int32_t out;
-    std::vector<int32_t> params;
     NodeForward fn;
   };
 
@@ -231,7 +185,7 @@ class TorchModel final : public sdk::Model {
         values_[size_t(d.id)] = at::zeros(dims);
       } else if (d.dtype == DLHOST_DTYPE_I32) {
         values_[size_t(d.id)] = at::zeros(dims, at::kLong);
-        id_inputs_[d.id] = {at::zeros(dims, at::kInt), 0, "input '" + std::string(d.name) + "'"};
+        id_staging_[d.id] = at::zeros(dims, at::kInt);
       } else {
         sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": input '" + std::string(d.name) +
                            "' is not F32 or I32");
@@ -255,35 +209,12 @@ class TorchModel final : public sdk::Model {
   void make_node(const dlhost_graph& g, int32_t k) {
     const dlhost_node& n = *g.nodes[k];
     if (n.op == DLHOST_OP_INPUT) return;
-    if (n.op == DLHOST_OP_SOFTMAX_CROSS_ENTROPY)
-      bound_ids(n.inputs[1], g.tensors[n.inputs[0]]->dims[g.tensors[n.inputs[0]]->rank - 1]);
-    if (n.op == DLHOST_OP_EMBEDDING)
-      bound_ids(n.inputs[0], sdk::node_attrs<dlhost_embedding_attrs>(n).vocab);
     const LowerEnv env{g, params_, seed_, &forward_calls_, &writes_own_grad_, &gradient_written_};
-    // Only the parameters the node owns: a tied table (ABI 1.4) is listed, and ready, once.
-    std::vector<int32_t> owned;
-    for (int32_t p = 0; p < n.num_params; ++p)
-      if (g.params[n.params[p]]->node == k) owned.push_back(n.params[p]);
-    steps_.push_back({n.output, std::move(owned), lower_node(env, k)});
+    steps_.push_back({n.output, lower_node(env, k)});
     const dlhost_tensor_desc& out = *g.tensors[n.output];
     int64_t elements = 1;
     for (int32_t d = 0; d < out.rank; ++d) elements *= out.dims[d];
     workspace_bytes_ += uint64_t(elements) * 8;  // the activation and its gradient, F32
-  }
-
-  void bound_ids(int32_t tensor, int64_t limit) {
-    auto ids = id_inputs_.find(tensor);
-    if (ids != id_inputs_.end()) ids->second.limit = limit;
-  }
-
-  static void widen_ids(const IdInput& ids, const at::Tensor& target) {
-    const int32_t* p = ids.staging.data_ptr<int32_t>();
-    for (int64_t i = 0; ids.limit > 0 && i < ids.staging.numel(); ++i)
-      if (p[i] < 0 || p[i] >= ids.limit)
-        sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": " + ids.what + ": id " + std::to_string(p[i]) +
-                     " at position " + std::to_string(i) + " is outside [0, " +
-                     std::to_string(ids.limit) + ")");
-    target.copy_(ids.staging);
   }
 
   const at::Tensor& input(int32_t tensor) const {
@@ -292,18 +223,8 @@ class TorchModel final : public sdk::Model {
     sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": tensor " + std::to_string(tensor) +
                  " is not an input");
   }
-  at::Tensor& param(int32_t id) {
-    if (id < 0 || size_t(id) >= params_.size())
-      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": no parameter " + std::to_string(id));
-    return params_[size_t(id)];
-  }
   void* part_of(int32_t id, int32_t part, const void* data, size_t bytes) {
-    at::Tensor& p = param(id);
-    if (data == nullptr || bytes != p.nbytes())
-      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": parameter " + std::to_string(id) + " takes " +
-                   std::to_string(p.nbytes()) + " bytes, got " + std::to_string(bytes));
-    if (part != DLHOST_PARAM_VALUE && part != DLHOST_PARAM_GRAD)
-      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": unknown parameter part " + std::to_string(part));
+    at::Tensor& p = params_[table_.access(id, part, data, bytes)];
     return part == DLHOST_PARAM_VALUE ? p.data_ptr() : p.mutable_grad().data_ptr();
   }
   uint64_t param_bytes() const {
@@ -314,14 +235,18 @@ class TorchModel final : public sdk::Model {
 
   Context context_;
   uint64_t seed_;
+  sdk::ParamTable table_;  // id bounds, sizes, the grad-ready order
+  sdk::IdInputs ids_;      // labels and token ids, checked at set_input
   uint64_t forward_calls_ = 0;
   Values values_;
   std::vector<int32_t> inputs_;
-  std::map<int32_t, IdInput> id_inputs_;
+  // I32 inputs (labels, token ids) as the host gives them: ATen's losses and embedding index
+  // with I64, so set_input checks the ids (ids_) and widens them into values_.
+  std::map<int32_t, at::Tensor> id_staging_;
   std::vector<at::Tensor> params_;
   std::vector<Step> steps_;
   std::unique_ptr<Optimizer> optimizer_;
-  ReadyNotices notices_;
+  sdk::GradReadyNotices notices_;
   // Parameters whose op writes grad() itself in backward (ops.h, LowerEnv), and which of them
   // it wrote in the running backward; the callback the ops call, alive as long as the model.
   std::vector<bool> writes_own_grad_;
@@ -338,14 +263,10 @@ class TorchModel final : public sdk::Model {
 }  // namespace
 
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
-                                          const dlhost_optimizer_desc& optimizer, uint64_t seed) {
-  if (optimizer.kind != DLHOST_OPTIMIZER_SGD && optimizer.kind != DLHOST_OPTIMIZER_ADAMW)
-    sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": optimizer kind " +
-                       std::to_string(optimizer.kind) + " not supported");
-  if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)
-    sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": negative momentum, weight_decay or clip_norm");
+                                          const dlhost_optimizer_desc& optimizer,
+                                          const sdk::HostSettings& host) {
   return with_torch("compile", [&]() -> std::unique_ptr<sdk::Model> {
-    return std::make_unique<TorchModel>(context, graph, optimizer, seed);
+    return std::make_unique<TorchModel>(context, graph, optimizer, host);
   });
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "dlhost/dlhost.hpp"
+#include "dlhost/framework_kit.hpp"
 #include "dlhost/graph_access.hpp"
 
 namespace dlhost::cpu_libtorch {
@@ -252,10 +253,9 @@ NodeForward lower_global_avg_pool(const NodeView& v) {
 
 void fill_dropout_mask(at::Tensor& mask, uint64_t seed, uint32_t node, uint64_t step, float p) {
   float* m = mask.data_ptr<float>();
-  const float kept = 1.0f / (1.0f - p);
+  const sdk::DropoutMask draw{seed, node, step, p};
   at::parallel_for(0, mask.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      m[i] = dlhost_dropout_keep(seed, node, step, static_cast<uint64_t>(i), p) ? kept : 0.0f;
+    draw.fill(m, uint64_t(begin), uint64_t(end));
   });
 }
 

@@ -1,8 +1,9 @@
 // plugin.cpp — cpu_libtorch's face to the host, on the SDK's backend kit only
 // (dlhost/backend_kit.hpp): the device as libtorch sees it (the vector ISA ATen dispatches, the
-// library's version with its oneDNN and BLAS), contexts (threads, seed), compile and the plugin's
-// identity (from CMake: this source is cpu_libtorch on Debian's libtorch 1.13 and cpu_libtorch2
-// on the PyPI wheel). Only light torch headers here (threads, build configuration): the model's
+// library's version with its oneDNN and BLAS), contexts (threads), compile (on the framework kit,
+// dlhost/framework_kit.hpp: the host-set options, the precision and optimizer refused) and the
+// plugin's identity (from CMake: this source is cpu_libtorch on Debian's libtorch 1.13 and
+// cpu_libtorch2 on the PyPI wheel). Only light torch headers here (threads, build configuration): the model's
 // ATen code is in model.cpp and ops.cpp.
 // Thread-safety: the kit's; the inter-op pool is sized once per process (libtorch allows no more).
 #include <dlfcn.h>
@@ -62,7 +63,7 @@ void set_interop_threads_once(int threads) {
   });
 }
 
-class TorchBackend final : public sdk::Backend<Context> {
+class TorchBackend final : public sdk::FrameworkBackend<Context> {
  public:
   sdk::Device device(int32_t) const override {
     // "CPU capability usage: AVX2": ATen's own kernels; oneDNN's are the same library dlhost's
@@ -87,25 +88,20 @@ class TorchBackend final : public sdk::Backend<Context> {
     return caps;
   }
 
-  std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
-    const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);
+  std::unique_ptr<Context> open_context(int32_t, const sdk::HostSettings& host,
+                                        const sdk::Options&) override {
     auto context = std::make_unique<Context>();
-    context->threads_requested = static_cast<int>(threads);
-    context->seed = options.get_int("seed", context->seed);
+    context->host = host;  // apply_threads reads it now (the kit sets it after open_context too)
     context->apply_threads();
     context->threads = at::get_num_threads();
     return context;
   }
 
-  std::unique_ptr<sdk::Model> compile(Context& context, const dlhost_graph& graph,
-                                      const dlhost_optimizer_desc& optimizer,
-                                      const sdk::Options& options) override {
-    const auto precision = options.get("precision");
-    if (precision && *precision != "fp32")
-      sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": precision " + *precision + " (fp32 only)");
-    // The compile options are the case's; the context's seed is the fallback.
-    const int64_t seed = options.get_int("seed", context.seed);
-    return compile_model(context, graph, optimizer, static_cast<uint64_t>(seed));
+  std::unique_ptr<sdk::Model> compile_graph(Context& context, const dlhost_graph& graph,
+                                            const dlhost_optimizer_desc& optimizer,
+                                            const sdk::HostSettings& host,
+                                            const sdk::Options&) override {
+    return compile_model(context, graph, optimizer, host);
   }
 };
 
@@ -143,7 +139,7 @@ std::string blas_library() {
 }
 
 void Context::apply_threads() const {
-  const int wanted = threads_requested > 0 ? threads_requested : at::get_num_threads();
+  const int wanted = host.threads > 0 ? host.threads : at::get_num_threads();
   // In an MKL build at::set_num_threads sets MKL's threads too.
   if (at::get_num_threads() != wanted) at::set_num_threads(wanted);
 #ifdef DLHOST_TORCH_OPENBLAS

@@ -9,22 +9,21 @@
 #include <memory>
 #include <string>
 
-#include "dlhost/backend_kit.hpp"
+#include "dlhost/framework_kit.hpp"
 #include "mxnet_library.h"
 
 namespace dlhost::cpu_mxnet {
 
-// A device opened for one case.
-struct Context {
+// A device opened for one case (the host's threads and seed in host).
+struct Context : sdk::FrameworkContext {
   EngineState engine;               // what MXNet was loaded with
   std::string mode = "hybridized";  // or "imperative"
-  int64_t seed = 42;                // the "seed" option; 42 is the runner's default
 };
 
 // The graph as an MXNet program, trained with autograd and MXNet's SGD operators.
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer,
-                                          const std::string& mode, uint64_t seed);
+                                          const std::string& mode, const sdk::HostSettings& host);
 
 }  // namespace dlhost::cpu_mxnet
 

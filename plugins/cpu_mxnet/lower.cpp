@@ -84,12 +84,6 @@ class Lowering {
         add_leaf(LeafKind::kInput, "input" + std::to_string(d.id), shape_of(d.dims, d.rank));
     p_->tensor_value[size_t(d.id)] = v;
     p_->input_leaf[size_t(d.id)] = leaf_of(v);
-    if (d.dtype == DLHOST_DTYPE_I32)
-      p_->ids.push_back({leaf_of(v), 0, "input '" + std::string(d.name) + "'"});
-  }
-  void bound_ids(int32_t tensor, int64_t limit) {
-    for (IdInput& ids : p_->ids)
-      if (ids.leaf == p_->input_leaf[size_t(tensor)]) ids.limit = limit;
   }
 
   // A trainable leaf holding ABI parameter `k` of the node whole. A parameter a second node lists
@@ -230,8 +224,6 @@ class Lowering {
 
   // -mean(log_softmax(x)[label]) over every position: logits [..., classes], labels [...].
   int cross_entropy() {
-    const dlhost_tensor_desc& logits = tensor(node().inputs[0]);
-    bound_ids(node().inputs[1], logits.dims[logits.rank - 1]);
     const int log_p = call("log_softmax", {in(0)}, {{"axis", "-1"}});
     const int picked = call("pick", {log_p, in(1)}, {{"axis", "-1"}});
     return call("negative", {call("mean", {picked}, {})}, {});
@@ -277,7 +269,6 @@ class Lowering {
 
   int embedding() {
     const auto& a = attrs<dlhost_embedding_attrs>();
-    bound_ids(node().inputs[0], a.vocab);
     return call("Embedding", {in(0), param(0)},
                 {{"input_dim", std::to_string(a.vocab)}, {"output_dim", std::to_string(a.dim)}});
   }

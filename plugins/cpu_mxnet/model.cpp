@@ -38,13 +38,13 @@ size_t elements(const Leaf& l) {
 class MxnetModel final : public sdk::Model {
  public:
   MxnetModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
-             const std::string& mode, uint64_t seed)
-      : context_(context), mode_(mode), seed_(seed), program_(lower_graph(g)) {
-    // Grad-ready order: layers last to first, each layer's parameters in its own order.
-    // A tied table (ABI 1.4) is ready once, at the node that owns it (its embedding).
-    for (int32_t k = g.num_nodes - 1; k >= 0; --k)
-      for (int32_t i = 0; i < g.nodes[k]->num_params; ++i)
-        if (g.params[g.nodes[k]->params[i]]->node == k) order_.push_back(g.nodes[k]->params[i]);
+             const std::string& mode, const sdk::HostSettings& host)
+      : context_(context),
+        mode_(mode),
+        seed_(uint64_t(host.seed)),
+        params_(g),
+        ids_(g),
+        program_(lower_graph(g)) {
     mark_variables();
     executor_ = make_executor(mode, g, *program_);
     optimizer_ = std::make_unique<Optimizer>(*program_, opt);
@@ -68,11 +68,8 @@ class MxnetModel final : public sdk::Model {
     if (leaf < 0) sdk::invalid("cpu_mxnet: tensor " + std::to_string(tensor) + " is not an input");
     const Leaf& l = program_->leaves[size_t(leaf)];
     const size_t count = elements(l);
-    if (data == nullptr || bytes != count * 4)
-      sdk::invalid("cpu_mxnet: input " + std::to_string(tensor) + " takes " +
-                   std::to_string(count * 4) + " bytes, got " + std::to_string(bytes));
-    for (const IdInput& ids : program_->ids)
-      if (ids.leaf == leaf) return set_ids(ids, static_cast<const int32_t*>(data), count);
+    sdk::expect_bytes("input " + std::to_string(tensor), data != nullptr, bytes, count * 4);
+    if (ids_.holds(tensor)) return set_ids(tensor, l, static_cast<const int32_t*>(data), count);
     l.value.copy_from(static_cast<const float*>(data), count);
   }
 
@@ -93,7 +90,7 @@ class MxnetModel final : public sdk::Model {
                                     /*create_graph=*/0, /*is_train=*/1, nullptr, nullptr),
           "MXAutogradBackwardEx");
     if (ready != nullptr && ready->fn != nullptr)
-      for (int32_t p : order_) {
+      for (int32_t p : params_.ready_order()) {
         program_->params[size_t(p)].grad.wait_to_read();
         ready->fn(ready->user, p);
       }
@@ -116,7 +113,7 @@ class MxnetModel final : public sdk::Model {
   }
 
   void param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) override {
-    const ParamView& p = param(id);
+    const ParamView& p = program_->params[params_.index(id)];
     sdk::host_buffer(value, p.value.data(), p.count);
     sdk::host_buffer(grad, p.grad.data(), p.count);
   }
@@ -165,39 +162,21 @@ class MxnetModel final : public sdk::Model {
 
   // MXNet's Embedding and pick index with float arrays: ids are checked, then held as floats
   // (exact below 2^24).
-  void set_ids(const IdInput& ids, const int32_t* data, size_t count) {
-    std::vector<float>& staging = staging_[ids.leaf];
-    staging.resize(count);
-    for (size_t i = 0; i < count; ++i) {
-      if (ids.limit > 0 && (data[i] < 0 || data[i] >= ids.limit))
-        sdk::invalid("cpu_mxnet: " + ids.what + ": id " + std::to_string(data[i]) +
-                     " at position " + std::to_string(i) + " is outside [0, " +
-                     std::to_string(ids.limit) + ")");
-      staging[i] = float(data[i]);
-    }
-    program_->leaves[size_t(ids.leaf)].value.copy_from(staging.data(), count);
+  void set_ids(int32_t tensor, const Leaf& l, const int32_t* data, size_t count) {
+    ids_.check(tensor, data, count);
+    std::vector<float>& staging = staging_[tensor];
+    staging.assign(data, data + count);
+    l.value.copy_from(staging.data(), count);
   }
 
-  // 1/(1-p) where dlhost_dropout_keep keeps element i, else 0: the ABI's mask, every backend's.
+  // The ABI's mask, every backend's (framework_kit.hpp).
   void fill_mask(const DropoutMask& m, std::vector<float>& mask) {
-    const float kept = 1.0f / (1.0f - m.probability);
-    for (size_t i = 0; i < mask.size(); ++i)
-      mask[i] = dlhost_dropout_keep(seed_, m.node, forward_calls_, i, m.probability) ? kept : 0.0f;
+    sdk::DropoutMask{seed_, m.node, forward_calls_, m.probability}.fill(mask.data(), mask.size());
     program_->leaves[size_t(m.leaf)].value.copy_from(mask.data(), mask.size());
   }
 
-  const ParamView& param(int32_t id) const {
-    if (id < 0 || size_t(id) >= program_->params.size())
-      sdk::invalid("cpu_mxnet: no parameter " + std::to_string(id));
-    return program_->params[size_t(id)];
-  }
   const NDArray& part_of(int32_t id, int32_t part, const void* data, size_t bytes) const {
-    const ParamView& p = param(id);
-    if (data == nullptr || bytes != p.count * 4)
-      sdk::invalid("cpu_mxnet: parameter " + std::to_string(id) + " takes " +
-                   std::to_string(p.count * 4) + " bytes, got " + std::to_string(bytes));
-    if (part != DLHOST_PARAM_VALUE && part != DLHOST_PARAM_GRAD)
-      sdk::invalid("cpu_mxnet: unknown parameter part " + std::to_string(part));
+    const ParamView& p = program_->params[params_.access(id, part, data, bytes)];
     return part == DLHOST_PARAM_VALUE ? p.value : p.grad;
   }
   uint64_t param_bytes() const {
@@ -210,13 +189,14 @@ class MxnetModel final : public sdk::Model {
   Context context_;
   std::string mode_;
   uint64_t seed_;
+  sdk::ParamTable params_;  // id bounds, sizes, the grad-ready order
+  sdk::IdInputs ids_;       // labels and token ids, checked at set_input
   std::unique_ptr<Program> program_;
-  std::vector<int32_t> order_;  // parameter ids in grad-ready order
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::vector<std::vector<float>> masks_;      // host staging of each dropout mask
-  std::map<int, std::vector<float>> staging_;  // ids as floats, by leaf
-  NDArrayHandle loss_ = nullptr;               // the executor's, from the last forward
+  std::vector<std::vector<float>> masks_;          // host staging of each dropout mask
+  std::map<int32_t, std::vector<float>> staging_;  // ids as floats, by input tensor
+  NDArrayHandle loss_ = nullptr;                   // the executor's, from the last forward
   uint64_t forward_calls_ = 0;
   std::string implementation_;
 };
@@ -225,13 +205,8 @@ class MxnetModel final : public sdk::Model {
 
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer,
-                                          const std::string& mode, uint64_t seed) {
-  if (optimizer.kind != DLHOST_OPTIMIZER_SGD && optimizer.kind != DLHOST_OPTIMIZER_ADAMW)
-    sdk::unimplemented("cpu_mxnet: optimizer kind " + std::to_string(optimizer.kind) +
-                       " not supported");
-  if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)
-    sdk::invalid("cpu_mxnet: negative momentum, weight_decay or clip_norm");
-  return std::make_unique<MxnetModel>(context, graph, optimizer, mode, seed);
+                                          const std::string& mode, const sdk::HostSettings& host) {
+  return std::make_unique<MxnetModel>(context, graph, optimizer, mode, host);
 }
 
 }  // namespace dlhost::cpu_mxnet

@@ -2,13 +2,14 @@
 // (dlhost/backend_kit.hpp): the device (the ISA the oneDNN inside MXNet dispatches), the library
 // (what libmxnet.so said of itself when the plugin was built: describe.cpp), the options (mode,
 // engine), the capabilities (every op of the ABI, fp32), contexts (MXNet loaded for the case's
-// threads and engine) and compile.
+// threads and engine) and compile, on the framework kit (dlhost/framework_kit.hpp: the host-set
+// options, the precision and optimizer refused at compile).
 // Thread-safety: the kit's; MXNet's engine settings are per process (mxnet_library.h).
 #include <memory>
 #include <string>
 
 #include "backend.h"
-#include "dlhost/backend_kit.hpp"
+#include "dlhost/framework_kit.hpp"
 #include "mxnet_description.h"
 
 namespace dlhost::cpu_mxnet {
@@ -16,7 +17,7 @@ namespace {
 
 namespace sdk = dlhost::sdk;
 
-class MxnetBackend final : public sdk::Backend<Context> {
+class MxnetBackend final : public sdk::FrameworkBackend<Context> {
  public:
   // oneDNN (inside libmxnet) picks its kernels for the widest ISA of the CPU at run time; MXNet's
   // own kernels are built for the ISA the library string names.
@@ -40,28 +41,23 @@ class MxnetBackend final : public sdk::Backend<Context> {
     return caps;
   }
 
-  std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
-    const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);
+  std::unique_ptr<Context> open_context(int32_t, const sdk::HostSettings& host,
+                                        const sdk::Options& options) override {
     EngineRequest request;
-    request.threads = static_cast<int>(threads);
+    request.threads = host.threads;
     request.engine = options.get("engine").value_or(request.engine);
     auto context = std::make_unique<Context>();
     context->engine = load_mxnet(request);
     context->mode = mode_of(options, "hybridized");
-    context->seed = options.get_int("seed", context->seed);
     return context;
   }
 
-  std::unique_ptr<sdk::Model> compile(Context& context, const dlhost_graph& graph,
-                                      const dlhost_optimizer_desc& optimizer,
-                                      const sdk::Options& options) override {
-    const auto precision = options.get("precision");
-    if (precision && *precision != "fp32")
-      sdk::unimplemented("cpu_mxnet: precision " + *precision + " (fp32 only)");
-    // The compile options are the case's; the context's are the fallback.
-    const int64_t seed = options.get_int("seed", context.seed);
-    return compile_model(context, graph, optimizer, mode_of(options, context.mode),
-                         static_cast<uint64_t>(seed));
+  // The compile options are the case's; the context's are the fallback.
+  std::unique_ptr<sdk::Model> compile_graph(Context& context, const dlhost_graph& graph,
+                                            const dlhost_optimizer_desc& optimizer,
+                                            const sdk::HostSettings& host,
+                                            const sdk::Options& options) override {
+    return compile_model(context, graph, optimizer, mode_of(options, context.mode), host);
   }
 
  private:

@@ -69,13 +69,6 @@ struct DropoutMask {
   float probability;
 };
 
-// An I32 input as MXNet's F32 leaf; ids checked against `limit` (0: unchecked) by set_input.
-struct IdInput {
-  int leaf;
-  int64_t limit = 0;
-  std::string what;  // "input 'labels'"
-};
-
 struct Program {
   std::vector<Leaf> leaves;
   std::vector<Call> calls;
@@ -84,7 +77,6 @@ struct Program {
   std::vector<int> input_leaf;    // graph tensor id -> leaf of a host-fed input (-1: none)
   std::vector<ParamView> params;  // by ABI parameter id
   std::vector<DropoutMask> masks;
-  std::vector<IdInput> ids;
   int loss = -1;                  // value id of the loss
   uint64_t activation_bytes = 0;  // every node output and its gradient, F32
 };

@@ -9,23 +9,22 @@
 #include <memory>
 #include <string>
 
-#include "dlhost/backend_kit.hpp"
+#include "dlhost/framework_kit.hpp"
 
 namespace dlhost::cpu_tensorflow {
 
-// A device opened for one case: how every session of its models is configured.
-struct Context {
-  int32_t intra_op_threads = 0;  // the "threads" option; 0: TensorFlow's default (every core)
-  int32_t inter_op_threads = 0;  // "inter_op_threads", else the same as intra_op_threads
+// A device opened for one case: how every session of its models is configured (host.threads is
+// TensorFlow's intra-op pool; 0: TensorFlow's default, every core).
+struct Context : sdk::FrameworkContext {
+  int32_t inter_op_threads = 0;  // "inter_op_threads", else the same as host.threads
   bool xla = false;              // "mode": graph (false) or xla (true)
-  int64_t seed = 42;             // the "seed" option: dropout's mask
   std::string library;           // "TensorFlow 2.21.0 (oneDNN on, NHWC)"
 };
 
 // The graph lowered to TensorFlow ops in one session, trained by TF_SessionRun calls.
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
-                                          const dlhost_optimizer_desc& optimizer, uint64_t seed,
-                                          bool fused_step);
+                                          const dlhost_optimizer_desc& optimizer,
+                                          const sdk::HostSettings& host);
 
 // "on" or "off": whether TensorFlow rewrites its CPU kernels to oneDNN's
 // (TF_ENABLE_ONEDNN_OPTS, on by default on x86 Linux).

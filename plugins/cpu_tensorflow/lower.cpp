@@ -263,11 +263,6 @@ class Lowerer {
     out_.inputs.push_back(f);
   }
 
-  void bound_ids(int32_t tensor, int64_t limit) {
-    for (InputFeed& f : out_.inputs)
-      if (f.tensor == tensor && f.dtype == TF_INT32) f.id_limit = limit;
-  }
-
   // --- nodes ---
 
   struct Node {
@@ -339,7 +334,6 @@ class Lowerer {
         y = lrn(v);
         break;
       case DLHOST_OP_EMBEDDING:
-        bound_ids(n.inputs[0], v.attrs<dlhost_embedding_attrs>().vocab);
         y = Op(g_, "GatherV2", v.prefix + "/Gather")
                 .in(param(n.params[0]))
                 .in(in(v, 0))
@@ -537,7 +531,6 @@ class Lowerer {
     if (x.rank == 4) unsupported(v, "logits of rank 4");
     const int64_t classes = x.dims[x.rank - 1];
     const int64_t positions = tf::elements(dims_of(x)) / classes;
-    bound_ids(v.n.inputs[1], classes);
     TF_Output logits = x.rank == 2 ? in(v, 0)
                                    : reshape(v.prefix + "/logits", in(v, 0),
                                              {int32_t(positions), int32_t(classes)});

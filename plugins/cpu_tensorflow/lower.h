@@ -46,9 +46,8 @@ struct InputFeed {
   TF_DataType dtype = TF_FLOAT;
   std::vector<int64_t> dims;  // TensorFlow's shape
   int64_t count = 0;
-  Layout layout;         // an image NCHW -> NHWC
-  int64_t id_limit = 0;  // I32 ids must lie in [0, id_limit) (0: unchecked)
-  std::string what;      // "input 'labels'", for errors
+  Layout layout;     // an image NCHW -> NHWC
+  std::string what;  // "input 'labels'", for errors
 };
 
 // The pinned dropout mask of one node, filled by the plugin before each forward.

@@ -58,8 +58,14 @@ float* data_of(const tf::TensorPtr& t) { return static_cast<float*>(TF_TensorDat
 class TfModel final : public sdk::Model {
  public:
   TfModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
-          uint64_t seed, bool fused)
-      : context_(context), optimizer_(opt), seed_(seed), fused_(fused), graph_(TF_NewGraph()) {
+          const sdk::HostSettings& host)
+      : context_(context),
+        optimizer_(opt),
+        seed_(uint64_t(host.seed)),
+        fused_(host.fused_step),
+        params_(g),
+        ids_(g),
+        graph_(TF_NewGraph()) {
     lowered_ = lower_graph(graph_.get(), g);
     update_ = add_update(graph_.get(), lowered_, opt, fused_);
     tf::Op init(graph_.get(), "NoOp", "initialize");
@@ -68,15 +74,9 @@ class TfModel final : public sdk::Model {
     for (TF_Operation* op : lowered_.state_updates) state.after(op);
     forward_targets_ = {state.finish()};
     if (fused_) forward_targets_.push_back(update_.step);
-    for (int32_t k = 0; k < g.num_nodes; ++k) {  // only the parameters each node owns: a tied
-      const dlhost_node& n = *g.nodes[k];        // table is ready once, at its embedding
-      node_params_.emplace_back();
-      for (int32_t p = 0; p < n.num_params; ++p)
-        if (g.params[n.params[p]]->node == k) node_params_.back().push_back(n.params[p]);
-    }
     session_ = std::make_unique<tf::Session>(
         graph_.get(),
-        tf::config_proto(context.intra_op_threads, context.inter_op_threads, context.xla));
+        tf::config_proto(context.host.threads, context.inter_op_threads, context.xla));
     run({}, {}, {}, {init.finish()}, "initializing the variables");
     for (const InputFeed& f : lowered_.inputs) {
       inputs_.push_back(f.dtype == TF_FLOAT ? tf::float_tensor(f.dims) : tf::int_tensor(f.dims));
@@ -118,17 +118,10 @@ class TfModel final : public sdk::Model {
       sdk::invalid("cpu_tensorflow: tensor " + std::to_string(tensor) + " is not an input");
     const InputFeed& f = lowered_.inputs[k];
     const size_t want = size_t(f.count) * 4;
-    if (data == nullptr || bytes != want)
-      sdk::invalid("cpu_tensorflow: " + f.what + " takes " + std::to_string(want) + " bytes, got " +
-                   std::to_string(bytes));
+    sdk::expect_bytes(f.what, data != nullptr, bytes, want);
     void* dst = TF_TensorData(inputs_[k].get());
     if (f.dtype == TF_INT32) {
-      const auto* ids = static_cast<const int32_t*>(data);
-      for (int64_t i = 0; f.id_limit > 0 && i < f.count; ++i)
-        if (ids[i] < 0 || ids[i] >= f.id_limit)
-          sdk::invalid("cpu_tensorflow: " + f.what + ": id " + std::to_string(ids[i]) +
-                       " at position " + std::to_string(i) + " is outside [0, " +
-                       std::to_string(f.id_limit) + ")");
+      ids_.check(tensor, static_cast<const int32_t*>(data), size_t(f.count));
       std::memcpy(dst, data, bytes);
     } else {
       f.layout.to_tf(static_cast<const float*>(data), static_cast<float*>(dst));
@@ -172,8 +165,7 @@ class TfModel final : public sdk::Model {
     if (forward_calls_ == 0)
       sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "cpu_tensorflow: backward before forward");
     if (ready == nullptr || ready->fn == nullptr) return;
-    for (auto n = node_params_.rbegin(); n != node_params_.rend(); ++n)
-      for (int32_t p : *n) ready->fn(ready->user, p);
+    for (int32_t p : params_.ready_order()) ready->fn(ready->user, p);
   }
 
   void update() override {
@@ -202,7 +194,7 @@ class TfModel final : public sdk::Model {
   }
 
   void param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad) override {
-    const Variable& v = param(id);
+    const Variable& v = lowered_.params[params_.index(id)];
     if (grad_buffers_.empty()) {  // from now on every forward copies its gradients here
       for (size_t p = 0; p < grads_.size(); ++p) {
         grad_buffers_.push_back(aligned_floats(lowered_.params[p].count));
@@ -254,8 +246,8 @@ class TfModel final : public sdk::Model {
 
   sdk::ModelInfo info() const override {
     sdk::ModelInfo i;
-    i.threads = context_.intra_op_threads > 0
-                    ? context_.intra_op_threads
+    i.threads = context_.host.threads > 0
+                    ? context_.host.threads
                     : static_cast<int32_t>(std::thread::hardware_concurrency());
     i.implementation = implementation_.c_str();
     i.param_bytes = param_bytes_ + update_.state_bytes;
@@ -317,28 +309,14 @@ class TfModel final : public sdk::Model {
   // The pinned mask of this forward (dlhost_dropout_keep indexes the canonical layout).
   void fill_mask(const DropoutFeed& d, float* mask) {
     const int64_t n = tf::elements(d.dims);
-    const float kept = 1.0f / (1.0f - d.probability);
     std::vector<float> canonical(d.layout.identity() ? 0 : size_t(n));
-    float* m = d.layout.identity() ? mask : canonical.data();
-    for (int64_t i = 0; i < n; ++i)
-      m[i] = dlhost_dropout_keep(seed_, d.node, forward_calls_, uint64_t(i), d.probability) ? kept
-                                                                                            : 0.0f;
+    sdk::DropoutMask{seed_, d.node, forward_calls_, d.probability}.fill(
+        d.layout.identity() ? mask : canonical.data(), uint64_t(n));
     if (!d.layout.identity()) d.layout.to_tf(canonical.data(), mask);
   }
 
-  const Variable& param(int32_t id) const {
-    if (id < 0 || size_t(id) >= lowered_.params.size())
-      sdk::invalid("cpu_tensorflow: no parameter " + std::to_string(id));
-    return lowered_.params[size_t(id)];
-  }
   const Variable& checked(int32_t id, int32_t part, const void* data, size_t bytes) const {
-    const Variable& v = param(id);
-    if (data == nullptr || bytes != size_t(v.count) * 4)
-      sdk::invalid("cpu_tensorflow: parameter " + std::to_string(id) + " takes " +
-                   std::to_string(v.count * 4) + " bytes, got " + std::to_string(bytes));
-    if (part != DLHOST_PARAM_VALUE && part != DLHOST_PARAM_GRAD)
-      sdk::invalid("cpu_tensorflow: unknown parameter part " + std::to_string(part));
-    return v;
+    return lowered_.params[params_.access(id, part, data, bytes)];
   }
 
   Context context_;
@@ -346,15 +324,16 @@ class TfModel final : public sdk::Model {
   uint64_t seed_;
   uint64_t updates_ = 0;  // AdamW's t so far
   bool fused_;            // the host's fused_step (ABI 1.4): forward's one run is the whole step
+  sdk::ParamTable params_;
+  sdk::IdInputs ids_;
   tf::GraphPtr graph_;
   Lowered lowered_;
   Update update_;
   std::unique_ptr<tf::Session> session_;
   std::vector<TF_Operation*> forward_targets_;
-  std::vector<std::vector<int32_t>> node_params_;  // by node: its parameters
-  std::vector<tf::TensorPtr> inputs_;              // by lowered_.inputs, TensorFlow's layout
-  std::vector<tf::TensorPtr> masks_;               // by lowered_.dropouts
-  std::vector<tf::TensorPtr> grads_;               // the last forward's (or written) gradients
+  std::vector<tf::TensorPtr> inputs_;  // by lowered_.inputs, TensorFlow's layout
+  std::vector<tf::TensorPtr> masks_;   // by lowered_.dropouts
+  std::vector<tf::TensorPtr> grads_;   // the last forward's (or written) gradients
   std::vector<AlignedFloats> grad_buffers_, value_buffers_;  // once param_buffers was called
   std::vector<bool> staged_;  // value buffer p holds what the variable must take before a run
   uint64_t forward_calls_ = 0;
@@ -366,14 +345,9 @@ class TfModel final : public sdk::Model {
 }  // namespace
 
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
-                                          const dlhost_optimizer_desc& optimizer, uint64_t seed,
-                                          bool fused_step) {
-  if (optimizer.kind != DLHOST_OPTIMIZER_SGD && optimizer.kind != DLHOST_OPTIMIZER_ADAMW)
-    sdk::unimplemented("cpu_tensorflow: optimizer kind " + std::to_string(optimizer.kind) +
-                       " not supported");
-  if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)
-    sdk::invalid("cpu_tensorflow: negative momentum, weight_decay or clip_norm");
-  return std::make_unique<TfModel>(context, graph, optimizer, seed, fused_step);
+                                          const dlhost_optimizer_desc& optimizer,
+                                          const sdk::HostSettings& host) {
+  return std::make_unique<TfModel>(context, graph, optimizer, host);
 }
 
 }  // namespace dlhost::cpu_tensorflow

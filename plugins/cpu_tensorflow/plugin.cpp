@@ -2,7 +2,8 @@
 // (dlhost/backend_kit.hpp): the device (the CPU; TensorFlow does not say which ISA its oneDNN
 // dispatches, so the CPU's best), the library string (TensorFlow's version, whether its oneDNN
 // rewrite is on, the layout), the options schema (mode graph|xla, inter_op_threads), contexts
-// and compile. The model is model.cpp's.
+// and compile, on the framework kit (dlhost/framework_kit.hpp: the host-set options, the
+// precision and optimizer refused at compile). The model is model.cpp's.
 // Thread-safety: the kit's.
 #include <tensorflow/c/c_api.h>
 
@@ -12,7 +13,7 @@
 #include <thread>
 
 #include "backend.h"
-#include "dlhost/backend_kit.hpp"
+#include "dlhost/framework_kit.hpp"
 
 // Exported by libtensorflow_framework (tensorflow/core/util/util.h): whether the oneDNN graph
 // rewrite runs, which TF_ENABLE_ONEDNN_OPTS decides once per process.
@@ -28,7 +29,7 @@ namespace {
 
 namespace sdk = dlhost::sdk;
 
-class TensorFlowBackend final : public sdk::Backend<Context> {
+class TensorFlowBackend final : public sdk::FrameworkBackend<Context> {
  public:
   sdk::Device device(int32_t) const override { return sdk::cpu_device(sdk::cpu_info().best_isa()); }
   std::string library() const override {
@@ -52,34 +53,28 @@ class TensorFlowBackend final : public sdk::Backend<Context> {
     return caps;
   }
 
-  std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
+  std::unique_ptr<Context> open_context(int32_t, const sdk::HostSettings& host,
+                                        const sdk::Options& options) override {
     // TensorFlow's INFO lines at the first session (CPU feature guard, MLIR passes) would mix
     // into the case's stderr, which the host keeps as the case's diagnostics: warnings and
     // errors only, unless the user set the level.
     ::setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
-    const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);
     const int64_t inter = options.get_int_in("inter_op_threads", 0, 0, sdk::kMaxThreads);
     const std::string mode = options.get("mode").value_or("graph");
     if (mode != "graph" && mode != "xla")
       sdk::invalid("cpu_tensorflow: option mode=" + mode + " (graph or xla)");
     auto context = std::make_unique<Context>();
-    context->intra_op_threads = static_cast<int32_t>(threads);
-    context->inter_op_threads = static_cast<int32_t>(inter > 0 ? inter : threads);
+    context->inter_op_threads = inter > 0 ? static_cast<int32_t>(inter) : host.threads;
     context->xla = mode == "xla";
-    context->seed = options.get_int("seed", context->seed);
     context->library = library();
     return context;
   }
 
-  std::unique_ptr<sdk::Model> compile(Context& context, const dlhost_graph& graph,
-                                      const dlhost_optimizer_desc& optimizer,
-                                      const sdk::Options& options) override {
-    const auto precision = options.get("precision");
-    if (precision && *precision != "fp32")
-      sdk::unimplemented("cpu_tensorflow: precision " + *precision + " (fp32 only)");
-    const int64_t seed = options.get_int("seed", context.seed);
-    const bool fused = options.get("fused_step").value_or("0") == "1";  // ABI 1.4, host-set
-    return compile_model(context, graph, optimizer, static_cast<uint64_t>(seed), fused);
+  std::unique_ptr<sdk::Model> compile_graph(Context& context, const dlhost_graph& graph,
+                                            const dlhost_optimizer_desc& optimizer,
+                                            const sdk::HostSettings& host,
+                                            const sdk::Options&) override {
+    return compile_model(context, graph, optimizer, host);
   }
 };
 

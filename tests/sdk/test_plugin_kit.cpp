@@ -1,11 +1,11 @@
 // test_plugin_kit.cpp — the SDK's plugin kits (backend_kit.hpp, comm_kit.hpp, cpu_info.hpp) on
-// their own, through the C tables they fill, with a minimal host table made here: so the test
-// needs nothing of host/ and checks exactly what a third-party plugin gets. What it pins: every
-// exception becomes a status with the right code (sdk::Error keeps its code, std::bad_alloc is
-// RESOURCE_EXHAUSTED, anything else INTERNAL), NULL handles and out-parameters are
-// INVALID_ARGUMENT naming the call, device indices are checked, model_info fills only what the
-// caller's struct_size covers, versions come from PluginInfo and library(), and the CPU is
-// described from one parse.
+// their own (framework_kit.hpp's pieces too), through the C tables they fill, with a minimal host
+// table made here: so the test needs nothing of host/ and checks exactly what a third-party plugin
+// gets. What it pins: every exception becomes a status with the right code (sdk::Error keeps its
+// code, std::bad_alloc is RESOURCE_EXHAUSTED, anything else INTERNAL), NULL handles and
+// out-parameters are INVALID_ARGUMENT naming the call, device indices are checked, model_info fills
+// only what the caller's struct_size covers, versions come from PluginInfo and library(), and the
+// CPU is described from one parse.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -18,6 +18,7 @@
 #include "dlhost/backend_kit.hpp"
 #include "dlhost/comm_kit.hpp"
 #include "dlhost/cpu_kit.hpp"
+#include "dlhost/framework_kit.hpp"
 #include "dlhost/graph_access.hpp"
 #include "dlhost/network_kit.hpp"
 
@@ -915,3 +916,258 @@ TEST(BackendKit, PublishesTheDeviceVirtualsWithCpuDefaults) {
   p->backend->model_destroy(model);
   p->backend->context_destroy(context);
 }
+
+// --- framework_kit.hpp: the glue of a backend over a framework ---------------------------------
+
+namespace {
+
+// ids [3] -> wte (embedding, vocab 5: p0) -> fc (p1 weight, p2 bias) -> head (tied to wte's
+// table p0, its own bias p3) -> cross-entropy against labels [3] of 4 classes... whose logits
+// have 5 (the vocab): the labels' bound is the logits' last dim. Tensors: 0 ids, 1 words, 2 h,
+// 3 logits, 4 labels, 5 loss.
+struct TiedGraph {
+  dlhost_tensor_desc t[6];
+  const dlhost_tensor_desc* tensors[6];
+  dlhost_param_desc p[4];
+  const dlhost_param_desc* params[4];
+  dlhost_embedding_attrs wte_attrs{DLHOST_EMBEDDING_ATTRS_STRUCT_SIZE, 5, 2};
+  int32_t in_ids[1] = {0}, in_fc[1] = {1}, in_head[2] = {2, 1}, in_loss[2] = {3, 4};
+  int32_t wte_params[1] = {0}, fc_params[2] = {1, 2}, head_params[2] = {0, 3};
+  dlhost_node n[4];
+  const dlhost_node* nodes[4];
+  int32_t inputs[2] = {0, 4};
+  dlhost_graph graph = sdk::make_struct<dlhost_graph>(DLHOST_GRAPH_STRUCT_SIZE);
+  TiedGraph() {
+    const char* names[6] = {"ids", "words", "h", "logits", "labels", "loss"};
+    for (int32_t i = 0; i < 6; ++i) {
+      t[i] = sdk::make_struct<dlhost_tensor_desc>(DLHOST_TENSOR_DESC_STRUCT_SIZE);
+      t[i].id = i, t[i].name = names[i], t[i].rank = 2, t[i].dims[0] = 1, t[i].dims[1] = 3;
+      t[i].dtype = i == 0 || i == 4 ? DLHOST_DTYPE_I32 : DLHOST_DTYPE_F32;
+      tensors[i] = &t[i];
+    }
+    t[3].rank = 3, t[3].dims[2] = 5;  // logits [1, 3, vocab]
+    const int32_t owner[4] = {0, 1, 1, 2}, counts[4] = {10, 4, 2, 5};
+    for (int32_t i = 0; i < 4; ++i) {
+      p[i] = sdk::make_struct<dlhost_param_desc>(DLHOST_PARAM_DESC_STRUCT_SIZE);
+      p[i].id = i, p[i].node = owner[i], p[i].count = counts[i];
+      params[i] = &p[i];
+    }
+    const auto node = [](int32_t op, const char* name, int32_t num_in, const int32_t* in,
+                         int32_t out, int32_t num_params, const int32_t* ps, const void* attrs) {
+      auto d = sdk::make_struct<dlhost_node>(DLHOST_NODE_STRUCT_SIZE);
+      d.op = op, d.name = name, d.num_inputs = num_in, d.inputs = in, d.output = out;
+      d.num_params = num_params, d.params = ps, d.attrs = attrs;
+      return d;
+    };
+    n[0] = node(DLHOST_OP_EMBEDDING, "wte", 1, in_ids, 1, 1, wte_params, &wte_attrs);
+    n[1] = node(DLHOST_OP_FC, "fc", 1, in_fc, 2, 2, fc_params, nullptr);
+    n[2] = node(DLHOST_OP_TIED_FC, "head", 2, in_head, 3, 2, head_params, nullptr);
+    n[3] = node(DLHOST_OP_SOFTMAX_CROSS_ENTROPY, "loss", 2, in_loss, 5, 0, nullptr, nullptr);
+    for (int32_t i = 0; i < 4; ++i) nodes[i] = &n[i];
+    graph.num_tensors = 6, graph.tensors = tensors;
+    graph.num_params = 4, graph.params = params;
+    graph.num_nodes = 4, graph.nodes = nodes;
+    graph.num_inputs = 2, graph.inputs = inputs;
+    graph.loss = 5;
+  }
+};
+
+// Layers last to first, each node's own parameters in its order; the tied table (p0, listed by
+// wte and head) once, at wte, its owner: head's bias, fc's weight and bias, then the table.
+TEST(FrameworkKit, ReadyOrderIsLayersLastToFirstWithATiedTableOnceAtItsOwner) {
+  TiedGraph g;
+  const sdk::ParamTable table(g.graph);
+  EXPECT_EQ(table.ready_order(), (std::vector<int32_t>{3, 1, 2, 0}));
+  EXPECT_EQ(table.size(), 4u);
+  EXPECT_EQ(table.count(0), 10);
+}
+
+TEST(FrameworkKit, ParamTableRefusesIdsSizesAndPartsNamingThem) {
+  TiedGraph g;
+  const sdk::ParamTable table(g.graph);
+  const std::string who = std::string(sdk::detail::plugin_name()) + ": ";
+  float data[10] = {};
+  EXPECT_EQ(table.access(3, DLHOST_PARAM_GRAD, data, 20), 3u);
+  EXPECT_EQ(thrown_by([&] { table.index(4); }), who + "no parameter 4 (the graph has 4)");
+  EXPECT_EQ(thrown_by([&] { table.index(-1); }), who + "no parameter -1 (the graph has 4)");
+  EXPECT_EQ(thrown_by([&] { table.access(1, DLHOST_PARAM_VALUE, data, 12); }),
+            who + "parameter 1 takes 16 bytes, got 12");
+  EXPECT_EQ(thrown_by([&] { table.access(1, DLHOST_PARAM_VALUE, nullptr, 16); }),
+            who + "parameter 1 takes 16 bytes, got NULL");
+  EXPECT_EQ(thrown_by([&] { table.access(1, 7, data, 16); }), who + "unknown parameter part 7");
+}
+
+// Notices go out in the ready order whatever order the parameters become final in; finish()
+// sends the rest; without a listener nothing is called.
+TEST(FrameworkKit, GradReadyNoticesKeepTheOrderWhateverFinishesFirst) {
+  TiedGraph g;
+  sdk::GradReadyNotices notices(sdk::ParamTable(g.graph).ready_order());
+  std::vector<int32_t> seen;
+  const dlhost_grad_ready ready{DLHOST_GRAD_READY_STRUCT_SIZE, &seen, [](void* user, int32_t p) {
+                                  static_cast<std::vector<int32_t>*>(user)->push_back(p);
+                                }};
+  notices.begin(&ready);
+  EXPECT_TRUE(notices.listening());
+  notices.final(1);  // fc's weight before head's bias: held back
+  EXPECT_TRUE(seen.empty());
+  notices.final(3);
+  EXPECT_EQ(seen, (std::vector<int32_t>{3, 1}));
+  notices.finish();
+  EXPECT_EQ(seen, (std::vector<int32_t>{3, 1, 2, 0}));
+  seen.clear();
+  notices.begin(nullptr);
+  EXPECT_FALSE(notices.listening());
+  notices.finish();
+  EXPECT_TRUE(seen.empty());
+}
+
+// Labels lie below the logits' classes, token ids below the vocabulary; the message names the
+// input, the id and its position.
+TEST(FrameworkKit, IdInputsAreBoundedByTheirConsumers) {
+  TiedGraph g;
+  g.wte_attrs.vocab = 7;  // the ids' bound; the labels' is the logits' 5
+  const sdk::IdInputs ids(g.graph);
+  EXPECT_TRUE(ids.holds(0));
+  EXPECT_FALSE(ids.holds(1));
+  EXPECT_EQ(ids.limit(0), 7);
+  EXPECT_EQ(ids.limit(4), 5);
+  const int32_t good[3] = {0, 4, 6}, bad[3] = {0, 5, 1}, negative[3] = {2, 1, -1};
+  EXPECT_EQ(thrown_by([&] { ids.check(0, good, 3); }), "<nothing thrown>");
+  EXPECT_EQ(thrown_by([&] { ids.check(4, bad, 3); }),
+            std::string(sdk::detail::plugin_name()) +
+                ": input 'labels': id 5 at position 1 is outside [0, 5)");
+  EXPECT_NE(thrown_by([&] { ids.check(0, negative, 3); }).find("id -1 at position 2"),
+            std::string::npos);
+  EXPECT_EQ(thrown_by([&] { ids.check(1, bad, 3); }), "<nothing thrown>");  // not an id input
+  g.in_ids[0] = 4;  // the labels embedded too, into a vocabulary of 3: the smaller bound holds
+  g.wte_attrs.vocab = 3;
+  EXPECT_EQ(sdk::IdInputs(g.graph).limit(4), 3);
+}
+
+// The mask is a function of (seed, node, step, index) alone: the same seed gives the same mask,
+// another seed or step another; kept elements are scaled by 1/(1-p); a range fill is the whole's.
+TEST(FrameworkKit, DropoutMasksAreDeterministicFromTheSeed) {
+  const size_t n = 4096;
+  const auto mask = [&](uint64_t seed, uint64_t step) {
+    std::vector<float> m(n, -1.0f);
+    sdk::DropoutMask{seed, 3, step, 0.25f}.fill(m.data(), n);
+    return m;
+  };
+  const std::vector<float> a = mask(42, 0);
+  EXPECT_EQ(a, mask(42, 0));
+  EXPECT_NE(a, mask(43, 0));
+  EXPECT_NE(a, mask(42, 1));
+  size_t dropped = 0;
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(a[i] == 0.0f || a[i] == 1.0f / 0.75f) << i << ": " << a[i];
+    EXPECT_EQ(a[i] == 0.0f, !dlhost_dropout_keep(42, 3, 0, i, 0.25f)) << i;
+    dropped += a[i] == 0.0f;
+  }
+  EXPECT_NEAR(double(dropped) / n, 0.25, 0.03);
+  std::vector<float> part(n, -1.0f);
+  const sdk::DropoutMask draw{42, 3, 0, 0.25f};
+  draw.fill(part.data(), 100, 200);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(part[i], i >= 100 && i < 200 ? a[i] : -1.0f) << i;
+  EXPECT_EQ(draw.at(150), a[150]);
+}
+
+TEST(FrameworkKit, HostSettingsAreTypedAndFallBackOnTheContexts) {
+  ASSERT_NE(backend_plugin(), nullptr);  // the host attached
+  const OptionMap set{{"threads", "3"}, {"seed", "7"}, {"precision", "bf16"}, {"fused_step", "1"}};
+  const sdk::HostSettings s =
+      sdk::host_settings(sdk::Options(reinterpret_cast<const dlhost_options*>(&set)));
+  EXPECT_EQ(s.threads, 3);
+  EXPECT_EQ(s.seed, 7);
+  EXPECT_EQ(s.precision, "bf16");
+  EXPECT_TRUE(s.fused_step);
+  const sdk::HostSettings none = sdk::host_settings(sdk::Options(nullptr), s);
+  EXPECT_EQ(none.threads, 3);
+  EXPECT_EQ(none.seed, 7);
+  EXPECT_EQ(none.precision, "bf16");
+  EXPECT_EQ(sdk::host_settings(sdk::Options(nullptr)).seed, 42);  // the runner's default
+  const OptionMap many{{"threads", "5000"}};
+  EXPECT_NE(thrown_by([&] {
+              sdk::host_settings(sdk::Options(reinterpret_cast<const dlhost_options*>(&many)));
+            }).find("option threads=5000 out of range [0, 4096]"),
+            std::string::npos);
+}
+
+// The optimizer kind the capabilities lack is refused naming it, as is a precision; negative
+// settings are INVALID_ARGUMENT.
+TEST(FrameworkKit, CompileRefusesAnOptimizerOrPrecisionTheCapabilitiesLack) {
+  sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);  // SGD only
+  const sdk::HostSettings fp32;
+  const dlhost_optimizer_desc adamw = sdk::adamw_optimizer(0.001f, 0.01f, 1e-8f);
+  const auto code_and_message = [&](const sdk::HostSettings& h, const dlhost_optimizer_desc& o) {
+    try {
+      sdk::check_compile(caps, h, o);
+    } catch (const sdk::Error& e) {
+      return std::to_string(e.code()) + " " + e.what();
+    }
+    return std::string("ok");
+  };
+  const std::string who = std::string(sdk::detail::plugin_name()) + ": ";
+  EXPECT_EQ(code_and_message(fp32, adamw), std::to_string(DLHOST_CODE_UNIMPLEMENTED) + " " + who +
+                                               "optimizer kind 2 (adamw) not supported");
+  EXPECT_EQ(code_and_message(fp32, sdk::sgd_optimizer(0.1f)), "ok");
+  caps.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
+  EXPECT_EQ(code_and_message(fp32, adamw), "ok");
+  dlhost_optimizer_desc unknown = adamw;
+  unknown.kind = 77;
+  EXPECT_NE(code_and_message(fp32, unknown).find("optimizer kind 77 (unknown)"), std::string::npos);
+  sdk::HostSettings bf16;
+  bf16.precision = "bf16";
+  EXPECT_EQ(code_and_message(bf16, adamw), std::to_string(DLHOST_CODE_UNIMPLEMENTED) + " " + who +
+                                               "precision bf16 is not implemented");
+  EXPECT_EQ(code_and_message(fp32, sdk::sgd_optimizer(0.1f, -0.9f)),
+            std::to_string(DLHOST_CODE_INVALID_ARGUMENT) + " " + who +
+                "negative momentum, weight_decay or clip_norm");
+}
+
+// A framework backend: the context keeps its host settings, compile falls back on them, and the
+// kit refuses an optimizer the capabilities lack before compile_graph runs.
+struct KitContext : sdk::FrameworkContext {};
+class KitBackend final : public sdk::FrameworkBackend<KitContext> {
+ public:
+  sdk::Device device(int32_t) const override { return sdk::cpu_device("generic"); }
+  std::string library() const override { return "kit"; }
+  std::unique_ptr<KitContext> open_context(int32_t, const sdk::HostSettings&,
+                                           const sdk::Options&) override {
+    return std::make_unique<KitContext>();
+  }
+  std::unique_ptr<sdk::Model> compile_graph(KitContext&, const dlhost_graph&,
+                                            const dlhost_optimizer_desc&,
+                                            const sdk::HostSettings& host,
+                                            const sdk::Options&) override {
+    compiled_seed = host.seed;
+    return nullptr;
+  }
+  int64_t compiled_seed = -1;
+};
+
+TEST(FrameworkKit, FrameworkBackendHandsTheSettingsToOpenAndCompile) {
+  ASSERT_NE(backend_plugin(), nullptr);  // the host attached
+  KitBackend backend;
+  const OptionMap at_open{{"seed", "9"}, {"threads", "2"}};
+  std::unique_ptr<KitContext> context =
+      backend.open(0, sdk::Options(reinterpret_cast<const dlhost_options*>(&at_open)));
+  ASSERT_NE(context, nullptr);
+  EXPECT_EQ(context->host.seed, 9);
+  EXPECT_EQ(context->host.threads, 2);
+  TiedGraph g;
+  backend.compile(*context, g.graph, sdk::sgd_optimizer(0.1f), sdk::Options(nullptr));
+  EXPECT_EQ(backend.compiled_seed, 9);
+  const OptionMap at_compile{{"seed", "11"}};
+  backend.compile(*context, g.graph, sdk::sgd_optimizer(0.1f),
+                  sdk::Options(reinterpret_cast<const dlhost_options*>(&at_compile)));
+  EXPECT_EQ(backend.compiled_seed, 11);
+  backend.compiled_seed = -1;
+  EXPECT_NE(thrown_by([&] {
+              backend.compile(*context, g.graph, sdk::adamw_optimizer(0.001f, 0.01f, 1e-8f),
+                              sdk::Options(nullptr));
+            }).find("optimizer kind 2 (adamw) not supported"),
+            std::string::npos);
+  EXPECT_EQ(backend.compiled_seed, -1);  // refused before the backend's compile
+}
+
+}  // namespace

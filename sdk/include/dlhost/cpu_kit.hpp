@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "dlhost/backend_kit.hpp"
+#include "dlhost/framework_kit.hpp"  // the ABI arguments' checks
 
 namespace dlhost::sdk {
 
@@ -156,11 +156,7 @@ class CpuModel : public Model {
  protected:
   HostTensor& tensor(int32_t id) { return tensors_.at(static_cast<size_t>(id)); }
   const HostTensor& tensor(int32_t id) const { return tensors_.at(static_cast<size_t>(id)); }
-  HostParam& param(int32_t id) {
-    if (id < 0 || static_cast<size_t>(id) >= params_.size())
-      invalid(who() + "no parameter " + num(id) + " (" + num(int64_t(params_.size())) + ")");
-    return params_[static_cast<size_t>(id)];
-  }
+  HostParam& param(int32_t id) { return params_[param_index(id, params_.size())]; }
   const dlhost_optimizer_desc& optimizer() const { return optimizer_; }
 
   // The start of every backward: gradients are overwritten, not accumulated (dlhost_backend.h),
@@ -201,15 +197,12 @@ class CpuModel : public Model {
   // `data` when it is not NULL and `bytes` is exactly `want`; INVALID_ARGUMENT naming `what`.
   template <class T>
   static T* checked(T* data, size_t bytes, size_t want, const std::string& what) {
-    if (data == nullptr || bytes != want)
-      invalid(who() + what + " takes " + num(int64_t(want)) + " bytes, got " +
-              (data == nullptr ? "NULL" : num(int64_t(bytes))));
+    expect_bytes(what, data != nullptr, bytes, want);
     return data;
   }
   std::vector<float>& part_of(int32_t id, int32_t part) {
     HostParam& p = param(id);
-    if (part != DLHOST_PARAM_VALUE && part != DLHOST_PARAM_GRAD)
-      invalid(who() + "unknown parameter part " + num(part));
+    expect_param_part(part);
     return part == DLHOST_PARAM_VALUE ? p.value : p.grad;
   }
 
