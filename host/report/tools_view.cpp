@@ -445,12 +445,12 @@ void add_notes(Section& s, const HardwareTable& h) {
       std::string cells;
       for (const auto& c : d.cells) cells += (cells.empty() ? "" : ", ") + c;
       list += (list.empty() ? "" : " ") + std::string("\u2020") + std::to_string(k + 1) + " " +
-              d.tool + " (" + cells + "): " + d.text + ".";
+              d.tool + " (" + cells + "): " + d.text + (d.text.back() == '.' ? "" : ".");
     }
     s.paragraph(
         "\u2020 marks a figure whose backend says it is knowingly faster there than the "
-        "framework's "
-        "own users get it (it takes another path than the framework's layers; the record's "
+        "framework's own users get it (it takes another path than the framework's layers; the "
+        "record's "
         "resolved.departures): that gap is the backend's, not the framework's. In the backend's "
         "words, with the size measured and where: " +
         list);
