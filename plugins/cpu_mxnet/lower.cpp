@@ -157,9 +157,9 @@ class Lowering {
             "global average pool: MXNet's mean over H and W, not Gluon's GlobalAvgPool2D (a "
             "Pooling whose oneDNN backward returns a gradient layout that sends the 9 batch norms "
             "after ResNet-56's stage-3 adds to oneDNN's reference kernel): Gluon's ResNet-56 step "
-            "at b32, 1 thread, 355 CPU ms with GlobalAvgPool2D against 209 with the mean (0.59; "
-            "bench/probe/mx_global_pool.py); at b128 the reference batch norm is about 5.3 s of "
-            "Gluon's ~13 s step (DNNL_VERBOSE). Measured 2026-12-06 on a 2-core Xeon with AVX-512 "
+            "at b128, 1 thread, 1878 CPU ms with GlobalAvgPool2D against 885 with the mean "
+            "(0.47; at b32 355 against 209; bench/probe/mx_global_pool.py). Measured 2026-12-06 on "
+            "a 2-core Xeon with AVX-512 "
             "under load (bench/results/2026-12-06-fairness, docs/frameworks.md)");
         return call("mean", {in(0)}, {{"axis", tuple({2, 3})}});
       case DLHOST_OP_LAYER_NORM:
