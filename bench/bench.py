@@ -8,9 +8,12 @@ round) so that slow phases of a shared machine spread over all tools; it measure
 limits (sgemm, triad) and the host's own overhead (the bench_null backend), then prints one table
 and writes bench.json plus the dlhost results (.jsonl) into the output folder.
 
-Every command it starts runs without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (they halve
-OpenBLAS's sgemm on the development machines: 91 against 172-184 GFLOP/s a core; README.md,
-"Machine notes"), dlhost and the peers alike.
+Every command it starts runs without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE as inherited (they
+halve OpenBLAS's sgemm on the development machines: 91 against 172-184 GFLOP/s a core; README.md,
+"Machine notes"), dlhost and the peers alike. A peer's best setup runs under the environment
+`dlhost case-env` gives the dlhost backend of its framework (case_env below: the allocator
+preloaded, OpenBLAS's core, the thread and framework variables, OMP_WAIT_POLICY), the same one
+dlhost's case worker applies to its own cases: no second copy of those settings lives here.
 """
 import argparse
 import datetime
@@ -51,7 +54,8 @@ SHORT = {"dlhost": "dlhost", "torch:best": "pt2", "torch:default": "pt2/d",
          "torch113:best": "pt113", "torch113:default": "pt113/d", "tf:best": "tf",
          "tf:default": "tf/d", "cpu_onednn3": "dnnl3", "cpu_tensorflow": "c_tf", "cpu_libtorch2": "c_pt2",
          "cpu_libtorch": "c_pt113", "cpu_mxnet": "c_mx"}
-TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
+# A peer's framework -> the dlhost backend of that framework, whose case environment it gets.
+PEER_BACKEND = {"torch": "cpu_libtorch2", "torch113": "cpu_libtorch", "tf": "cpu_tensorflow"}
 
 
 def log(msg):
@@ -65,6 +69,36 @@ def base_env():
     return env
 
 
+def case_env(dlhost, backend, threads, settings=()):
+    """The environment a dlhost case of `backend` at `threads` runs under, from `dlhost case-env`
+    (host/run/runtime_settings.cpp: allocator, OPENBLAS_CORETYPE, thread and framework variables,
+    OMP_WAIT_POLICY), applied to base_env() as dlhost applies it: its `set` variables set, its
+    `unset` ones removed. `settings` are further case keys ("allocator=tcmalloc",
+    "omp_wait_policy=passive"), to be given to `dlhost run --set` as well so both sides match.
+    Returns (env, allocator) with allocator case-env's {requested, name, library, skip_reason};
+    exits naming the reason when case-env refuses (a bad key, or an allocator not installed)."""
+    cmd = [dlhost, "case-env", "--set", f"backend={backend}", "--set", f"threads={threads}"]
+    for kv in settings:
+        cmd += ["--set", kv]
+    p = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=60)
+    if p.returncode not in (0, 3) or not p.stdout.strip():
+        sys.exit(f"bench: {' '.join(cmd)} failed (exit {p.returncode}): {p.stderr.strip()}")
+    out = json.loads(p.stdout)
+    if p.returncode == 3:
+        sys.exit(f"bench: {' '.join(cmd)}: {out['allocator']['skip_reason']}")
+    env = base_env()
+    env.update(out["set"])
+    for v in out["unset"]:
+        env.pop(v, None)
+    return env, out["allocator"]
+
+
+def wait_settings(network):
+    """The case keys of a best setup's OpenMP wait: passive for the LSTMs, or everywhere on a
+    shared machine (PASSIVE_ALL); given to case-env and to `dlhost run --set` alike."""
+    return ["omp_wait_policy=passive"] if network.startswith("lstm") or PASSIVE_ALL else []
+
+
 # OMP_WAIT_POLICY=PASSIVE for every tool's best setup: set by main() when the machine is shared
 # (other processes keep the load above the cores: a spinning OpenMP thread then holds a core
 # that its partner waits for, and 2 threads run several times slower than 1).
@@ -72,9 +106,10 @@ PASSIVE_ALL = False
 
 
 def thread_env(env, threads, network):
-    """A careful user's thread settings: every library's variable, and the passive OpenMP wait
-    that PyTorch's LSTM needs on 2 cores (measured at 2 threads: 723 ms a step by default, 316 ms
-    with PASSIVE), or everywhere on a shared machine. dlhost and all peers get the same."""
+    """The thread settings of the machine-limit probes (bench_limits): every library's variable,
+    and the passive OpenMP wait that PyTorch's LSTM needs on 2 cores (measured at 2 threads: 723
+    ms a step by default, 316 ms with PASSIVE), or everywhere on a shared machine. dlhost's cases
+    and the peers' best setups get theirs from `dlhost case-env` (case_env)."""
     env = dict(env)
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[v] = str(threads)
@@ -130,6 +165,7 @@ class Bench:
         self.loads = []
         self.notes = []
         self.seq = {}  # network -> tokens per sample where the bench sets it (TRANSFORMER_CASES)
+        self.allocators = {}  # column -> the allocator its runs got (case-env's, or the record's)
 
     # --- tools ------------------------------------------------------------------------------
     def tools(self):
@@ -164,12 +200,14 @@ class Bench:
                 tools.append((f"{name}:{setup}", [py, os.path.join(PEERS, script)], setup))
         return tools
 
-    def peer_env(self, setup, threads, network):
-        env = base_env()
-        if setup == "best":
-            env = thread_env(env, threads, network)
-            if os.path.exists(TCMALLOC):
-                env["LD_PRELOAD"] = TCMALLOC
+    def peer_env(self, column, setup, threads, network):
+        """A best setup: the case environment of the peer's dlhost backend (case_env); a default
+        setup: the user's environment as it is (less the OpenBLAS variables)."""
+        if setup != "best":
+            return base_env()
+        env, allocator = case_env(self.dlhost, PEER_BACKEND[column.split(":")[0]], threads,
+                                  wait_settings(network))
+        self.allocators[column] = allocator["name"]
         return env
 
     # --- limits -----------------------------------------------------------------------------
@@ -211,13 +249,15 @@ class Bench:
         return rows[0] if rows else None
 
     # --- one case ---------------------------------------------------------------------------
-    def run_dlhost(self, backend, network, batch, threads, env):
+    def run_dlhost(self, backend, network, batch, threads, env, settings=()):
         case = f"{network}.{backend}.b{batch}.t{threads}"
         if self.seq.get(network):  # the case id names the options the include entry sets
             case += f".options=networks_transformer.seq={self.seq[network]}"
         cmd = [self.dlhost, "--plugin-path", self.plugins, "run", self.suite, "--case", case,
                "--set", f"warmup={self.a.warmup}", "--set", f"iterations={self.a.iterations}",
                "-o", self.results]
+        for kv in settings:  # the case keys its peers' case_env got (the worker applies them)
+            cmd += ["--set", kv]
         t0 = time.time()
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=self.a.timeout)
         rec = None
@@ -230,6 +270,7 @@ class Bench:
             why = rec.get("reason") if rec else (p.stderr.strip().splitlines() or ["?"])[-1]
             return {"error": f"dlhost {case}: {why}"}
         tm = rec["timing"]
+        self.allocators[backend] = ((rec.get("environment") or {}).get("allocator") or {}).get("name")
         return {"step_ms_median": tm["step"]["median"], "step_ms": tm["samples"]["step"],
                 "peak_rss_bytes": rec["memory"]["peak_rss_bytes"],
                 "gflops": tm["train_gflops_per_second_est"],
@@ -241,13 +282,14 @@ class Bench:
     def run_tool(self, tool, network, batch, threads):
         column, cmd, setup = tool
         if cmd is None:  # a dlhost backend; `setup` is its name
-            return self.run_dlhost(setup, network, batch, threads,
-                                   thread_env(base_env(), threads, network))
+            return self.run_dlhost(setup, network, batch, threads, base_env(),
+                                   wait_settings(network))
         full = cmd + [network, "--batch", str(batch), "--threads", str(threads),
                       "--warmup", str(self.a.warmup), "--iterations", str(self.a.iterations)]
         if self.seq.get(network):
             full += ["--seq", str(self.seq[network])]
-        return run_json(full, self.peer_env(setup, threads, network), self.a.timeout, cwd=PEERS)
+        return run_json(full, self.peer_env(column, setup, threads, network), self.a.timeout,
+                        cwd=PEERS)
 
     # --- the run ----------------------------------------------------------------------------
     def write_suite(self, batches):
@@ -360,7 +402,8 @@ class Bench:
                        "load_median": statistics.median(self.loads) if self.loads else None,
                        "load_max": max(self.loads, default=None),
                        "dlhost_results": self.results,
-                       "unset_variables": list(DROPPED_VARS)})
+                       "unset_variables": list(DROPPED_VARS),
+                       "allocators": self.allocators})
         path = os.path.join(self.out, "bench.json")
         with open(path, "w") as f:
             json.dump(report, f, indent=1)
@@ -465,13 +508,10 @@ class Bench:
         log("")
         log("fairness: each framework backend / its framework's Python peer (best setup), "
             "median ms per mini-batch; <= 1.10 is the target")
-        # The peers' best setup preloads tcmalloc; dlhost's cases run on glibc's malloc (and
-        # cpu_libtorch2's private namespace could not take a preloaded allocator anyway). Where a
-        # step frees and maps buffers over glibc's mmap threshold (LSTM-32's 164 MB logits) that
-        # alone costs page faults: bench/results/2026-12-05-fairness-quick/README.md.
-        if os.path.exists(TCMALLOC):
-            log("  (peers with tcmalloc preloaded, dlhost's backends with glibc malloc: an allocator "
-                "gap shows on networks with buffers above glibc's mmap threshold, e.g. LSTM-32)")
+        # Both sides' allocator: the peers' from case-env, dlhost's from its records
+        # (environment.allocator; cpu_libtorch2's namespace gets the same one).
+        log("  allocators: " + ", ".join(f"{c} {n}" for c, n in sorted(self.allocators.items())
+                                         if n))
         hdr = f"{'network':12s} {'b':>5s} {'t':>2s} " + " ".join(
             f"{SHORT.get(b, b):>8s} {SHORT.get(p, p):>8s} {'ratio':>6s}" for b, p in pairs)
         log(hdr)

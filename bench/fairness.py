@@ -10,11 +10,15 @@ alternating, and the table of issue 40's two rules.
 
 For every round, network and thread count, each pair runs its two sides back to back (which side
 first alternates with the round and the pair), so a busy phase of the shared machine falls on both
-sides of a ratio alike. Both sides get the same environment: OPENBLAS_CORETYPE and
-OPENBLAS_L2_SIZE unset, OMP/MKL/OPENBLAS_NUM_THREADS = threads, OMP_WAIT_POLICY=PASSIVE (a shared
-machine: bench/README.md) and the allocator of --allocator preloaded (LD_PRELOAD) into the
-dlhost process and the peer alike. cpu_libtorch2's libtorch runs in a dlmopen namespace with its
-own libc, which LD_PRELOAD does not reach: its rows say so (`ns-malloc`).
+sides of a ratio alike. Both sides get the same environment, from one place: the case keys
+`allocator` (--allocator; dlhost's default, tcmalloc where installed, when not given) and
+`omp_wait_policy` (--wait-policy, passive by default: a shared machine, bench/README.md) go to
+`dlhost run --set` for the backend, whose case worker applies host/run/runtime_settings.cpp's
+table to its own process (cpu_libtorch2's dlmopen namespace included), and to `dlhost case-env`
+for the peer, whose environment is exactly what case-env prints for that backend (the allocator
+preloaded, OPENBLAS_CORETYPE, the thread and framework variables). OPENBLAS_L2_SIZE is unset
+for both. Each run's line says which allocator it ran on (the record's environment.allocator,
+case-env's for the peer).
 
 Every run appends one JSON line to OUT/runs.jsonl as it ends; the table (medians over all timed
 steps of all rounds; ratio = backend / peer; rule 1: ratio <= 1.05; rule 2: where ratio < 0.90
@@ -33,19 +37,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import DROPPED_VARS, PEERS, ROOT, base_env, known_items, loadavg, run_json  # noqa: E402
+from bench import (DROPPED_VARS, PEERS, ROOT, base_env, case_env, known_items, loadavg,  # noqa: E402
+                   run_json)
 
-ALLOCATORS = {"system": None,
-              "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-              "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
+ALLOCATORS = ("auto", "system", "tcmalloc", "jemalloc")  # auto: dlhost's default, no key given
 # backend -> (peer label, python relative to the build folder or absolute, peer script)
 PAIRS = {"cpu_libtorch2": ("PyTorch 2.15", "bench-venv/bin/python", "torch_peer.py"),
          "cpu_libtorch": ("PyTorch 1.13", "/usr/bin/python3", "torch_peer.py"),
          "cpu_tensorflow": ("TF 2.21 Keras", "bench-venv/bin/python", "tf_peer.py"),
          "cpu_mxnet": ("MXNet 1.9.1 Gluon", "bench-venv-mxnet/bin/python", "mxnet_peer.py")}
-# The backend whose library lives in its own dlmopen namespace: a preloaded allocator reaches
-# the dlhost process but not the framework's own allocations.
-NAMESPACED = {"cpu_libtorch2"}
 RULE1, RULE2 = 1.05, 0.90
 
 
@@ -53,16 +53,10 @@ def log(msg):
     print(msg, flush=True)
 
 
-def case_env(threads, allocator):
-    env = base_env()
-    for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[v] = str(threads)
-    env["OMP_WAIT_POLICY"] = "PASSIVE"
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("LD_PRELOAD", None)
-    if ALLOCATORS[allocator]:
-        env["LD_PRELOAD"] = ALLOCATORS[allocator]
-    return env
+def settings(a):
+    """The case keys both sides of every pair get: dlhost run --set and dlhost case-env --set."""
+    return (([f"allocator={a.allocator}"] if a.allocator != "auto" else []) +
+            ([f"omp_wait_policy={a.wait_policy}"] if a.wait_policy != "inherit" else []))
 
 
 class Fairness:
@@ -89,11 +83,16 @@ class Fairness:
         return next((s[2] for s in self.a.networks if s[0] == network and len(s) > 2),
                     self.a.iterations)
 
-    def run_dlhost(self, backend, network, batch, threads, env):
+    def run_dlhost(self, backend, network, batch, threads):
+        """The backend's case: dlhost's own process environment, the shared case keys by --set
+        (its case worker applies them: runtime_settings.cpp)."""
         case = f"{network}.{backend}.b{batch}.t{threads}"
         cmd = [self.dlhost, "run", self.suite, "--case", case, "--quiet",
                "--set", f"warmup={self.a.warmup}", "--set", f"iterations={self.iterations(network)}",
                "-o", self.records]
+        for kv in settings(self.a):
+            cmd += ["--set", kv]
+        env = base_env()
         try:
             p = subprocess.run(cmd, env=env, capture_output=True, text=True,
                                timeout=self.a.timeout)
@@ -109,18 +108,28 @@ class Fairness:
             why = rec.get("reason") if rec else (p.stderr.strip().splitlines() or ["?"])[-1]
             return {"error": f"dlhost {case}: {why}"}
         tm = rec["timing"]
+        environment = rec.get("environment") or {}
         return {"step_ms_median": tm["step"]["median"], "step_ms": tm["samples"]["step"],
                 "tool": rec["resolved"].get("library", backend),
-                "peak_rss_bytes": rec["memory"]["peak_rss_bytes"]}
+                "peak_rss_bytes": rec["memory"]["peak_rss_bytes"],
+                "allocator_ran": (environment.get("allocator") or {}).get("name"),
+                "openblas_coretype": (environment.get("variables") or {}).get("OPENBLAS_CORETYPE")}
 
-    def run_peer(self, backend, network, batch, threads, env):
+    def run_peer(self, backend, network, batch, threads):
+        """The framework in its own Python under the environment `dlhost case-env` gives the
+        backend of the pair with the same case keys."""
+        env, allocator = case_env(self.dlhost, backend, threads, settings(self.a))
+        env["TF_CPP_MIN_LOG_LEVEL"] = "2"  # TensorFlow's log lines only, no setting of the step
         _, py, script = PAIRS[backend]
         py = py if os.path.isabs(py) else os.path.join(self.a.venvs, py)
         cmd = [py, os.path.join(PEERS, script), network, "--batch", str(batch), "--threads",
                str(threads), "--warmup", str(self.a.warmup), "--iterations",
                str(self.iterations(network))]
         env = dict(env, DLHOST=self.dlhost)
-        return run_json(cmd, env, self.a.timeout, cwd=PEERS)
+        run = run_json(cmd, env, self.a.timeout, cwd=PEERS)
+        run["allocator_ran"] = allocator["name"]
+        run["openblas_coretype"] = env.get("OPENBLAS_CORETYPE")
+        return run
 
     def main(self):
         a = self.a
@@ -130,9 +139,9 @@ class Fairness:
         isa = sorted(set(w for w in open("/proc/cpuinfo").read().split()
                          if w.startswith("avx512") or w.startswith("amx")))
         log(f"fairness: {cpu}, {os.cpu_count()} cores, {' '.join(isa) or 'no AVX-512'}")
-        log(f"fairness: {', '.join(DROPPED_VARS)} unset for dlhost and the peers alike; "
-            f"OMP_WAIT_POLICY=PASSIVE; allocator {a.allocator} "
-            f"({ALLOCATORS[a.allocator] or 'glibc malloc'}) for both sides")
+        log(f"fairness: {', '.join(DROPPED_VARS)} as inherited dropped; both sides run under "
+            f"the case keys {settings(a) or '(none: dlhost defaults)'}, the backend through "
+            f"`dlhost run --set`, the peer through `dlhost case-env`")
         log(f"fairness: uptime before: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
         done = set()  # runs already in OUT/runs.jsonl (an interrupted run goes on where it was)
         if os.path.exists(self.runs):
@@ -146,7 +155,6 @@ class Fairness:
         for t in a.threads:
             for rnd in range(a.rounds):
                 for n, b, *_ in a.networks:
-                    env = case_env(t, a.allocator)
                     pairs = a.pairs[k % len(a.pairs):] + a.pairs[:k % len(a.pairs)]
                     for j, backend in enumerate(pairs):
                         sides = ["dlhost", "peer"] if (rnd + j + k) % 2 == 0 else ["peer", "dlhost"]
@@ -156,10 +164,10 @@ class Fairness:
                             load = loadavg()
                             t0 = time.time()
                             run = (self.run_dlhost if side == "dlhost" else self.run_peer)(
-                                backend, n, b, t, env)
+                                backend, n, b, t)
                             entry = {"round": rnd + 1, "network": n, "batch": b, "threads": t,
                                      "backend": backend, "side": side,
-                                     "allocator": a.allocator, "load_before": round(load, 2),
+                                     "settings": settings(a), "load_before": round(load, 2),
                                      "load_after": round(loadavg(), 2),
                                      "wall_s": round(time.time() - t0, 1),
                                      "at": datetime.datetime.now(datetime.timezone.utc)
@@ -170,7 +178,8 @@ class Fairness:
                             log(f"  [{rnd + 1}/{a.rounds}] {n} b{b} t{t} {backend:14s} "
                                 f"{side:6s} " + (f"{ms:9.1f} ms" if ms else "error: "
                                                   + str(run.get("error")))
-                                + f"  (load {load:.2f})")
+                                + f"  (load {load:.2f}, malloc {run.get('allocator_ran')}, "
+                                f"OPENBLAS_CORETYPE {run.get('openblas_coretype')})")
                     k += 1
         log(f"fairness: uptime after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
         report(self.runs, os.path.join(a.output, "table.md"))
@@ -204,8 +213,11 @@ def report(runs_path, out_path=None):
                 ratios[p].append(ratio)
                 marks = ("1 ok" if ratio <= RULE1 else "**1 MISS**") + (
                     ", 2: cause?" if ratio < RULE2 else "")
-                if p in NAMESPACED and runs[0].get("allocator") != "system":
-                    marks += ", ns-malloc"
+                ran = {r.get("allocator_ran") for r in runs if r["backend"] == p
+                       and (r["network"], r["batch"], r["threads"]) == (net, batch, t)
+                       and "step_ms" in r}
+                if len(ran) > 1:  # the two sides (or rounds) ran on different allocators
+                    marks += ", malloc " + "/".join(sorted(str(x) for x in ran))
                 cells.append(f"{d:.1f} | {q:.1f} | {ratio:.2f} | {paired} | {marks}")
             else:
                 cells.append(f"{d or '-'} | {q or '-'} | - | {paired} | missing")
@@ -238,7 +250,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=5)
-    ap.add_argument("--allocator", choices=sorted(ALLOCATORS), default="tcmalloc")
+    ap.add_argument("--allocator", choices=ALLOCATORS, default="auto",
+                    help="the case key allocator for both sides (auto: dlhost's default)")
+    ap.add_argument("--wait-policy", choices=("passive", "active", "inherit"), default="passive",
+                    help="the case key omp_wait_policy for both sides (inherit: not given)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
     ap.add_argument("--report-from", default=None, help="print the table of a runs.jsonl")
     a = ap.parse_args()

@@ -12,10 +12,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DLHOST_BUILD:-$root/build}
 cd "$root"
 
-# Debian's packages: PyTorch 1.13 (third peer, /usr/bin/python3), tcmalloc, venv.
+# Debian's packages: PyTorch 1.13 (third peer, /usr/bin/python3), the allocators dlhost's
+# `allocator` key preloads (tcmalloc, jemalloc; `dlhost case-env` gives them to the peers), venv.
 need=()
 dpkg -s python3-torch >/dev/null 2>&1 || need+=(python3-torch)
-dpkg -s libgoogle-perftools4 >/dev/null 2>&1 || need+=(libgoogle-perftools4)
+dpkg -s libtcmalloc-minimal4 >/dev/null 2>&1 || need+=(libtcmalloc-minimal4)
+dpkg -s libjemalloc2 >/dev/null 2>&1 || need+=(libjemalloc2)
 dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv)
 if ((${#need[@]})); then
   echo "run.sh: apt-get install ${need[*]}"

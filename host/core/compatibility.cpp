@@ -190,6 +190,24 @@ bool step_was_fused(uint32_t plugin_minor, bool allowed, const dlhost_model_info
   return info.fused_step != 0;
 }
 
+std::vector<std::string> departures_of(uint32_t plugin_minor, const dlhost_model_info& info) {
+  std::vector<std::string> out;
+  if (plugin_minor < 5 || !DLHOST_HAS_FIELD(&info, dlhost_model_info, departures) ||
+      info.departures == nullptr)
+    return out;
+  const std::string all = info.departures;
+  size_t start = 0;
+  while (start <= all.size()) {
+    size_t end = all.find('\n', start);
+    if (end == std::string::npos) end = all.size();
+    std::string line = all.substr(start, end - start);
+    const size_t first = line.find_first_not_of(" \t\r"), last = line.find_last_not_of(" \t\r");
+    if (first != std::string::npos) out.push_back(line.substr(first, last - first + 1));
+    start = end + 1;
+  }
+  return out;
+}
+
 std::optional<std::string> check_plugin_option(const PluginRegistry& registry,
                                                const std::string& plugin_name,
                                                const std::string& option,

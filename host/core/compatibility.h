@@ -69,6 +69,11 @@ bool fused_step_allowed(uint32_t plugin_minor, const std::string& mode, int64_t 
 // an older plugin, which cannot say, is taken as fused whenever it was allowed.
 bool step_was_fused(uint32_t plugin_minor, bool allowed, const dlhost_model_info& info);
 
+// Where the backend says its model is knowingly faster than the framework's own users get it
+// (model_info's departures, minor 5 or later): one entry a non-blank line; none from an older
+// plugin, which cannot say.
+std::vector<std::string> departures_of(uint32_t plugin_minor, const dlhost_model_info& info);
+
 // Checks one option a suite gives `plugin_name` against every loaded plugin of that name that
 // declares its options (ABI 1.2); nothing when it is fine or no such plugin declares any.
 class PluginRegistry;

@@ -15,7 +15,10 @@
 // Records of one cell and one way of timing are the same case repeated (rounds, --resume, several
 // files): their figure is the median of their medians, with the count. A record that did not end
 // OK never hides an OK one of its cell: the OK figure shows, the other outcome beside it. A figure
-// whose record carries a disturbance warning (other_load, spread) is marked, with a note.
+// whose record carries a disturbance warning (other_load, spread) is marked, with a note. A figure
+// whose backend says it is knowingly faster there than its framework's own users get it (the
+// record's resolved.departures, ABI 1.5 model_info) is marked with a numbered dagger, and the note
+// under the table gives the backend's words: the cause and its measured size (issue 40, rule 2).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -133,6 +136,16 @@ std::vector<std::string> disturbances_of(const Record& r) {
   return out;
 }
 
+// What the backend declared its model does faster than its framework's users get it (ABI 1.5).
+std::vector<std::string> departures_in(const Record& r) {
+  std::vector<std::string> out;
+  const json& declared = member(member(r.data, "resolved"), "departures");
+  if (declared.is_array())
+    for (const auto& d : declared)
+      if (d.is_string() && !d.get<std::string>().empty()) remember(out, d.get<std::string>());
+  return out;
+}
+
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -145,6 +158,7 @@ struct Figure {
   std::vector<double> medians;
   std::vector<std::string> disturbances;  // codes, over the records
   std::vector<std::string> disturbed_at;  // file name:LINE of each disturbed record
+  std::vector<std::string> departures;    // declared by the backend, over the records
   double ms() const { return median_of(medians); }
 };
 
@@ -169,6 +183,7 @@ struct Row {
 struct Grid {
   std::vector<std::string> tools, columns, hardware;
   std::map<std::string, std::string> library;  // tool -> its library, as the record says
+  std::map<std::string, std::string> tool_of;  // column -> its tool
   std::map<std::string, std::vector<Row>> rows;
   std::map<std::tuple<std::string, Row, std::string>, Cell> cells;  // hardware, row, column
   std::map<std::string, std::set<Timing>> timings;                  // hardware -> ways seen
@@ -236,6 +251,7 @@ Grid collect(const EnvironmentGroup& g) {
     const Row row{network(r), batch(r), setting[i]};
     remember(grid.tools, tool);
     remember(grid.columns, column);
+    grid.tool_of[column] = tool;
     remember(grid.hardware, hw);
     remember(grid.rows[hw], row);
     const std::string lib = text_at(r.data, "/backend/device/library");
@@ -250,10 +266,11 @@ Grid collect(const EnvironmentGroup& g) {
     auto f = std::find_if(cell.figures.begin(), cell.figures.end(),
                           [&](const Figure& x) { return x.timing == timing; });
     if (f == cell.figures.end())
-      f = cell.figures.insert(cell.figures.end(), Figure{timing, {}, {}, {}});
+      f = cell.figures.insert(cell.figures.end(), Figure{timing, {}, {}, {}, {}});
     f->medians.push_back(step_median_ms(r));
     const std::vector<std::string> codes = disturbances_of(r);
     for (const auto& c : codes) remember(f->disturbances, c);
+    for (const auto& d : departures_in(r)) remember(f->departures, d);
     // The file's name and line: the Warnings section gives the whole path.
     if (!codes.empty())
       f->disturbed_at.push_back(r.file.substr(r.file.find_last_of('/') + 1) + ":" +
@@ -306,6 +323,21 @@ struct HardwareTable {
   Table table;
   bool repeats = false, setting = false;
   std::vector<std::string> disturbed, hidden_outcomes;
+  // Departures by their mark's number (1 first): the tool, what it declared, the cells marked.
+  struct Departure {
+    std::string tool, text;
+    std::vector<std::string> cells;
+  };
+  std::vector<Departure> departures;
+  // The mark of `text` declared by `tool` at `cell`: a dagger and its number.
+  std::string departure_mark(const std::string& tool, const std::string& text,
+                             const std::string& cell) {
+    auto it = std::find_if(departures.begin(), departures.end(),
+                           [&](const Departure& d) { return d.tool == tool && d.text == text; });
+    if (it == departures.end()) it = departures.insert(departures.end(), Departure{tool, text, {}});
+    remember(it->cells, cell);
+    return " \u2020" + std::to_string(it - departures.begin() + 1);
+  }
 };
 
 HardwareTable hardware_table(const Grid& grid, const std::string& hw) {
@@ -355,6 +387,9 @@ HardwareTable hardware_table(const Grid& grid, const std::string& hw) {
         text += (text.empty() ? "" : " / ") + format_ms(f.ms()) + (&f == best ? " *" : "") +
                 (n > 1 ? " (x" + std::to_string(n) + ")" : "") + timing_label(f.timing, seen) +
                 (f.disturbances.empty() ? "" : " !");
+        for (const auto& d : f.departures)
+          text += out.departure_mark(grid.tool_of.at(column), d,
+                                     row.network + " b" + std::to_string(row.batch));
         out.repeats = out.repeats || n > 1;
         if (!f.disturbances.empty()) {
           std::string codes, at;
@@ -402,6 +437,23 @@ void add_notes(Section& s, const HardwareTable& h) {
         "warns other_load (other processes used the cores) or spread (its step times spread "
         "widely); see Warnings. " +
         list + ".");
+  }
+  if (!h.departures.empty()) {
+    std::string list;
+    for (size_t k = 0; k < h.departures.size(); ++k) {
+      const auto& d = h.departures[k];
+      std::string cells;
+      for (const auto& c : d.cells) cells += (cells.empty() ? "" : ", ") + c;
+      list += (list.empty() ? "" : " ") + std::string("\u2020") + std::to_string(k + 1) + " " +
+              d.tool + " (" + cells + "): " + d.text + (d.text.back() == '.' ? "" : ".");
+    }
+    s.paragraph(
+        "\u2020 marks a figure whose backend says it is knowingly faster there than the "
+        "framework's own users get it (it takes another path than the framework's layers; the "
+        "record's "
+        "resolved.departures): that gap is the backend's, not the framework's. In the backend's "
+        "words, with the size measured and where: " +
+        list);
   }
 }
 

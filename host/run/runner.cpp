@@ -364,6 +364,16 @@ json resolved_json(const Plan& plan, const json& p, const Prepared& m) {
               {"implementation", info.implementation ? info.implementation : ""}};
 }
 
+// resolved.departures (ABI 1.5): where the backend says this model is knowingly faster than the
+// framework's own users get it; the report marks the figure with them. Absent when none.
+void add_departures(json& resolved, const Plan& plan, const Prepared& m) {
+  dlhost_model_info info{};
+  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
+  check_status(plan.backend->table->backend->model_info(m.model.get(), &info), "model_info");
+  const std::vector<std::string> departures = departures_of(plan.backend->speaks_minor, info);
+  if (!departures.empty()) resolved["departures"] = departures;
+}
+
 // Across ranks: a step lasts as long as its slowest rank; the loss is the mean of the ranks'
 // (each over its own shard, so the mean is the loss of the global mini-batch).
 void reduce_over_ranks(Samples& s, DataParallel* dp, int world_size) {
@@ -667,6 +677,7 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   });
   rec["network"] = network_json(plan, *m.graph);
   rec["resolved"] = resolved_json(plan, p, m);
+  add_departures(rec["resolved"], plan, m);
 
   // Data parallelism: the same weights everywhere, gradients averaged every step. The comm
   // starts after compile: a device comm needs the model's stream.

@@ -51,6 +51,10 @@ class Lowering {
   const dlhost_tensor_desc& tensor(int32_t id) const { return *g_.tensors[id]; }
   const dlhost_node& node() const { return *g_.nodes[node_]; }
   int in(int k) const { return p_->tensor_value[size_t(node().inputs[k])]; }
+  // Says once where the lowering takes another path than Gluon's layers and is faster for it.
+  void departure(const std::string& what) {
+    if (p_->departures.find(what + "\n") == std::string::npos) p_->departures += what + "\n";
+  }
   // Checked: absent or truncated attributes are refused naming the node (graph_access.hpp).
   template <class A>
   const A& attrs() const {
@@ -143,6 +147,14 @@ class Lowering {
       case DLHOST_OP_LSTM:
         return lstm();
       case DLHOST_OP_GLOBAL_AVG_POOL:
+        departure(
+            "global average pool: MXNet's mean over H and W, not Gluon's GlobalAvgPool2D (a "
+            "Pooling whose oneDNN backward returns a gradient layout that sends the 9 batch norms "
+            "after ResNet-56's stage-3 adds to oneDNN's reference kernel): Gluon's ResNet-56 step "
+            "at b128, 1 thread, 1878 CPU ms with GlobalAvgPool2D against 885 with the mean "
+            "(0.47; at b32 355 against 209; bench/probe/mx_global_pool.py). Measured 2026-12-06 on "
+            "a 2-core Xeon with AVX-512 "
+            "under load (bench/results/2026-12-06-fairness, docs/frameworks.md)");
         return call("mean", {in(0)}, {{"axis", tuple({2, 3})}});
       case DLHOST_OP_LAYER_NORM:
         return call("LayerNorm", {in(0), param(0), param(1)},

@@ -130,6 +130,7 @@ class MxnetModel final : public sdk::Model {
     i.implementation = implementation_.c_str();
     i.param_bytes = param_bytes() + optimizer_->state_bytes();
     i.workspace_bytes = program_->activation_bytes;
+    i.departures = program_->departures.c_str();
     return i;
   }
   // Parameters, gradients, momentum, inputs, running statistics, masks, and every activation

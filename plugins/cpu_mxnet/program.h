@@ -79,6 +79,9 @@ struct Program {
   std::vector<DropoutMask> masks;
   int loss = -1;                  // value id of the loss
   uint64_t activation_bytes = 0;  // every node output and its gradient, F32
+  // Where the lowering is knowingly faster than Gluon's layers, one a line (ABI 1.5 model_info
+  // departures; docs/frameworks.md).
+  std::string departures;
 };
 
 // The program of `graph`; UNIMPLEMENTED naming the node for what MXNet cannot express.

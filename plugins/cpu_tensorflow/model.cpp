@@ -109,6 +109,7 @@ class TfModel final : public sdk::Model {
                   "(TF_AddGradients), backward publishes them, update = one TF_SessionRun of " +
                       apply);
     for (const std::string& n : lowered_.notes) implementation_ += "; " + n;
+    for (const std::string& d : lowered_.departures) departures_ += d + "\n";
   }
 
   void set_input(int32_t tensor, const void* data, size_t bytes) override {
@@ -253,6 +254,7 @@ class TfModel final : public sdk::Model {
     i.param_bytes = param_bytes_ + update_.state_bytes;
     i.workspace_bytes = workspace_bytes_;
     i.fused_step = fused_;  // one run per step: forward's (ABI 1.5)
+    i.departures = departures_.c_str();
     return i;
   }
 
@@ -340,6 +342,7 @@ class TfModel final : public sdk::Model {
   float loss_ = 0;
   uint64_t param_bytes_ = 0, workspace_bytes_ = 0;
   std::string implementation_;
+  std::string departures_;  // model_info's departures: the lowering's, one a line
 };
 
 }  // namespace

@@ -417,12 +417,14 @@ TEST(AbiFreeze, StructLayoutsAppendedIn1_4) {
             offsetof(dlhost_backend_caps, asynchronous) + 4);
 }
 
-// ABI 1.5: the backend says whether it fused the step (dlhost_model_info.fused_step).
+// ABI 1.5: the backend says whether it fused the step (dlhost_model_info.fused_step) and where
+// it is knowingly faster than its framework's users (departures).
 TEST(AbiFreeze, StructLayoutsAppendedIn1_5) {
   EXPECT_EQ(offsetof(dlhost_model_info, fused_step), 40u);
-  EXPECT_EQ(DLHOST_MODEL_INFO_STRUCT_SIZE, 44u);
+  EXPECT_EQ(offsetof(dlhost_model_info, departures), 48u);
+  EXPECT_EQ(DLHOST_MODEL_INFO_STRUCT_SIZE, 56u);
   EXPECT_EQ(DLHOST_MODEL_INFO_STRUCT_SIZE_1_0, 40u);
-  EXPECT_EQ(sizeof(dlhost_model_info), 48u);
+  EXPECT_EQ(sizeof(dlhost_model_info), 56u);
 }
 
 // A struct from a host or network plugin before 1.4 ends at clip_norm: the C++ layer reads what

@@ -139,6 +139,9 @@ struct ModelInfo {
   // ABI 1.5: the model took the host's fused_step option and does the step's work otherwise than
   // the three calls say (dlhost_model_info.fused_step). False for a model that ignores it.
   bool fused_step = false;
+  // ABI 1.5: where the model is knowingly faster than the framework's own users get it, one a
+  // line (dlhost_model_info.departures); "" when none. Must live as long as the model.
+  const char* departures = "";
 };
 
 // An event on a model's stream (DLHOST_EXT_EVENTS), for a backend whose Backend::

@@ -323,6 +323,7 @@ struct BackendTable {
         out->workspace_bytes = i.workspace_bytes;
       if (DLHOST_HAS_FIELD(out, dlhost_model_info, fused_step))
         out->fused_step = i.fused_step ? 1 : 0;
+      if (DLHOST_HAS_FIELD(out, dlhost_model_info, departures)) out->departures = i.departures;
     });
   }
   static dlhost_status* set_input(dlhost_model* m, int32_t tensor, const void* data, size_t bytes) {

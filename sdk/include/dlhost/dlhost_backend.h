@@ -101,8 +101,15 @@ typedef struct dlhost_model_info {
    * the option given or not. The host reads it only from a plugin built against minor 5 or
    * later; an older plugin given the option is taken as fused. */
   int32_t fused_step;
+  /* 1.5: where this model knowingly takes another path than the framework it lowers to gives
+   * that framework's own users (what its performance guide or its layers do), and is faster for
+   * it: one departure a line, "what: the cause, its measured size and where it was measured".
+   * NULL or "" when none is known. Only departures the compiled graph has (a network without
+   * batch norm has none of batch norm's). The report marks the model's figures with them. The
+   * host reads it only from a plugin built against minor 5 or later. */
+  const char* departures;
 } dlhost_model_info;
-#define DLHOST_MODEL_INFO_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_model_info, fused_step)
+#define DLHOST_MODEL_INFO_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_model_info, departures)
 #define DLHOST_MODEL_INFO_STRUCT_SIZE_1_0 DLHOST_STRUCT_SIZE(dlhost_model_info, workspace_bytes)
 
 typedef enum dlhost_param_part { DLHOST_PARAM_VALUE = 1, DLHOST_PARAM_GRAD = 2 } dlhost_param_part;

@@ -16,6 +16,7 @@
 #include "report/report.h"
 #include "report/views.h"
 #include "test_files.h"
+#include "writer_checks.h"
 
 using namespace dlhost::report;
 namespace fs = std::filesystem;
@@ -460,6 +461,56 @@ TEST(Report, ToolsTableKeysACellOnEverythingThatDiffers) {
             "lenet b16 precision=fp32,30,25,20,28\n"
             "lenet b16 precision=bf16,,,14,\n"
             "\"fcnr b1024 data=synthetic, evaluate=false\",700,,662.9,\n");
+}
+
+// Issue 40, rule 2: where a backend says it is knowingly faster than its framework's own users get
+// it (resolved.departures, ABI 1.5), its figure carries a numbered mark and the note under the
+// table gives the cause in the backend's words; one declaration, one number; the Markdown stays
+// inert whatever the declaration holds.
+TEST(Report, ToolsTableMarksAFigureFasterThanItsFrameworksUsersGetItWithTheCause) {
+  ReportOptions o;
+  o.inputs = {kData + "/tools_departures.jsonl"};
+  const std::string folder = o.folder = fresh_folder("tools_departures");
+  o.gnuplot = "";
+  const Document doc = write_report(o);
+  const Section& s = section(doc, "Tools side by side (E1)");
+  const std::vector<const Table*> tables = tables_of(s);
+  ASSERT_EQ(tables.size(), 3u);  // the libraries, CPU 1 thread, CPU 2 threads
+  for (const Table* t : {tables[1], tables[2]}) {
+    ASSERT_EQ(t->header,
+              (std::vector<std::string>{"network", "batch", "cpu_tensorflow", "cpu_mxnet",
+                                        "cpu_onednn", "fastest", "x fastest"}));
+    ASSERT_EQ(t->rows.size(), 2u);
+    // lenet: no backend declared anything there.
+    EXPECT_EQ(t->rows[1], (std::vector<std::string>{"lenet", "64", "15.00 *", "20.00", "",
+                                                    "cpu_tensorflow", "1.33"}));
+  }
+  EXPECT_EQ(tables[1]->rows[0],
+            (std::vector<std::string>{"resnet56", "128", "900.0 \u20201", "950.0 \u20202",
+                                      "800.0 *", "cpu_onednn", "1.19"}));
+  EXPECT_EQ(tables[2]->rows[0],
+            (std::vector<std::string>{"resnet56", "128", "900.0 \u20201", "950.0 \u20202 \u20203",
+                                      "800.0 *", "cpu_onednn", "1.19"}));
+  const std::string notes = paragraphs_of(s);
+  EXPECT_NE(notes.find("\u2020 marks a figure whose backend says it is knowingly faster there than "
+                       "the framework's own users get it"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("\u20201 cpu_tensorflow (resnet56 b128): batch norm: FusedBatchNormV3, "
+                       "which Keras's layer does not use: 2.0 s against 5.4 s a step."),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("\u20202 cpu_mxnet (resnet56 b128): global average pool: mean, not "
+                       "Gluon's GlobalAvgPool2D: about 5.3 s of Gluon's 13 s step."),
+            std::string::npos)
+      << notes;
+  const std::string md = slurp(folder + "/report.md");
+  EXPECT_EQ(checks::markdown_problem(md, 1 + doc.sections.size()), "") << md;
+  EXPECT_EQ(md.find("<b>"), std::string::npos);
+  EXPECT_NE(md.find("900.0 \u20201"), std::string::npos);
+  const std::string html = slurp(folder + "/report.html");
+  EXPECT_EQ(html.find("<b>x</b>"), std::string::npos);
+  EXPECT_NE(html.find("950.0 \u20202 \u20203"), std::string::npos);
 }
 
 // The paper's figure: a grouped bar chart per hardware, drawn for a run at one thread count (it

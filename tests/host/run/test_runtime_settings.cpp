@@ -175,5 +175,18 @@ TEST(FusedStep, IsWhatA1_5BackendSaysAndWhatWasAllowedForAnOlderOne) {
   EXPECT_FALSE(step_was_fused(4, false, info));
 }
 
+// resolved.departures: the lines a 1.5 backend declares, blanks dropped; nothing from an older one.
+TEST(Departures, AreTheLinesA1_5BackendDeclares) {
+  dlhost_model_info info{};
+  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
+  EXPECT_TRUE(departures_of(5, info).empty());  // NULL: none known
+  info.departures = "batch norm: fused\n\n  global pool: mean \n";
+  EXPECT_EQ(departures_of(5, info),
+            (std::vector<std::string>{"batch norm: fused", "global pool: mean"}));
+  EXPECT_TRUE(departures_of(4, info).empty());  // a 1.4 plugin cannot say
+  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE_1_0;
+  EXPECT_TRUE(departures_of(5, info).empty());  // a struct that does not cover the field
+}
+
 }  // namespace
 }  // namespace dlhost

@@ -11,6 +11,8 @@
 // as MXNet's thread settings are per process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -196,6 +198,26 @@ TEST(cpu_mxnet, PoolingMxnetShapesOtherwiseIsUnimplemented) {
                          "graph has [2, 1, 3, 3]"),
             std::string::npos)
       << message;
+}
+
+// ABI 1.5 departures: cpu_mxnet says it lowers a global average pool as `mean` (faster than
+// Gluon's GlobalAvgPool2D: docs/frameworks.md), and only for a graph that has one.
+TEST(cpu_mxnet, DeclaresItsGlobalPoolAsMeanOnlyWhereTheGraphHasOne) {
+  GraphBuilder b("gap", 2);
+  int32_t x = b.conv2d("conv", b.input("data", DLHOST_DTYPE_F32, {2, 4, 4}), conv(3, 3, 1, 1));
+  x = b.global_avg_pool("gap", x);
+  b.softmax_cross_entropy("loss", b.fc("head", x, fc(3)), b.input("labels", DLHOST_DTYPE_I32, {}));
+  Trainer pooled(b.finish());
+  const dlhost_model_info info = pooled.info();
+  ASSERT_NE(info.departures, nullptr);
+  const std::string declared = info.departures;
+  EXPECT_EQ(declared.rfind("global average pool: MXNet's mean", 0), 0u) << declared;
+  EXPECT_NE(declared.find("GlobalAvgPool2D"), std::string::npos) << declared;
+  EXPECT_NE(declared.find("CPU ms"), std::string::npos) << declared;  // its measured size
+  EXPECT_EQ(std::count(declared.begin(), declared.end(), '\n'), 1) << declared;  // one line
+  Trainer plain(small_cnn());  // batch norm, max pooling: nothing Gluon's layers do otherwise
+  ASSERT_NE(plain.info().departures, nullptr);
+  EXPECT_STREQ(plain.info().departures, "");
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -199,6 +201,27 @@ TEST(cpu_tensorflow, CeilModePoolingThatIsSameUsesTensorFlowsSamePadding) {
   EXPECT_NE(lowered(DLHOST_POOL_MAX, 0).find(same), std::string::npos);
   EXPECT_NE(lowered(DLHOST_POOL_AVG, 0).find(same), std::string::npos);
   EXPECT_EQ(lowered(DLHOST_POOL_AVG, 1).find(same), std::string::npos);
+}
+
+// ABI 1.5 departures: cpu_tensorflow says it runs batch norm fused (Keras 3's layer does not:
+// docs/frameworks.md), with its measured size, and only for a graph that has a batch norm.
+TEST(cpu_tensorflow, DeclaresItsFusedBatchNormOnlyWhereTheGraphHasOne) {
+  const auto declared = [](bool with_bn) {
+    GraphBuilder b("bn", 2);
+    int32_t x = b.conv2d("conv", b.input("data", DLHOST_DTYPE_F32, {2, 4, 4}), conv(3, 3, 1, 1));
+    if (with_bn) x = b.batch_norm("bn", x, bn());
+    b.softmax_cross_entropy("loss", b.fc("head", x, fc(3)),
+                            b.input("labels", DLHOST_DTYPE_I32, {}));
+    Trainer t(b.finish());
+    const dlhost_model_info info = t.info();
+    return std::string(info.departures ? info.departures : "(null)");
+  };
+  const std::string fused = declared(true);
+  EXPECT_EQ(fused.rfind("batch norm: FusedBatchNormV3, which Keras 3's BatchNormalization", 0), 0u)
+      << fused;
+  EXPECT_NE(fused.find("CPU ms"), std::string::npos) << fused;          // its measured size
+  EXPECT_EQ(std::count(fused.begin(), fused.end(), '\n'), 1) << fused;  // one line
+  EXPECT_EQ(declared(false), "");
 }
 
 }  // namespace

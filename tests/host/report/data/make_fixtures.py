@@ -157,3 +157,34 @@ mixed = [
 with open("tools_mixed.jsonl", "w") as f:
     for r in mixed:
         f.write(json.dumps(r) + "\n")
+
+# tools_departures.jsonl: backends that say where they are knowingly faster than their framework's
+# own users get it (resolved.departures, ABI 1.5): cpu_tensorflow's fused batch norm on ResNet-56
+# at 1 and 2 threads (one declaration, one mark), cpu_mxnet's global pool, a declaration full of
+# Markdown's specials, and figures without any. CPU.
+def declared(r, *departures):
+    r["resolved"]["departures"] = list(departures)
+    return r
+
+BN = "batch norm: FusedBatchNormV3, which Keras's layer does not use: 2.0 s against 5.4 s a step"
+POOL = "global average pool: mean, not Gluon's GlobalAvgPool2D: about 5.3 s of Gluon's 13 s step"
+HOSTILE = "<b>x</b> | *y* [z](javascript:q) `w` # 1. & ^ ~"
+departures = []
+for threads in (1, 2):
+    t = "t%d" % threads
+    def fw(backend, network, batch, ms):
+        return tool("%s.%s.b%d.%s" % (network, backend, batch, t), network, backend, batch, ms)
+    for r in (fw("cpu_tensorflow", "resnet56", 128, 900.0), fw("cpu_mxnet", "resnet56", 128, 950.0),
+              fw("cpu_onednn", "resnet56", 128, 800.0), fw("cpu_tensorflow", "lenet", 64, 15.0),
+              fw("cpu_mxnet", "lenet", 64, 20.0)):
+        r["params"]["threads"] = threads
+        r["resolved"].update(threads_requested=threads, threads_used=threads)
+        if r["network"]["name"] == "resnet56":
+            if r["backend"]["name"] == "cpu_tensorflow":
+                declared(r, BN)
+            elif r["backend"]["name"] == "cpu_mxnet":
+                declared(r, POOL, HOSTILE) if threads == 2 else declared(r, POOL)
+        departures.append(r)
+with open("tools_departures.jsonl", "w") as f:
+    for r in departures:
+        f.write(json.dumps(r) + "\n")
