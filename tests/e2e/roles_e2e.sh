@@ -45,6 +45,9 @@ case "$reason" in
   "role ps 0 (pid $(cat "$WORK/killed.pid")) was killed by SIGKILL while the ranks ran; dlhost ended the case") ;;
   *) fail "killed: reason '$reason'" ;;
 esac
+# Ended by the role's death, not at the case's timeout (120 s) that its hung ranks would reach.
+/usr/bin/python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); sys.exit(r["duration_s"] >= r["params"]["timeout"])' \
+  "$WORK/killed.jsonl" || fail "killed: the case ran to its timeout ($(field killed duration_s) s)"
 
 # A scheduler that exits with an error: FAILED, with its code.
 suite failed hang
