@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -32,6 +33,7 @@
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "isolate/case_process.h"
+#include "launch/roles.h"
 #include "run/machine_facts.h"
 #include "run/record.h"
 #include "run/results.h"
@@ -206,6 +208,7 @@ json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const R
   limits.launcher_args = o.launcher_args;
   limits.to_console = [&console](const std::string& line) { console.error(line); };
   limits.show_library_output = spdlog::should_log(spdlog::level::debug);
+  limits.extra_roles = test_extra_roles(std::getenv("DLHOST_TEST_EXTRA_ROLE"));
   return run_case_in_child(job, limits, ctx.environment, &g_interrupted);
 }
 

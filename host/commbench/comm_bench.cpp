@@ -56,7 +56,6 @@
 #include "core/link_profiles.h"
 #include "distributed/control_plane.h"
 #include "distributed/rank_env.h"
-#include "distributed/store_address.h"
 #include "launch/launcher.h"
 #include "launch/process_group.h"
 #include "launch/served_store.h"
@@ -797,9 +796,10 @@ int launch_ranks(const PluginRegistry& registry, const Options& o) {
   std::remove(json_path.c_str());
   int rc = 0;
   try {
-    ServedStore store(
-        hosts ? hosts->parent_address()
-              : choose_store_endpoint(std::getenv("DLHOST_STORE_HOST"), false, {}).address);
+    ServedStore store(hosts ? hosts->parent_address()
+                            : launcher_named(spec.launcher)
+                                  .store_endpoint(std::getenv("DLHOST_STORE_HOST"), false, {})
+                                  .address);
     rc = run_launcher(launcher_command(spec, rank_command(o, json_path, comm, base), host_cores()),
                       o.timeout_s, store.job_environment());
   } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -76,46 +77,70 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node) {
   return counts[static_cast<size_t>(node)];
 }
 
-RankEnv detect_rank_env(const EnvLookup& lookup) {
+std::optional<RankEnv> local_rank_env(const EnvLookup& lookup) {
+  if (lookup("DLHOST_WORLD_SIZE") == nullptr) return std::nullopt;
+  // dlhost's own `launcher: local`: ranks started by dlhost on this node.
   RankEnv e;
-  if (lookup("DLHOST_WORLD_SIZE") != nullptr) {
-    // dlhost's own `launcher: local`: ranks started by dlhost on this node.
-    e.launcher = "local";
-    e.size = get_int(lookup, "DLHOST_WORLD_SIZE", 1);
-    e.rank = get_int(lookup, "DLHOST_RANK", 0);
-    e.local_rank = e.rank;
-    e.local_size = e.size;
-  } else if (lookup("OMPI_COMM_WORLD_SIZE") != nullptr) {
-    e.launcher = "openmpi";
-    e.size = get_int(lookup, "OMPI_COMM_WORLD_SIZE", 1);
-    e.rank = get_int(lookup, "OMPI_COMM_WORLD_RANK", 0);
-    e.local_rank = get_int(lookup, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
-    e.local_size = get_int(lookup, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
-  } else if (lookup("SLURM_PROCID") != nullptr) {
-    // Only srun sets SLURM_PROCID: inside a bare salloc/sbatch shell SLURM_NTASKS describes the
-    // allocation, not this process, and must not make it believe it has peers.
-    e.launcher = "slurm";
-    e.rank = get_int(lookup, "SLURM_PROCID", 0);
-    e.size = get_int(lookup, "SLURM_NTASKS", get_int(lookup, "SLURM_NPROCS", 1));
-    e.local_rank = get_int(lookup, "SLURM_LOCALID", 0);
-    const char* per_node = lookup("SLURM_STEP_TASKS_PER_NODE");
-    if (per_node == nullptr) per_node = lookup("SLURM_TASKS_PER_NODE");
-    e.local_size = per_node != nullptr
-                       ? slurm_tasks_on_node(per_node, get_int(lookup, "SLURM_NODEID", 0))
-                       : e.size;
-  } else if (lookup("PMI_SIZE") != nullptr) {
-    e.launcher = "pmi";
-    e.size = get_int(lookup, "PMI_SIZE", 1);
-    e.rank = get_int(lookup, "PMI_RANK", 0);
-    e.local_rank = get_int(lookup, "MPI_LOCALRANKID", 0);
-    e.local_size = get_int(lookup, "MPI_LOCALNRANKS", e.size);
-  } else if (const char* pmix = lookup("PMIX_RANK")) {
+  e.launcher = "local";
+  e.size = get_int(lookup, "DLHOST_WORLD_SIZE", 1);
+  e.rank = get_int(lookup, "DLHOST_RANK", 0);
+  e.local_rank = e.rank;
+  e.local_size = e.size;
+  check_consistent(e);
+  return e;
+}
+
+std::optional<RankEnv> openmpi_rank_env(const EnvLookup& lookup) {
+  if (lookup("OMPI_COMM_WORLD_SIZE") == nullptr) return std::nullopt;
+  RankEnv e;
+  e.launcher = "openmpi";
+  e.size = get_int(lookup, "OMPI_COMM_WORLD_SIZE", 1);
+  e.rank = get_int(lookup, "OMPI_COMM_WORLD_RANK", 0);
+  e.local_rank = get_int(lookup, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
+  e.local_size = get_int(lookup, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+  check_consistent(e);
+  return e;
+}
+
+std::optional<RankEnv> slurm_rank_env(const EnvLookup& lookup) {
+  // Only srun sets SLURM_PROCID: inside a bare salloc/sbatch shell SLURM_NTASKS describes the
+  // allocation, not this process, and must not make it believe it has peers.
+  if (lookup("SLURM_PROCID") == nullptr) return std::nullopt;
+  RankEnv e;
+  e.launcher = "slurm";
+  e.rank = get_int(lookup, "SLURM_PROCID", 0);
+  e.size = get_int(lookup, "SLURM_NTASKS", get_int(lookup, "SLURM_NPROCS", 1));
+  e.local_rank = get_int(lookup, "SLURM_LOCALID", 0);
+  const char* per_node = lookup("SLURM_STEP_TASKS_PER_NODE");
+  if (per_node == nullptr) per_node = lookup("SLURM_TASKS_PER_NODE");
+  e.local_size = per_node != nullptr
+                     ? slurm_tasks_on_node(per_node, get_int(lookup, "SLURM_NODEID", 0))
+                     : e.size;
+  check_consistent(e);
+  return e;
+}
+
+std::optional<RankEnv> pmi_rank_env(const EnvLookup& lookup) {
+  if (lookup("PMI_SIZE") == nullptr) return std::nullopt;
+  RankEnv e;
+  e.launcher = "pmi";
+  e.size = get_int(lookup, "PMI_SIZE", 1);
+  e.rank = get_int(lookup, "PMI_RANK", 0);
+  e.local_rank = get_int(lookup, "MPI_LOCALRANKID", 0);
+  e.local_size = get_int(lookup, "MPI_LOCALNRANKS", e.size);
+  check_consistent(e);
+  return e;
+}
+
+RankEnv detect_rank_env(const EnvLookup& lookup) {
+  // The precedence of rank_env.h; each launcher of launch/launchers.h names its reader above.
+  for (auto* read : {local_rank_env, openmpi_rank_env, slurm_rank_env, pmi_rank_env})
+    if (std::optional<RankEnv> e = read(lookup)) return *e;
+  if (const char* pmix = lookup("PMIX_RANK"))
     throw std::invalid_argument(std::string("PMIX_RANK=") + pmix +
                                 " is set but no launcher variable gives the world size "
                                 "(OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, PMI_SIZE)");
-  }
-  check_consistent(e);
-  return e;
+  return RankEnv{};
 }
 
 RankEnv detect_rank_env() {

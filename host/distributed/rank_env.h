@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace dlhost {
@@ -34,6 +35,16 @@ using EnvLookup = std::function<const char*(const char*)>;
 // variable that is not a number: std::invalid_argument naming the variable.
 RankEnv detect_rank_env(const EnvLookup& lookup);
 RankEnv detect_rank_env();  // from the process environment
+
+// One launcher's variables each, nullopt when that launcher's marker variable is unset (same
+// errors as above). The launchers of launch/launchers.h each name theirs; detect_rank_env() tries
+// them in the precedence above. Detection stays here, under core, and not in launch/: core's
+// store service (unshared_store_reason) and handles.h read the rank environment, and launch sits
+// above core, so moving it up would make a circle.
+std::optional<RankEnv> local_rank_env(const EnvLookup& lookup);    // DLHOST_WORLD_SIZE
+std::optional<RankEnv> openmpi_rank_env(const EnvLookup& lookup);  // OMPI_COMM_WORLD_SIZE
+std::optional<RankEnv> slurm_rank_env(const EnvLookup& lookup);    // SLURM_PROCID
+std::optional<RankEnv> pmi_rank_env(const EnvLookup& lookup);      // PMI_SIZE
 
 // Makes this process, a rank, die (SIGKILL) with the process that started it: mpirun, Open
 // MPI's orted, srun's step daemon, or dlhost. A launcher killed outright cannot end its ranks,

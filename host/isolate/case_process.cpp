@@ -20,11 +20,11 @@
 
 #include "core/environment.h"
 #include "core/host_api.h"
-#include "distributed/store_address.h"
 #include "isolate/case_output.h"
 #include "isolate/startup_watch.h"
 #include "launch/launcher.h"
 #include "launch/process_group.h"
+#include "launch/roles.h"
 #include "launch/served_store.h"
 #include "launch/test_hosts.h"
 #include "record/record.h"
@@ -90,10 +90,6 @@ std::vector<std::string> case_command(const std::string& exe, const CaseJob& job
   if (ranks <= 1) return worker;
   LaunchSpec spec;
   spec.launcher = case_value<std::string>(p, "launcher");
-  if (spec.launcher == "local")
-    // dlhost starts the ranks itself on this node: for comms that bootstrap through the
-    // rendezvous store alone (MPI needs mpirun or srun to wire its ranks).
-    return {exe, "case-local", std::to_string(ranks), job_to_json(job).dump()};
   spec.ranks = ranks;
   spec.threads = case_value<int64_t>(p, "threads");
   spec.oversubscribe = case_value<bool>(p, "oversubscribe");
@@ -112,9 +108,10 @@ namespace {
 std::string store_address(const CaseJob& job, const CaseLimits& limits,
                           const std::string& parent_address) {
   if (!parent_address.empty()) return parent_address;
-  return choose_store_endpoint(std::getenv("DLHOST_STORE_HOST"),
-                               spans_other_hosts(job.input.params, limits.launcher_args),
-                               case_launcher_args(job.input.params, limits))
+  return launcher_named(case_value<std::string>(job.input.params, "launcher"))
+      .store_endpoint(std::getenv("DLHOST_STORE_HOST"),
+                      spans_other_hosts(job.input.params, limits.launcher_args),
+                      case_launcher_args(job.input.params, limits))
       .address;
 }
 
@@ -123,6 +120,8 @@ struct Outcome {
   bool timed_out = false;
   std::string stalled;         // why the start-up stalled (StartupWatch), when it did
   bool failed_linger = false;  // a rank failed and the launcher did not end the others
+  std::optional<RoleProcesses::Exit> role_failed;  // an extra role's process failed first
+  std::string roles_running;  // the extra roles' processes still running at a timeout
 };
 
 // Whether a rank has said that it failed: its failure line, or rank 0's record of a failure.
@@ -137,7 +136,7 @@ bool rank_failed(const WorkerReports& r) {
 // the start-up stalls (`watch`, multi-rank cases) or when a failed rank's launcher lingers.
 Outcome supervise(ProcessGroup& group, CaseOutput& output, const CaseLimits& limits,
                   Clock::time_point start, volatile const int* interrupted,
-                  const StartupWatch* watch) {
+                  const StartupWatch* watch, RoleProcesses* roles) {
   Outcome o;
   Clock::time_point failed_at = Clock::time_point::max();
   Supervision s;
@@ -148,6 +147,8 @@ Outcome supervise(ProcessGroup& group, CaseOutput& output, const CaseLimits& lim
   s.on_stdout = [&output](const char* data, size_t n) { output.on_stdout(data, n); };
   s.on_stderr = [&output](const char* data, size_t n) { output.on_stderr(data, n); };
   s.should_stop = [&](Clock::time_point now) {
+    // A dead parameter server or scheduler leaves the ranks waiting on it: end the case now.
+    if (roles != nullptr && (o.role_failed = roles->failed())) return true;
     if (watch == nullptr) return false;
     o.stalled = watch->stalled(output.reports, now);
     if (!o.stalled.empty()) return true;
@@ -160,6 +161,7 @@ Outcome supervise(ProcessGroup& group, CaseOutput& output, const CaseLimits& lim
   const GroupOutcome g = group.supervise(s);
   o.status = g.status;
   o.timed_out = g.timed_out;
+  if (roles != nullptr && g.timed_out) o.roles_running = roles->running();
   return o;
 }
 
@@ -204,6 +206,10 @@ std::pair<std::string, std::string> failure(const Outcome& o, const CaseOutput& 
                                             const CaseLimits& limits, int ranks,
                                             const std::string& comm, const RankPlace& place) {
   const WorkerReports& reports = output.reports;
+  // The role's death is the cause of whatever the ranks then said.
+  if (o.role_failed)
+    return {o.role_failed->crashed() ? kStatusCrashed : kStatusFailed,
+            o.role_failed->text() + " while the ranks ran; dlhost ended the case"};
   if (!o.stalled.empty()) return {kStatusFailed, o.stalled};
   auto first_failure = [&]() -> std::pair<std::string, std::string> {
     const json& f = reports.rank_failures.front();
@@ -219,6 +225,7 @@ std::pair<std::string, std::string> failure(const Outcome& o, const CaseOutput& 
     std::string why = buf;
     std::string behind = laggard(reports, ranks, comm, place);
     if (!behind.empty()) why += ": " + behind;
+    if (!o.roles_running.empty()) why += "; extra roles still running: " + o.roles_running;
     // A rank that failed is the cause of the others waiting: named first.
     if (!reports.rank_failures.empty()) {
       auto [status, failed] = first_failure();
@@ -353,6 +360,17 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   SpawnOptions spawn;
   spawn.memory_limit_mb = limits.memory_limit_mb;
   spawn.env = store ? store->job_environment() : nullptr;
+  // The extra roles first, so that the ranks find their servers up; they reach the same store.
+  std::unique_ptr<RoleProcesses> roles;
+  if (!limits.extra_roles.empty()) {
+    try {
+      roles = std::make_unique<RoleProcesses>(limits.extra_roles, spawn.env, limits.kill_grace_s);
+    } catch (const std::exception& e) {
+      return parent_record(job, environment, kStatusFailed,
+                           std::string("cannot start the case's extra roles: ") + e.what(), 0.0,
+                           started_at);
+    }
+  }
   ProcessGroup group(cmd, spawn);
   CaseOutput output(
       limits.to_console
@@ -367,14 +385,21 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
     };
   StartupWatch watch{ranks, case_value<double>(job.input.params, "startup_timeout"), comm, place,
                      Clock::now()};
-  Outcome outcome =
-      supervise(group, output, limits, start, interrupted, ranks > 1 ? &watch : nullptr);
+  Outcome outcome = supervise(group, output, limits, start, interrupted,
+                              ranks > 1 ? &watch : nullptr, roles.get());
+  if (roles) {
+    if (!outcome.role_failed) outcome.role_failed = roles->failed();  // died as the ranks ended
+    roles->end();  // cleaned up like the ranks: SIGTERM, SIGKILL after the grace, reaped
+  }
   output.finish();
   double duration = std::chrono::duration<double>(Clock::now() - start).count();
   json rec = read_record_file(job.record_file);  // read and removed, however the case ended
   if (interrupted != nullptr && *interrupted && !outcome.timed_out) return json();
   if (rec.is_null()) rec = output.reports.record;
-  if (outcome.timed_out || rec.is_null()) {
+  // A failed role ends the case unless the ranks finished first with their result.
+  const bool role_failed =
+      outcome.role_failed && !(rec.is_object() && rec.value("status", "") == kStatusOk);
+  if (outcome.timed_out || rec.is_null() || role_failed) {
     auto [status, why] = failure(outcome, output, limits, ranks, comm, place);
     rec = parent_record(job, environment, status, why, duration, started_at);
   }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "isolate/case_job.h"
+#include "launch/launchers.h"
 
 namespace dlhost {
 
@@ -36,6 +37,11 @@ struct CaseLimits {
   // The libraries' own output (and the launcher's) live on the console, not only in the record's
   // stderr_tail (-v, --log-level debug or trace).
   bool show_library_output = false;
+  // Processes of other roles than the ranks that the case's runtime needs (a parameter server, a
+  // scheduler: launch/launchers.h's RoleSpec), started beside the ranks with the rendezvous
+  // store's variables and ended with them (launch/roles.h). One that fails while the ranks run
+  // ends the case, named: CRASHED when a signal killed it, else FAILED. Empty for today's cases.
+  std::vector<RoleSpec> extra_roles;
 };
 
 // The command that starts the case: the worker itself, or the launcher with one worker per rank.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "dlhost/plugin_kit.hpp"
+#include "launch/launchers.h"
 
 namespace dlhost {
 
@@ -88,7 +89,7 @@ const std::vector<KeySpec>& key_specs() {
     integer("ranks_per_node", true, 0, true, nullptr);
     unset_is(1, "1 rank per test host; otherwise the launcher places the ranks");
     launch_only();
-    choice("launcher", {"mpirun", "srun", "local"});
+    choice("launcher", launcher_names());  // the registry's (launch/launchers.h), mpirun first
     launch_only();
     choice("scaling", {"strong", "weak"});
     boolean("overlap", true);

@@ -11,6 +11,7 @@
 
 #include "data/catalog.h"
 #include "data/error.h"
+#include "launch/launchers.h"
 #include "suite/schema.h"
 
 namespace dlhost {
@@ -19,16 +20,18 @@ using ordered_json = nlohmann::ordered_json;
 
 namespace {
 
-// The launcher may place the ranks on machines other than this one: the case or the command line
-// gives launcher arguments (a hostfile), dlhost runs inside a Slurm job, or the launcher is srun.
-// `launcher: local` starts every rank on this machine itself (it takes no launcher arguments).
+// The launcher may place the ranks on machines other than this one, as its object says
+// (launch/launchers.h): mpirun with launcher arguments (a hostfile; the case's or the command
+// line's) or inside a Slurm job, srun always, `launcher: local` never.
 bool may_leave_this_machine(const ordered_json& params,
                             const std::vector<std::string>& cli_launcher_args) {
-  const std::string launcher = case_value<std::string>(params, "launcher");
-  if (launcher == "local") return false;
+  const Launcher& launcher = launcher_named(case_value<std::string>(params, "launcher"));
   auto args = params.find("launcher_args");
-  return (args != params.end() && args->is_array() && !args->empty()) ||
-         !cli_launcher_args.empty() || std::getenv("SLURM_JOB_ID") != nullptr || launcher == "srun";
+  PlacementFacts facts;
+  facts.launcher_args =
+      (args != params.end() && args->is_array() && !args->empty()) || !cli_launcher_args.empty();
+  facts.slurm_job = std::getenv("SLURM_JOB_ID") != nullptr;
+  return launcher.may_leave_this_machine(facts);
 }
 
 std::string count_of(int64_t n, const char* thing) {

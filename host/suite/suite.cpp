@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "data/file_bytes.h"
+#include "launch/launchers.h"
 
 namespace dlhost {
 namespace {
@@ -1051,10 +1052,15 @@ class Loader {
            "'interconnect: custom' needs link_gbit (bandwidth, Gbit/s) and/or "
            "link_latency_us (one-way latency)");
     const Value* launcher = merged.find("launcher");
-    if (name != "loopback" && launcher && launcher->v != "mpirun")
-      fail(launcher->where, "'interconnect: " + name +
-                                "' runs the ranks on test hosts that mpirun reaches; launcher " +
-                                launcher->v.get<std::string>() + " cannot");
+    if (name != "loopback" && launcher &&
+        !launcher_named(launcher->v.get<std::string>()).reaches_test_hosts()) {
+      std::string reaching;
+      for (const Launcher* l : launchers())
+        if (l->reaches_test_hosts()) reaching += (reaching.empty() ? "" : " or ") + l->name();
+      fail(launcher->where, "'interconnect: " + name + "' runs the ranks on test hosts that " +
+                                reaching + " reaches; launcher " + launcher->v.get<std::string>() +
+                                " cannot");
+    }
   }
 
   // A case without `backend` runs on the usable backend of highest priority (plugin query()).
