@@ -313,6 +313,9 @@ Prepared prepare(const Plan& plan, const json& p, int rank,
       plan.backend->speaks_minor, case_value<std::string>(p, "fused_step"),
       case_value<int64_t>(p, "ranks"), case_value<std::string>(p, "comm"), false);
   if (m.fused_step) opts.values["fused_step"] = "1";
+  // The model is built for the backend's own runtime (ABI 1.5, DLHOST_EXT_TOOL_RUNTIME).
+  if (const std::string comm = case_value<std::string>(p, "comm"); is_tool_runtime(comm))
+    opts.values["tool_runtime"] = comm;
   t = Clock::now();
   m.model = compile_model(*plan.backend, m.context.get(), m.graph->view(), m.optimizer, opts);
   m.compile_ms = ms_since(t);

@@ -47,8 +47,7 @@ std::optional<std::string> tool_runtime_refusal(const LoadedPlugin& backend,
                            : " (it owns: " + std::string(ext->runtimes) + ")");
   StatusPtr why(ext->runtime_query(runtime.c_str()));
   if (why)
-    return "comm '" + runtime + "' cannot run on backend '" + backend.name +
-           "': " + why->message;
+    return "comm '" + runtime + "' cannot run on backend '" + backend.name + "': " + why->message;
   return std::nullopt;
 }
 
@@ -97,9 +96,10 @@ void ToolRuntime::reduce(Samples& s) {
     const size_t timed = std::min(all.size(), s.step.size());
     s.allreduce.assign(all.end() - static_cast<std::ptrdiff_t>(timed), all.end());
   }
-  for (auto* v : {&s.step, &s.forward, &s.backward, &s.update, &s.allreduce, &s.compute,
-                  &s.upload, &s.wall_step, &s.data})
-    if (!v->empty()) control_->all_reduce(v->data(), v->size(), DLHOST_DTYPE_F64, DLHOST_REDUCE_MAX);
+  for (auto* v : {&s.step, &s.forward, &s.backward, &s.update, &s.allreduce, &s.compute, &s.upload,
+                  &s.wall_step, &s.data})
+    if (!v->empty())
+      control_->all_reduce(v->data(), v->size(), DLHOST_DTYPE_F64, DLHOST_REDUCE_MAX);
   if (!s.loss.empty())
     control_->all_reduce(s.loss.data(), s.loss.size(), DLHOST_DTYPE_F64, DLHOST_REDUCE_SUM);
   for (double& l : s.loss) l /= world_.size;

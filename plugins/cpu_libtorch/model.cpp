@@ -37,6 +37,7 @@
 #include "dlhost/graph_access.hpp"
 #include "ops.h"
 #include "optimizer.h"
+#include "tool_runtime.h"
 
 namespace dlhost::cpu_libtorch {
 namespace {
@@ -113,11 +114,11 @@ struct NotifyWhenAccumulated final : torch::autograd::PostAccumulateGradHook {
 };
 #endif
 
-class TorchModel final : public sdk::Model {
+class TorchModel final : public sdk::Model, public RuntimeHost {
  public:
   TorchModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
-             uint64_t seed)
-      : context_(context), seed_(seed) {
+             uint64_t seed, bool plain_autograd)
+      : context_(context), seed_(seed), plain_autograd_(plain_autograd) {
     context_.apply_threads();
     for (int32_t t = 0; t < g.num_tensors; ++t) values_.emplace_back();
     make_inputs(g);
@@ -167,6 +168,8 @@ class TorchModel final : public sdk::Model {
       std::fill(written_.begin(), written_.end(), false);
       for (size_t p = 0; p < params_.size(); ++p)
         if (!writes_own_grad_[p]) params_[p].mutable_grad().zero_();
+      // A tool runtime (tool_runtime.h) arms its gradient hooks for this backward.
+      if (runtime_) runtime_->before_backward(values_[size_t(loss_id_)]);
       values_[size_t(loss_id_)].backward();
       // An op that writes its own gradients but was not reached: the ABI's "overwrites".
       for (size_t p = 0; p < params_.size(); ++p)
@@ -198,6 +201,12 @@ class TorchModel final : public sdk::Model {
   void write_param(int32_t id, int32_t part, const void* data, size_t bytes) override {
     std::memcpy(part_of(id, part, data, bytes), data, bytes);
   }
+
+  std::vector<at::Tensor>& parameters() override { return params_; }
+  void set_runtime(std::unique_ptr<ModelRuntime> runtime) override {
+    runtime_ = std::move(runtime);
+  }
+  ModelRuntime* runtime() const override { return runtime_.get(); }
 
   sdk::ModelInfo info() const override {
     sdk::ModelInfo i;
@@ -259,7 +268,13 @@ class TorchModel final : public sdk::Model {
       bound_ids(n.inputs[1], g.tensors[n.inputs[0]]->dims[g.tensors[n.inputs[0]]->rank - 1]);
     if (n.op == DLHOST_OP_EMBEDDING)
       bound_ids(n.inputs[0], sdk::node_attrs<dlhost_embedding_attrs>(n).vocab);
-    const LowerEnv env{g, params_, seed_, &forward_calls_, &writes_own_grad_, &gradient_written_};
+    // Without the two hooks an FC goes through autograd like every other op.
+    const LowerEnv env{g,
+                       params_,
+                       seed_,
+                       &forward_calls_,
+                       plain_autograd_ ? nullptr : &writes_own_grad_,
+                       plain_autograd_ ? nullptr : &gradient_written_};
     // Only the parameters the node owns: a tied table (ABI 1.4) is listed, and ready, once.
     std::vector<int32_t> owned;
     for (int32_t p = 0; p < n.num_params; ++p)
@@ -314,6 +329,7 @@ class TorchModel final : public sdk::Model {
 
   Context context_;
   uint64_t seed_;
+  bool plain_autograd_;
   uint64_t forward_calls_ = 0;
   Values values_;
   std::vector<int32_t> inputs_;
@@ -333,19 +349,24 @@ class TorchModel final : public sdk::Model {
   std::string implementation_;
   int32_t loss_id_ = -1;
   uint64_t workspace_bytes_ = 0;
+  // Last, so that it goes first: its hooks sit on the parameters' gradient accumulators.
+  std::unique_ptr<ModelRuntime> runtime_;
 };
 
 }  // namespace
 
+RuntimeHost* runtime_host(sdk::Model& model) { return dynamic_cast<TorchModel*>(&model); }
+
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
-                                          const dlhost_optimizer_desc& optimizer, uint64_t seed) {
+                                          const dlhost_optimizer_desc& optimizer, uint64_t seed,
+                                          bool plain_autograd) {
   if (optimizer.kind != DLHOST_OPTIMIZER_SGD && optimizer.kind != DLHOST_OPTIMIZER_ADAMW)
     sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": optimizer kind " +
                        std::to_string(optimizer.kind) + " not supported");
   if (optimizer.momentum < 0 || optimizer.clip_norm < 0 || optimizer.weight_decay < 0)
     sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": negative momentum, weight_decay or clip_norm");
   return with_torch("compile", [&]() -> std::unique_ptr<sdk::Model> {
-    return std::make_unique<TorchModel>(context, graph, optimizer, seed);
+    return std::make_unique<TorchModel>(context, graph, optimizer, seed, plain_autograd);
   });
 }
 

@@ -24,6 +24,7 @@
 
 #include "backend.h"
 #include "dlhost/backend_kit.hpp"
+#include "tool_runtime.h"
 
 namespace dlhost::cpu_libtorch {
 namespace {
@@ -87,6 +88,9 @@ class TorchBackend final : public sdk::Backend<Context> {
     return caps;
   }
 
+  // ABI 1.5: `comm: torch_ddp` (ddp.cpp).
+  void link_extensions(sdk::ExtensionChain& chain) const override { link_tool_runtime(chain); }
+
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
     const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);
     auto context = std::make_unique<Context>();
@@ -105,7 +109,10 @@ class TorchBackend final : public sdk::Backend<Context> {
       sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": precision " + *precision + " (fp32 only)");
     // The compile options are the case's; the context's seed is the fallback.
     const int64_t seed = options.get_int("seed", context.seed);
-    return compile_model(context, graph, optimizer, static_cast<uint64_t>(seed));
+    // A model for `comm: torch_ddp` (ABI 1.5's compile option): DDP's hooks sit on autograd's
+    // gradient accumulation, which an FC writing its own gradients bypasses.
+    const bool tool_runtime = options.get("tool_runtime").has_value();
+    return compile_model(context, graph, optimizer, static_cast<uint64_t>(seed), tool_runtime);
   }
 };
 

@@ -299,7 +299,9 @@ typedef struct dlhost_tensor_read_ext {
  * rendezvous store as for any multi-rank case, and hands each rank's model to the runtime, which
  * makes every step's `update` see gradients averaged over the ranks (synchronous data
  * parallelism), or says otherwise in `mode`. A backend without this extension, or whose
- * `runtime_query` refuses the name, has the case SKIPPED with the reason. */
+ * `runtime_query` refuses the name, has the case SKIPPED with the reason. Such a case's
+ * `compile` gets the host-set option "tool_runtime" = the runtime's name (a model may be built
+ * otherwise for it, e.g. with every gradient through the framework's own autograd hooks). */
 
 /* What a process is to the runtime. Only workers so far (ranks that train); values are
  * allocated here when a runtime with other roles (parameter servers, a scheduler) is backed. */

@@ -57,8 +57,7 @@ TEST(ToolRuntime, ABackendWithoutTheExtensionIsRefusedWithTheReason) {
   FakeBackend b(nullptr);
   const auto why = tool_runtime_refusal(b.plugin, "torch_ddp");
   ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("backend 'fake' does not own it (it has no tool runtime)"),
-            std::string::npos)
+  EXPECT_NE(why->find("backend 'fake' does not own it (it has no tool runtime)"), std::string::npos)
       << *why;
 }
 
