@@ -43,6 +43,7 @@
 #include "suite/schema.h"
 #include "suite/skip.h"
 #include "suite/suite.h"
+#include "suite/tool_runtimes.h"
 
 namespace dlhost {
 
@@ -185,7 +186,8 @@ std::vector<std::string> case_plugin_files(const CaseSpec& c, const RunContext& 
   };
   auto named = [&](const char* key) { return case_value_if<std::string>(c.params, key); };
   if (auto b = named("backend")) add(loaded(DLHOST_PLUGIN_BACKEND, *b));
-  if (auto m = named("comm"); m && *m != "none") add(loaded(DLHOST_PLUGIN_COMM, *m));
+  if (auto m = named("comm"); m && *m != "none" && !is_tool_runtime(*m))
+    add(loaded(DLHOST_PLUGIN_COMM, *m));
   if (auto n = named("network"); n && ctx.networks != nullptr)
     if (const NetworkRef* net = find_network(*ctx.networks, *n)) add(net->plugin);
   return files;

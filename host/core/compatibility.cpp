@@ -172,7 +172,7 @@ void add_precision_options(const nlohmann::ordered_json& params, dlhost_options&
 
 bool is_host_set_option(const std::string& key) {
   return key == "threads" || key == "seed" || key == "precision" || key == "loss_scale" ||
-         key == "fused_step";
+         key == "fused_step" || key == "tool_runtime";
 }
 
 bool fused_step_allowed(uint32_t plugin_minor, const std::string& mode, int64_t world_size,

@@ -34,6 +34,7 @@
 #include "run/machine_facts.h"
 #include "run/matmul_peak.h"
 #include "run/step_loop.h"
+#include "run/tool_runtime.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
 
@@ -169,6 +170,8 @@ Plan resolve(const json& p, const RunContext& ctx) {
   plan.net = find_network(*ctx.networks, network_name);
   if (plan.net == nullptr) throw Skip{"network '" + network_name + "' is not installed here"};
   plan.backend = usable_plugin(ctx, DLHOST_PLUGIN_BACKEND, "backend", backend_name);
+  if (is_tool_runtime(comm_name))
+    if (auto why = tool_runtime_refusal(*plan.backend, comm_name)) throw Skip{*why};
   const dlhost_backend_api* api = plan.backend->table->backend;
   const int32_t devices = api->device_count();
   // The ranks of a node share its devices round-robin, unless the suite names one.
@@ -311,6 +314,9 @@ Prepared prepare(const Plan& plan, const json& p, int rank,
       plan.backend->speaks_minor, case_value<std::string>(p, "fused_step"),
       case_value<int64_t>(p, "ranks"), case_value<std::string>(p, "comm"), false);
   if (m.fused_step) opts.values["fused_step"] = "1";
+  // The model is built for the backend's own runtime (ABI 1.5, DLHOST_EXT_TOOL_RUNTIME).
+  if (const std::string comm = case_value<std::string>(p, "comm"); is_tool_runtime(comm))
+    opts.values["tool_runtime"] = comm;
   t = Clock::now();
   m.model = compile_model(*plan.backend, m.context.get(), m.graph->view(), m.optimizer, opts);
   m.compile_ms = ms_since(t);
@@ -581,6 +587,27 @@ json distributed_json(const Samples& s, const json& p, const Plan& plan, const R
        {{"compute", s.compute}, {"allreduce", s.allreduce}, {"exposed_comm", s.exposed_comm}}}};
 }
 
+// A tool runtime's case: no host comm, buckets or gradient path; its communication time is the
+// runtime's own where it exposes one, else absent with the reason (never 0).
+json tool_runtime_json(const Samples& s, const Plan& plan, const RankEnv& world,
+                       const ToolRuntime& tool) {
+  json d{{"ranks", world.size},
+         {"launcher", world.launcher},
+         {"comm", tool.describe()["runtime"]},
+         {"scaling", plan.weak ? "weak" : "strong"},
+         {"global_batch", plan.global_batch},
+         {"per_rank_batch", plan.batch},
+         {"compute", summary_json(summarize(s.compute))}};
+  d.update(tool.describe());
+  if (tool.has_comm_time()) {
+    d["allreduce"] = summary_json(summarize(s.allreduce));
+    d["samples"] = {{"compute", s.compute}, {"allreduce", s.allreduce}};
+  } else {
+    d["samples"] = {{"compute", s.compute}};
+  }
+  return d;
+}
+
 // Peak over the run: the largest the backend reported after any step, not what it holds now.
 json memory_json(const MemoryFigures& mem, uint64_t backend_bytes) {
   json out{{"peak_rss_bytes", peak_rss_bytes()},
@@ -682,7 +709,14 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   // Data parallelism: the same weights everywhere, gradients averaged every step. The comm
   // starts after compile: a device comm needs the model's stream.
   Distributed d;
-  if (case_value<std::string>(p, "comm") != "none") {
+  std::unique_ptr<ToolRuntime> tool;  // the backend's own runtime (tool_runtime.h)
+  if (const std::string comm = case_value<std::string>(p, "comm"); is_tool_runtime(comm)) {
+    if (ctx.on_stage) ctx.on_stage("comm");
+    tool = std::make_unique<ToolRuntime>(*plan.backend, m.model.get(), world, comm,
+                                         backend_options(p, plan.backend->name),
+                                         case_value_if<double>(p, "startup_timeout").value_or(60));
+    if (ctx.on_stage) ctx.on_stage("ready");
+  } else if (comm != "none") {
     if (ctx.on_stage) ctx.on_stage("comm");
     start_data_parallel(p, ctx, plan, device, m, d);
     if (ctx.on_stage) ctx.on_stage("ready");
@@ -705,6 +739,7 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   check_status(api->memory_in_use(m.model.get(), &backend_bytes), "memory_in_use");
   if (world.rank == 0) dump_params(in.id, api, m.model.get(), *m.graph);
   reduce_over_ranks(s, dp, world.size);
+  if (tool) tool->reduce(s);
 
   rec["timing"] = timing_json(s, params, m, plan, world.size, loop.timer(), feed.get());
   // After the timed steps, so it cannot disturb them; every rank measures its own device, in
@@ -721,6 +756,7 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
       !profile.is_null())
     rec["backward_profile"] = profile;
   if (dp) rec["distributed"] = distributed_json(s, p, plan, world, d);
+  if (tool) rec["distributed"] = tool_runtime_json(s, plan, world, *tool);
   rec["loss"] = loss_json(s);
   rec["memory"] = memory_json(s.memory, backend_bytes);
   if (feed) {
@@ -821,6 +857,8 @@ std::string capability_skip_reason(const PluginRegistry& registry,
   if (backend == nullptr || net == nullptr || !backend->usable) return "";
   const std::string precision = case_value_if<std::string>(params, "precision").value_or("fp32");
   if (auto why = precision_gap(*backend, precision)) return *why;
+  if (auto comm = case_value_if<std::string>(params, "comm"); comm && is_tool_runtime(*comm))
+    if (auto why = tool_runtime_refusal(*backend, *comm)) return *why;
   try {
     dlhost_options net_opts = plugin_options(params, net->plugin->name);
     std::unique_ptr<Graph> graph = build_network(*net->plugin, net->index, 1, &net_opts);

@@ -30,6 +30,7 @@
 
 #include "data/file_bytes.h"
 #include "launch/launchers.h"
+#include "suite/tool_runtimes.h"
 
 namespace dlhost {
 namespace {
@@ -568,12 +569,16 @@ class Loader {
   }
 
   bool installed(const std::string& key, const std::string& name) const {
-    return (key == "comm" && name == "none") || contains(available(key), name);
+    return (key == "comm" && (name == "none" || is_tool_runtime(name))) ||
+           contains(available(key), name);
   }
 
   std::string available_text(const std::string& key) const {
     std::vector<std::string> names = available(key);
-    if (key == "comm") names.insert(names.begin(), "none");
+    if (key == "comm") {
+      names.insert(names.begin(), "none");
+      names.insert(names.end(), tool_runtime_names().begin(), tool_runtime_names().end());
+    }
     return names.empty() ? "none" : join(names);
   }
 

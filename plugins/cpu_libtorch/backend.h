@@ -31,10 +31,13 @@ std::string blas_library();
 // The allocator under ATen's memory: "glibc", "tcmalloc", "jemalloc" (plugin.cpp).
 std::string malloc_library();
 
-// The graph lowered to ATen calls, trained with autograd and torch::optim::SGD.
+// The graph lowered to ATen calls, trained with autograd and torch::optim::SGD. `plain_autograd`:
+// every gradient through autograd's accumulation (no FC writing its own), as a tool runtime's
+// gradient hooks need (tool_runtime.h).
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer,
-                                          const sdk::HostSettings& host);
+                                          const sdk::HostSettings& host,
+                                          bool plain_autograd = false);
 
 }  // namespace dlhost::cpu_libtorch
 

@@ -37,6 +37,7 @@
 #include "dlhost/graph_access.hpp"
 #include "ops.h"
 #include "optimizer.h"
+#include "tool_runtime.h"
 
 namespace dlhost::cpu_libtorch {
 namespace {
@@ -71,11 +72,15 @@ struct NotifyWhenAccumulated final : torch::autograd::PostAccumulateGradHook {
 };
 #endif
 
-class TorchModel final : public sdk::Model {
+class TorchModel final : public sdk::Model, public RuntimeHost {
  public:
   TorchModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
-             const sdk::HostSettings& host)
-      : context_(context), seed_(uint64_t(host.seed)), table_(g), ids_(g) {
+             const sdk::HostSettings& host, bool plain_autograd)
+      : context_(context),
+        seed_(uint64_t(host.seed)),
+        plain_autograd_(plain_autograd),
+        table_(g),
+        ids_(g) {
     context_.apply_threads();
     for (int32_t t = 0; t < g.num_tensors; ++t) values_.emplace_back();
     make_inputs(g);
@@ -122,6 +127,8 @@ class TorchModel final : public sdk::Model {
       std::fill(written_.begin(), written_.end(), false);
       for (size_t p = 0; p < params_.size(); ++p)
         if (!writes_own_grad_[p]) params_[p].mutable_grad().zero_();
+      // A tool runtime (tool_runtime.h) arms its gradient hooks for this backward.
+      if (runtime_) runtime_->before_backward(values_[size_t(loss_id_)]);
       values_[size_t(loss_id_)].backward();
       // An op that writes its own gradients but was not reached: the ABI's "overwrites".
       for (size_t p = 0; p < params_.size(); ++p)
@@ -153,6 +160,12 @@ class TorchModel final : public sdk::Model {
   void write_param(int32_t id, int32_t part, const void* data, size_t bytes) override {
     std::memcpy(part_of(id, part, data, bytes), data, bytes);
   }
+
+  std::vector<at::Tensor>& parameters() override { return params_; }
+  void set_runtime(std::unique_ptr<ModelRuntime> runtime) override {
+    runtime_ = std::move(runtime);
+  }
+  ModelRuntime* runtime() const override { return runtime_.get(); }
 
   sdk::ModelInfo info() const override {
     sdk::ModelInfo i;
@@ -209,7 +222,13 @@ class TorchModel final : public sdk::Model {
   void make_node(const dlhost_graph& g, int32_t k) {
     const dlhost_node& n = *g.nodes[k];
     if (n.op == DLHOST_OP_INPUT) return;
-    const LowerEnv env{g, params_, seed_, &forward_calls_, &writes_own_grad_, &gradient_written_};
+    // Without the two hooks an FC goes through autograd like every other op.
+    const LowerEnv env{g,
+                       params_,
+                       seed_,
+                       &forward_calls_,
+                       plain_autograd_ ? nullptr : &writes_own_grad_,
+                       plain_autograd_ ? nullptr : &gradient_written_};
     steps_.push_back({n.output, lower_node(env, k)});
     const dlhost_tensor_desc& out = *g.tensors[n.output];
     int64_t elements = 1;
@@ -235,6 +254,7 @@ class TorchModel final : public sdk::Model {
 
   Context context_;
   uint64_t seed_;
+  bool plain_autograd_;
   sdk::ParamTable table_;  // id bounds, sizes, the grad-ready order
   sdk::IdInputs ids_;      // labels and token ids, checked at set_input
   uint64_t forward_calls_ = 0;
@@ -258,15 +278,19 @@ class TorchModel final : public sdk::Model {
   std::string implementation_;
   int32_t loss_id_ = -1;
   uint64_t workspace_bytes_ = 0;
+  // Last, so that it goes first: its hooks sit on the parameters' gradient accumulators.
+  std::unique_ptr<ModelRuntime> runtime_;
 };
 
 }  // namespace
 
+RuntimeHost* runtime_host(sdk::Model& model) { return dynamic_cast<TorchModel*>(&model); }
+
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer,
-                                          const sdk::HostSettings& host) {
+                                          const sdk::HostSettings& host, bool plain_autograd) {
   return with_torch("compile", [&]() -> std::unique_ptr<sdk::Model> {
-    return std::make_unique<TorchModel>(context, graph, optimizer, host);
+    return std::make_unique<TorchModel>(context, graph, optimizer, host, plain_autograd);
   });
 }
 

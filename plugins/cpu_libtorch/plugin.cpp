@@ -3,9 +3,9 @@
 // library's version with its oneDNN and BLAS), contexts (threads), compile (on the framework kit,
 // dlhost/framework_kit.hpp: the host-set options, the precision and optimizer refused) and the
 // plugin's identity (from CMake: this source is cpu_libtorch on Debian's libtorch 1.13 and
-// cpu_libtorch2 on the PyPI wheel). Only light torch headers here (threads, build configuration): the model's
-// ATen code is in model.cpp and ops.cpp.
-// Thread-safety: the kit's; the inter-op pool is sized once per process (libtorch allows no more).
+// cpu_libtorch2 on the PyPI wheel). Only light torch headers here (threads, build configuration):
+// the model's ATen code is in model.cpp and ops.cpp. Thread-safety: the kit's; the inter-op pool is
+// sized once per process (libtorch allows no more).
 #include <dlfcn.h>
 
 #include <ATen/Parallel.h>
@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "dlhost/backend_kit.hpp"
+#include "tool_runtime.h"
 
 namespace dlhost::cpu_libtorch {
 namespace {
@@ -88,6 +89,9 @@ class TorchBackend final : public sdk::FrameworkBackend<Context> {
     return caps;
   }
 
+  // ABI 1.5: `comm: torch_ddp` (ddp.cpp).
+  void link_extensions(sdk::ExtensionChain& chain) const override { link_tool_runtime(chain); }
+
   std::unique_ptr<Context> open_context(int32_t, const sdk::HostSettings& host,
                                         const sdk::Options&) override {
     auto context = std::make_unique<Context>();
@@ -100,8 +104,11 @@ class TorchBackend final : public sdk::FrameworkBackend<Context> {
   std::unique_ptr<sdk::Model> compile_graph(Context& context, const dlhost_graph& graph,
                                             const dlhost_optimizer_desc& optimizer,
                                             const sdk::HostSettings& host,
-                                            const sdk::Options&) override {
-    return compile_model(context, graph, optimizer, host);
+                                            const sdk::Options& options) override {
+    // A model for `comm: torch_ddp` (ABI 1.5's compile option): DDP's hooks sit on autograd's
+    // gradient accumulation, which an FC writing its own gradients bypasses.
+    const bool tool_runtime = options.get("tool_runtime").has_value();
+    return compile_model(context, graph, optimizer, host, tool_runtime);
   }
 };
 

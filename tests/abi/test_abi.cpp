@@ -76,6 +76,15 @@ static_assert(align_up(DLHOST_GRAD_READY_STRUCT_SIZE, alignof(dlhost_grad_ready)
 static_assert(align_up(DLHOST_MODEL_INFO_STRUCT_SIZE, alignof(dlhost_model_info)) ==
                   sizeof(dlhost_model_info),
               "DLHOST_MODEL_INFO_STRUCT_SIZE does not name the last field of dlhost_model_info");
+static_assert(align_up(DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE, alignof(dlhost_tool_runtime_args)) ==
+                  sizeof(dlhost_tool_runtime_args),
+              "DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE does not name its last field");
+static_assert(align_up(DLHOST_TOOL_RUNTIME_INFO_STRUCT_SIZE, alignof(dlhost_tool_runtime_info)) ==
+                  sizeof(dlhost_tool_runtime_info),
+              "DLHOST_TOOL_RUNTIME_INFO_STRUCT_SIZE does not name its last field");
+static_assert(align_up(DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE, alignof(dlhost_tool_runtime_ext)) ==
+                  sizeof(dlhost_tool_runtime_ext),
+              "DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE does not name its last field");
 static_assert(align_up(DLHOST_BACKEND_API_STRUCT_SIZE, alignof(dlhost_backend_api)) ==
                   sizeof(dlhost_backend_api),
               "DLHOST_BACKEND_API_STRUCT_SIZE does not name the last field of dlhost_backend_api");
@@ -425,6 +434,35 @@ TEST(AbiFreeze, StructLayoutsAppendedIn1_5) {
   EXPECT_EQ(DLHOST_MODEL_INFO_STRUCT_SIZE, 56u);
   EXPECT_EQ(DLHOST_MODEL_INFO_STRUCT_SIZE_1_0, 40u);
   EXPECT_EQ(sizeof(dlhost_model_info), 56u);
+}
+
+// ABI 1.5: a backend's own distributed runtime (issue 41): a new extension type and three new
+// structs, frozen here as released.
+TEST(AbiFreeze, ToolRuntimeExtensionIn1_5) {
+  EXPECT_EQ(DLHOST_EXT_TOOL_RUNTIME, 10);
+  EXPECT_EQ(DLHOST_RUNTIME_WORKER, 1);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, runtime), 8u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, rank), 16u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, world_size), 20u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, role), 24u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, store_prefix), 32u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, host), 40u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, timeout_ms), 48u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, options), 56u);
+  EXPECT_EQ(DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE, 64u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_info, mode), 8u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_info, library), 16u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_info, comm_time), 24u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_info, no_comm_time), 32u);
+  EXPECT_EQ(DLHOST_TOOL_RUNTIME_INFO_STRUCT_SIZE, 40u);
+  // The extension header every chain entry shares, then the runtime's table.
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, type), offsetof(dlhost_extension, type));
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, next), offsetof(dlhost_extension, next));
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtimes), 24u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_query), 32u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_attach), 40u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_comm_times), 48u);
+  EXPECT_EQ(DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE, 56u);
 }
 
 // A struct from a host or network plugin before 1.4 ends at clip_norm: the C++ layer reads what

@@ -49,7 +49,8 @@ typedef enum dlhost_extension_type {
   DLHOST_EXT_COMM_STREAM = 6,   /* dlhost_comm_stream_ext, in dlhost_comm_init_args.extensions */
   DLHOST_EXT_COMM_GROUP = 7,    /* dlhost_comm_group_ext, in a comm's plugin chain */
   DLHOST_EXT_COMM_ABORT = 8,    /* dlhost_comm_abort_ext, in a comm's plugin chain */
-  DLHOST_EXT_TENSOR_READ = 9    /* dlhost_tensor_read_ext, in a backend's plugin chain (1.3) */
+  DLHOST_EXT_TENSOR_READ = 9,   /* dlhost_tensor_read_ext, in a backend's plugin chain (1.3) */
+  DLHOST_EXT_TOOL_RUNTIME = 10  /* dlhost_tool_runtime_ext, in a backend's plugin chain (1.5) */
 } dlhost_extension_type;
 
 /* ---------------------------------------------------------------------------------------------
@@ -290,6 +291,80 @@ typedef struct dlhost_tensor_read_ext {
   dlhost_status* (*read_tensor)(dlhost_model* model, int32_t tensor, void* data, size_t bytes);
 } dlhost_tensor_read_ext;
 #define DLHOST_TENSOR_READ_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_tensor_read_ext, read_tensor)
+
+/* ---------------------------------------------------------------------------------------------
+ * ABI 1.5: the tool's own distributed runtime (issue 41). A case may name, as its comm, a runtime
+ * a backend owns (`comm: torch_ddp`: PyTorch's DistributedDataParallel over c10d). The host then
+ * starts no comm plugin and does no all-reduce of its own: it launches the ranks and serves the
+ * rendezvous store as for any multi-rank case, and hands each rank's model to the runtime, which
+ * makes every step's `update` see gradients averaged over the ranks (synchronous data
+ * parallelism), or says otherwise in `mode`. A backend without this extension, or whose
+ * `runtime_query` refuses the name, has the case SKIPPED with the reason. Such a case's
+ * `compile` gets the host-set option "tool_runtime" = the runtime's name (a model may be built
+ * otherwise for it, e.g. with every gradient through the framework's own autograd hooks). */
+
+/* What a process is to the runtime. Only workers so far (ranks that train); values are
+ * allocated here when a runtime with other roles (parameter servers, a scheduler) is backed. */
+typedef enum dlhost_runtime_role { DLHOST_RUNTIME_WORKER = 1 } dlhost_runtime_role;
+
+/* Host-owned; borrowed for runtime_attach (the backend copies what it keeps). */
+typedef struct dlhost_tool_runtime_args {
+  size_t struct_size;
+  const char* runtime; /* the case's comm, one of the extension's `runtimes` */
+  int32_t rank;        /* 0 .. world_size - 1: the host's rank (the launcher's) */
+  int32_t world_size;
+  int32_t role; /* dlhost_runtime_role */
+  /* Every store key the runtime sets or reads starts with this (dlhost_host_api.store_set,
+   * store_get: the case's rendezvous store, shared by every rank; a runtime publishes its own
+   * addresses and ports there). Lives for the call. */
+  const char* store_prefix;
+  /* The address this rank's listeners bind and peers reach it at ("127.0.0.1" on one machine,
+   * the test host's address under test hosts). */
+  const char* host;
+  int64_t timeout_ms; /* the longest any wait for a peer may block (the case's startup limit) */
+  const dlhost_options* options; /* the case's options for the backend, as compile had them */
+} dlhost_tool_runtime_args;
+#define DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_tool_runtime_args, options)
+
+/* Filled by the backend into a host-owned struct (the host sets struct_size; the backend fills
+ * only the fields it covers). Strings live as long as the model. */
+typedef struct dlhost_tool_runtime_info {
+  size_t struct_size;
+  const char* mode;    /* "sync" (gradients averaged before every update) or "async" */
+  const char* library; /* e.g. "c10d ProcessGroupGloo (libtorch 2.15.0)" */
+  /* What runtime_comm_times measures, one line; NULL when the runtime does not expose its
+   * communication time, and then `no_comm_time` says why (the host records that reason: a
+   * missing time is never a zero). */
+  const char* comm_time;
+  const char* no_comm_time;
+} dlhost_tool_runtime_info;
+#define DLHOST_TOOL_RUNTIME_INFO_STRUCT_SIZE \
+  DLHOST_STRUCT_SIZE(dlhost_tool_runtime_info, no_comm_time)
+
+typedef struct dlhost_tool_runtime_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_TOOL_RUNTIME */
+  const dlhost_extension* next;
+  /* The runtimes this backend owns, comma-separated ("torch_ddp"); lives as long as the
+   * library. */
+  const char* runtimes;
+  /* NULL when `runtime` can run with this build of the backend; else a status (UNIMPLEMENTED)
+   * whose message says why not, e.g. a library whose version lacks the API. Thread-safe. */
+  dlhost_status* (*runtime_query)(const char* runtime);
+  /* Joins this rank's compiled model to the runtime, after compile and before the first step;
+   * blocks until every rank has joined or args->timeout_ms passes (DEADLINE_EXCEEDED). The
+   * runtime may make the parameters equal on every rank here (rank 0's win). From then on,
+   * backward (or update) communicates. The runtime ends with the model. */
+  dlhost_status* (*runtime_attach)(dlhost_model* model, const dlhost_tool_runtime_args* args,
+                                   dlhost_tool_runtime_info* info);
+  /* The communication time of every step since attach, oldest first, in milliseconds (as
+   * info.comm_time says): writes min(capacity, steps) values to `ms` and the number of steps to
+   * *count. UNIMPLEMENTED when the runtime exposes none. */
+  dlhost_status* (*runtime_comm_times)(dlhost_model* model, double* ms, size_t capacity,
+                                       size_t* count);
+} dlhost_tool_runtime_ext;
+#define DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE \
+  DLHOST_STRUCT_SIZE(dlhost_tool_runtime_ext, runtime_comm_times)
 
 /* Finds the extension of `type` in a chain, or NULL. A reader then checks struct_size against
  * the part it needs. */

@@ -1,0 +1,120 @@
+// tool_runtime.cpp — see tool_runtime.h: a case whose comm is a backend's own runtime.
+#include "run/tool_runtime.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "dlhost/dlhost_device.h"
+
+namespace dlhost {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+const dlhost_tool_runtime_ext* find_ext(const LoadedPlugin& backend) {
+  if (backend.table == nullptr || backend.speaks_minor < 5) return nullptr;
+  // The chain was checked for cycles and length when the plugin loaded (resolve_extensions).
+  const auto* e = reinterpret_cast<const dlhost_tool_runtime_ext*>(
+      dlhost_find_extension(backend.table->extensions, DLHOST_EXT_TOOL_RUNTIME));
+  return e != nullptr && e->struct_size >= DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE ? e : nullptr;
+}
+
+bool owns(const char* runtimes, const std::string& name) {
+  const std::string list = std::string(",") + (runtimes ? runtimes : "") + ",";
+  return list.find("," + name + ",") != std::string::npos;
+}
+
+// Where this rank's runtime listens: loopback when every rank is on this node (no name
+// resolution, no routable interface needed), else this node's name.
+std::string rank_address(const RankEnv& world) {
+  if (world.local_size == world.size) return "127.0.0.1";
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+std::optional<std::string> tool_runtime_refusal(const LoadedPlugin& backend,
+                                                const std::string& runtime) {
+  const dlhost_tool_runtime_ext* ext = find_ext(backend);
+  if (ext == nullptr || !owns(ext->runtimes, runtime))
+    return "comm '" + runtime + "' is a tool's own runtime, and backend '" + backend.name +
+           "' does not own it" +
+           (ext == nullptr ? std::string(" (it has no tool runtime)")
+                           : " (it owns: " + std::string(ext->runtimes) + ")");
+  StatusPtr why(ext->runtime_query(runtime.c_str()));
+  if (why)
+    return "comm '" + runtime + "' cannot run on backend '" + backend.name + "': " + why->message;
+  return std::nullopt;
+}
+
+ToolRuntime::ToolRuntime(const LoadedPlugin& backend, dlhost_model* model, const RankEnv& world,
+                         const std::string& runtime, const dlhost_options& options,
+                         double timeout_s)
+    : ext_(find_ext(backend)), model_(model), world_(world), runtime_(runtime) {
+  if (auto why = tool_runtime_refusal(backend, runtime))
+    throw Error(DLHOST_CODE_UNIMPLEMENTED, *why);
+  const std::string prefix = "dlhost/tool_runtime/" + runtime + "/";
+  const std::string host = rank_address(world);
+  dlhost_tool_runtime_args args{};
+  args.struct_size = DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE;
+  args.runtime = runtime_.c_str();
+  args.rank = world.rank;
+  args.world_size = world.size;
+  args.role = DLHOST_RUNTIME_WORKER;
+  args.store_prefix = prefix.c_str();
+  args.host = host.c_str();
+  args.timeout_ms = static_cast<int64_t>(std::min(timeout_s, 1e9) * 1000.0);
+  args.options = &options;
+  dlhost_tool_runtime_info info{};
+  info.struct_size = DLHOST_TOOL_RUNTIME_INFO_STRUCT_SIZE;
+  check_status(ext_->runtime_attach(model, &args, &info), runtime + ": runtime_attach");
+  mode_ = info.mode ? info.mode : "";
+  library_ = info.library ? info.library : "";
+  if (info.comm_time != nullptr)
+    comm_time_ = info.comm_time;
+  else
+    no_comm_time_ = info.no_comm_time ? info.no_comm_time : "the runtime gave no reason";
+  if (mode_ != "sync" && mode_ != "async")
+    throw Error(DLHOST_CODE_INTERNAL, runtime + ": mode '" + mode_ + "' is neither sync nor async");
+  control_ = store_control_plane(world.rank, world.size, prefix + "control/");
+}
+
+void ToolRuntime::reduce(Samples& s) {
+  s.allreduce.clear();
+  if (comm_time_) {
+    size_t count = 0;
+    check_status(ext_->runtime_comm_times(model_, nullptr, 0, &count), runtime_ + ": comm times");
+    std::vector<double> all(count);
+    check_status(ext_->runtime_comm_times(model_, all.data(), all.size(), &count),
+                 runtime_ + ": comm times");
+    all.resize(std::min(all.size(), count));
+    // The timed steps are the last ones (warm-up steps come first).
+    const size_t timed = std::min(all.size(), s.step.size());
+    s.allreduce.assign(all.end() - static_cast<std::ptrdiff_t>(timed), all.end());
+  }
+  for (auto* v : {&s.step, &s.forward, &s.backward, &s.update, &s.allreduce, &s.compute, &s.upload,
+                  &s.wall_step, &s.data})
+    if (!v->empty())
+      control_->all_reduce(v->data(), v->size(), DLHOST_DTYPE_F64, DLHOST_REDUCE_MAX);
+  if (!s.loss.empty())
+    control_->all_reduce(s.loss.data(), s.loss.size(), DLHOST_DTYPE_F64, DLHOST_REDUCE_SUM);
+  for (double& l : s.loss) l /= world_.size;
+  // No host all-reduce, so no exposed wait of the host's own: the runtime's comm is inside
+  // backward (and `allreduce` above).
+  s.exposed_comm.clear();
+}
+
+json ToolRuntime::describe() const {
+  json d{{"runtime", runtime_}, {"mode", mode_}, {"runtime_library", library_}};
+  if (comm_time_)
+    d["comm_time"] = *comm_time_;
+  else
+    d["comm_time_absent"] = no_comm_time_;
+  return d;
+}
+
+}  // namespace dlhost

@@ -1,0 +1,26 @@
+// tool_runtimes.h — the tools' own distributed runtimes a case may name as its comm besides the
+// comm plugins (issue 41; the case's run is run/tool_runtime.h): each is owned by one backend,
+// which accepts it or has the case SKIPPED. Only runtimes a backend backs are listed.
+#ifndef DLHOST_SUITE_TOOL_RUNTIMES_H
+#define DLHOST_SUITE_TOOL_RUNTIMES_H
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace dlhost {
+
+// "torch_ddp": PyTorch's DistributedDataParallel (c10d's Reducer over Gloo), cpu_libtorch2's.
+inline const std::vector<std::string>& tool_runtime_names() {
+  static const std::vector<std::string> names = {"torch_ddp"};
+  return names;
+}
+
+inline bool is_tool_runtime(const std::string& comm) {
+  const auto& names = tool_runtime_names();
+  return std::find(names.begin(), names.end(), comm) != names.end();
+}
+
+}  // namespace dlhost
+
+#endif  // DLHOST_SUITE_TOOL_RUNTIMES_H
