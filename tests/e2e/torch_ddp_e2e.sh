@@ -82,6 +82,8 @@ if echo "$plugins" | grep -q '^cpu_libtorch '; then
 name: torch_ddp_old
 defaults: {backend: cpu_libtorch, comm: torch_ddp, network: fcnr, launcher: local, ranks: 2,
            warmup: 0, iterations: 1, threads: 1, timeout: 60}
+cases:
+  - {batch: 32}
 YAML
   "$DLHOST" run "$WORK/old.yaml" -o "$WORK/old.jsonl" > /dev/null 2>&1 || true
   /usr/bin/python3 - "$WORK/old.jsonl" <<'PY' || fail "cpu_libtorch + torch_ddp was not SKIPPED with its reason"
@@ -99,6 +101,8 @@ cat > "$WORK/kill.yaml" <<'YAML'
 name: torch_ddp_kill
 defaults: {backend: cpu_libtorch2, comm: torch_ddp, network: lenet, batch: 16, launcher: local,
            ranks: 2, warmup: 0, iterations: 100000, threads: 1, timeout: 120}
+cases:
+  - {lr: 0.1}
 YAML
 "$DLHOST" run "$WORK/kill.yaml" -o "$WORK/kill.jsonl" > "$WORK/kill.txt" 2>&1 &
 run=$!
@@ -139,6 +143,7 @@ left=$(/usr/bin/python3 -c "
 import os, sys
 n = 0
 for pid in filter(str.isdigit, os.listdir('/proc')):
+    if int(pid) == os.getpid(): continue  # this check's own command line names the file
     try: n += sys.argv[1] in open(f'/proc/{pid}/cmdline', 'rb').read().decode(errors='replace')
     except OSError: pass
 print(n)" "$WORK/kill.yaml")
