@@ -16,6 +16,8 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "core/environment.h"
@@ -307,6 +309,30 @@ void finish_record(json& rec, const TestHosts* hosts, const std::string& tail) {
         tail.size() > kStderrTailBytes ? tail.substr(tail.size() - kStderrTailBytes) : tail;
 }
 
+// The rendezvous store of a case of several ranks (none for one rank); what stops it is thrown,
+// worded for the case's FAILED record.
+std::unique_ptr<ServedStore> serve_store(const CaseJob& job, const CaseLimits& limits, int ranks,
+                                         const TestHosts* hosts) {
+  if (ranks <= 1) return nullptr;
+  try {
+    return std::make_unique<ServedStore>(
+        store_address(job, limits, hosts ? hosts->parent_address() : std::string()));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("cannot start the rendezvous store: ") + e.what());
+  }
+}
+
+// The case's extra roles (none for most cases), started before its ranks so that the ranks find
+// their servers up; they reach the same store. What stops them is thrown, worded as above.
+std::unique_ptr<RoleProcesses> start_extra_roles(const CaseLimits& limits, char* const* env) {
+  if (limits.extra_roles.empty()) return nullptr;
+  try {
+    return std::make_unique<RoleProcesses>(limits.extra_roles, env, limits.kill_grace_s);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("cannot start the case's extra roles: ") + e.what());
+  }
+}
+
 // The record file of a case that names none: in the temporary folder, per dlhost and case.
 std::string fresh_record_file() {
   static int cases = 0;
@@ -347,29 +373,15 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
                          e.what(), 0.0, started_at);
   }
   std::unique_ptr<ServedStore> store;
-  if (ranks > 1) {
-    try {
-      store = std::make_unique<ServedStore>(
-          store_address(job, limits, hosts ? hosts->parent_address() : std::string()));
-    } catch (const std::exception& e) {
-      return parent_record(job, environment, kStatusFailed,
-                           std::string("cannot start the rendezvous store: ") + e.what(), 0.0,
-                           started_at);
-    }
-  }
+  std::unique_ptr<RoleProcesses> roles;
   SpawnOptions spawn;
   spawn.memory_limit_mb = limits.memory_limit_mb;
-  spawn.env = store ? store->job_environment() : nullptr;
-  // The extra roles first, so that the ranks find their servers up; they reach the same store.
-  std::unique_ptr<RoleProcesses> roles;
-  if (!limits.extra_roles.empty()) {
-    try {
-      roles = std::make_unique<RoleProcesses>(limits.extra_roles, spawn.env, limits.kill_grace_s);
-    } catch (const std::exception& e) {
-      return parent_record(job, environment, kStatusFailed,
-                           std::string("cannot start the case's extra roles: ") + e.what(), 0.0,
-                           started_at);
-    }
+  try {
+    store = serve_store(job, limits, ranks, hosts.get());
+    spawn.env = store ? store->job_environment() : nullptr;
+    roles = start_extra_roles(limits, spawn.env);
+  } catch (const std::exception& e) {
+    return parent_record(job, environment, kStatusFailed, e.what(), 0.0, started_at);
   }
   ProcessGroup group(cmd, spawn);
   CaseOutput output(
