@@ -62,11 +62,9 @@ int64_t integer(const json& j, const char* key, int64_t fallback) {
   return v.is_number_integer() ? v.get<int64_t>() : fallback;
 }
 
-std::vector<Warning> spread_warning(const json& timing, const WarningThresholds& t) {
-  const json& samples = member(member(timing, "samples"), "step");
-  if (!samples.is_array() || samples.size() < static_cast<size_t>(t.spread_min_iterations))
-    return {};
-  std::vector<double> steps = samples.get<std::vector<double>>();
+std::vector<Warning> spread_warning(const record::Timing& timing, const WarningThresholds& t) {
+  const std::vector<double>& steps = timing.samples.step;
+  if (steps.size() < static_cast<size_t>(t.spread_min_iterations)) return {};
   double median = percentile(steps, 50);
   if (median <= 0) return {};
   double spread = (percentile(steps, 75) - percentile(steps, 25)) / median;
@@ -81,7 +79,8 @@ std::vector<Warning> spread_warning(const json& timing, const WarningThresholds&
 
 std::vector<Warning> threads_warning(const json& record) {
   const json& params = member(record, "params");
-  int64_t threads = integer(member(record, "resolved"), "threads_used", 0);
+  const std::optional<record::Resolved> resolved = record::read_resolved(record);
+  int64_t threads = resolved ? resolved->threads_used : 0;
   if (threads <= 0) threads = integer(params, "threads", 0);
   // Ranks share a node's cores; ranks_per_node says how many do when the case spans nodes.
   int64_t ranks = integer(params, "ranks_per_node", integer(params, "ranks", 1));
@@ -171,22 +170,20 @@ std::vector<Warning> environment_warnings(const json& environment, const Warning
 // from DLHOST_PLUGIN_BUILD_SYMBOL): a vendor's first build with no CMAKE_BUILD_TYPE is -O0 and
 // an order of magnitude slower, which nothing else in the record shows.
 std::vector<Warning> plugin_build_warning(const json& record) {
-  const json& build = member(member(record, "backend"), "build");
-  const json& optimized = member(build, "optimized");
-  if (!optimized.is_boolean() || optimized.get<bool>()) return {};
-  auto text = [](const json& j) { return j.is_string() ? j.get<std::string>() : std::string("?"); };
-  return {{kWarnPluginDebugBuild,
-           "backend plugin '" + text(member(member(record, "backend"), "name")) +
-               "' was compiled without optimisation (" + text(member(build, "text")) +
-               "): its times are not benchmark numbers (rebuild it with "
-               "-DCMAKE_BUILD_TYPE=Release)"}};
+  const std::optional<record::Backend> backend = record::read_backend(record);
+  if (!backend || !backend->build || backend->build->optimized) return {};
+  return {{kWarnPluginDebugBuild, "backend plugin '" + backend->name +
+                                      "' was compiled without optimisation (" +
+                                      backend->build->text +
+                                      "): its times are not benchmark numbers (rebuild it with "
+                                      "-DCMAKE_BUILD_TYPE=Release)"}};
 }
 
 std::vector<Warning> case_warnings(const json& record, const CaseLoad& load,
                                    const WarningThresholds& t) {
-  const json& timing = member(record, "timing");
-  if (!timing.is_object()) return {};
-  std::vector<Warning> out = spread_warning(timing, t);
+  const std::optional<record::Timing> timing = record::read_timing(record, true);
+  if (!timing) return {};
+  std::vector<Warning> out = spread_warning(*timing, t);
   append(out, threads_warning(record));
   append(out, load_warning(load, t));
   append(out, plugin_build_warning(record));
@@ -195,12 +192,10 @@ std::vector<Warning> case_warnings(const json& record, const CaseLoad& load,
 }
 
 json warnings_json(const json& record, const CaseLoad& load, const WarningThresholds& t) {
-  json out = json::array();
-  if (!member(record, "timing").is_object()) return out;
+  if (!record::block_of(record, "timing")) return json::array();
   std::vector<Warning> all = environment_warnings(member(record, "environment"), t);
   append(all, case_warnings(record, load, t));
-  for (const auto& w : all) out.push_back(json{{"code", w.code}, {"message", w.message}});
-  return out;
+  return record::to_json(all);
 }
 
 }  // namespace dlhost

@@ -12,11 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "record/blocks.h"
+
 namespace dlhost {
 
-struct Warning {
-  std::string code, message;
-};
+// {code, message}: the record's `warnings` items (record/blocks.h writes and reads them).
+using Warning = record::Warning;
 
 // The one place the warning thresholds are set (docs/report.md, "Warnings").
 struct WarningThresholds {

@@ -77,60 +77,89 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node) {
   return counts[static_cast<size_t>(node)];
 }
 
-std::optional<RankEnv> local_rank_env(const EnvLookup& lookup) {
-  if (lookup("DLHOST_WORLD_SIZE") == nullptr) return std::nullopt;
-  // dlhost's own `launcher: local`: ranks started by dlhost on this node.
-  RankEnv e;
-  e.launcher = "local";
-  e.size = get_int(lookup, "DLHOST_WORLD_SIZE", 1);
-  e.rank = get_int(lookup, "DLHOST_RANK", 0);
-  e.local_rank = e.rank;
-  e.local_size = e.size;
-  check_consistent(e);
-  return e;
-}
+namespace {
 
-std::optional<RankEnv> openmpi_rank_env(const EnvLookup& lookup) {
-  if (lookup("OMPI_COMM_WORLD_SIZE") == nullptr) return std::nullopt;
-  RankEnv e;
-  e.launcher = "openmpi";
-  e.size = get_int(lookup, "OMPI_COMM_WORLD_SIZE", 1);
-  e.rank = get_int(lookup, "OMPI_COMM_WORLD_RANK", 0);
-  e.local_rank = get_int(lookup, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
-  e.local_size = get_int(lookup, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
-  check_consistent(e);
-  return e;
-}
+// Where a launcher's rank learns the local size when no variable of the launcher gives it.
+enum class LocalSizeElse {
+  one,                   // the rank is alone on its node
+  world,                 // every rank is on this node
+  slurm_tasks_per_node,  // Slurm's per-node task list at SLURM_NODEID, else the world
+};
 
-std::optional<RankEnv> slurm_rank_env(const EnvLookup& lookup) {
-  // Only srun sets SLURM_PROCID: inside a bare salloc/sbatch shell SLURM_NTASKS describes the
-  // allocation, not this process, and must not make it believe it has peers.
-  if (lookup("SLURM_PROCID") == nullptr) return std::nullopt;
-  RankEnv e;
-  e.launcher = "slurm";
-  e.rank = get_int(lookup, "SLURM_PROCID", 0);
-  e.size = get_int(lookup, "SLURM_NTASKS", get_int(lookup, "SLURM_NPROCS", 1));
-  e.local_rank = get_int(lookup, "SLURM_LOCALID", 0);
+// How one launcher tells a process where it is in the world: one row per launcher.
+struct LauncherVars {
+  const char* launcher;  // RankEnv::launcher
+  const char* marker;    // set by this launcher alone: unset, the process is not its rank
+  const char* size;      // the world size; unset, `size_else`, unset 1
+  const char* size_else;
+  const char* rank;
+  const char* local_rank;  // nullptr: the rank (dlhost starts every rank on this node)
+  const char* local_size;  // nullptr or unset: `local_size_else`
+  LocalSizeElse local_size_else;
+};
+
+// dlhost's own `launcher: local`: ranks started by dlhost on this node.
+constexpr LauncherVars kLocal{"local", "DLHOST_WORLD_SIZE", "DLHOST_WORLD_SIZE",
+                              nullptr, "DLHOST_RANK",       nullptr,
+                              nullptr, LocalSizeElse::world};
+constexpr LauncherVars kOpenMpi{"openmpi",
+                                "OMPI_COMM_WORLD_SIZE",
+                                "OMPI_COMM_WORLD_SIZE",
+                                nullptr,
+                                "OMPI_COMM_WORLD_RANK",
+                                "OMPI_COMM_WORLD_LOCAL_RANK",
+                                "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                LocalSizeElse::one};
+// Only srun sets SLURM_PROCID: inside a bare salloc/sbatch shell SLURM_NTASKS describes the
+// allocation, not this process, and must not make it believe it has peers.
+constexpr LauncherVars kSlurm{
+    "slurm",        "SLURM_PROCID",  "SLURM_NTASKS", "SLURM_NPROCS",
+    "SLURM_PROCID", "SLURM_LOCALID", nullptr,        LocalSizeElse::slurm_tasks_per_node};
+constexpr LauncherVars kPmi{"pmi",      "PMI_SIZE",        "PMI_SIZE",        nullptr,
+                            "PMI_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", LocalSizeElse::world};
+
+int local_size_else(const LauncherVars& v, const EnvLookup& lookup, const RankEnv& e) {
+  switch (v.local_size_else) {
+    case LocalSizeElse::one:
+      return 1;
+    case LocalSizeElse::world:
+      return e.size;
+    case LocalSizeElse::slurm_tasks_per_node:
+      break;
+  }
   const char* per_node = lookup("SLURM_STEP_TASKS_PER_NODE");
   if (per_node == nullptr) per_node = lookup("SLURM_TASKS_PER_NODE");
-  e.local_size = per_node != nullptr
-                     ? slurm_tasks_on_node(per_node, get_int(lookup, "SLURM_NODEID", 0))
-                     : e.size;
+  return per_node != nullptr ? slurm_tasks_on_node(per_node, get_int(lookup, "SLURM_NODEID", 0))
+                             : e.size;
+}
+
+std::optional<RankEnv> read_rank_env(const LauncherVars& v, const EnvLookup& lookup) {
+  if (lookup(v.marker) == nullptr) return std::nullopt;
+  // The marker is read first, so a bad one is the variable an error names, as before the table.
+  get_int(lookup, v.marker, 0);
+  RankEnv e;
+  e.launcher = v.launcher;
+  e.rank = get_int(lookup, v.rank, 0);
+  e.size = get_int(lookup, v.size, v.size_else ? get_int(lookup, v.size_else, 1) : 1);
+  e.local_rank = v.local_rank ? get_int(lookup, v.local_rank, 0) : e.rank;
+  e.local_size = v.local_size ? get_int(lookup, v.local_size, local_size_else(v, lookup, e))
+                              : local_size_else(v, lookup, e);
   check_consistent(e);
   return e;
 }
 
-std::optional<RankEnv> pmi_rank_env(const EnvLookup& lookup) {
-  if (lookup("PMI_SIZE") == nullptr) return std::nullopt;
-  RankEnv e;
-  e.launcher = "pmi";
-  e.size = get_int(lookup, "PMI_SIZE", 1);
-  e.rank = get_int(lookup, "PMI_RANK", 0);
-  e.local_rank = get_int(lookup, "MPI_LOCALRANKID", 0);
-  e.local_size = get_int(lookup, "MPI_LOCALNRANKS", e.size);
-  check_consistent(e);
-  return e;
+}  // namespace
+
+std::optional<RankEnv> local_rank_env(const EnvLookup& lookup) {
+  return read_rank_env(kLocal, lookup);
 }
+std::optional<RankEnv> openmpi_rank_env(const EnvLookup& lookup) {
+  return read_rank_env(kOpenMpi, lookup);
+}
+std::optional<RankEnv> slurm_rank_env(const EnvLookup& lookup) {
+  return read_rank_env(kSlurm, lookup);
+}
+std::optional<RankEnv> pmi_rank_env(const EnvLookup& lookup) { return read_rank_env(kPmi, lookup); }
 
 RankEnv detect_rank_env(const EnvLookup& lookup) {
   // The precedence of rank_env.h; each launcher of launch/launchers.h names its reader above.

@@ -105,18 +105,6 @@ std::vector<std::string> case_command(const std::string& exe, const CaseJob& job
 
 namespace {
 
-// The store's address: the parent's address on the test hosts' bridge (`parent_address`, the one
-// address of this host that ranks in the namespaces reach), else as store_address.h chooses.
-std::string store_address(const CaseJob& job, const CaseLimits& limits,
-                          const std::string& parent_address) {
-  if (!parent_address.empty()) return parent_address;
-  return launcher_named(case_value<std::string>(job.input.params, "launcher"))
-      .store_endpoint(std::getenv("DLHOST_STORE_HOST"),
-                      spans_other_hosts(job.input.params, limits.launcher_args),
-                      case_launcher_args(job.input.params, limits))
-      .address;
-}
-
 struct Outcome {
   int status = 0;  // waitpid's
   bool timed_out = false;
@@ -310,13 +298,20 @@ void finish_record(json& rec, const TestHosts* hosts, const std::string& tail) {
 }
 
 // The rendezvous store of a case of several ranks (none for one rank); what stops it is thrown,
-// worded for the case's FAILED record.
+// worded for the case's FAILED record. Its address: the parent's on the test hosts' bridge (the
+// one address of this host that ranks in the namespaces reach), else as store_address.h chooses.
 std::unique_ptr<ServedStore> serve_store(const CaseJob& job, const CaseLimits& limits, int ranks,
                                          const TestHosts* hosts) {
   if (ranks <= 1) return nullptr;
   try {
-    return std::make_unique<ServedStore>(
-        store_address(job, limits, hosts ? hosts->parent_address() : std::string()));
+    std::string address = hosts ? hosts->parent_address() : std::string();
+    if (address.empty())
+      address = launcher_named(case_value<std::string>(job.input.params, "launcher"))
+                    .store_endpoint(std::getenv("DLHOST_STORE_HOST"),
+                                    spans_other_hosts(job.input.params, limits.launcher_args),
+                                    case_launcher_args(job.input.params, limits))
+                    .address;
+    return std::make_unique<ServedStore>(address);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("cannot start the rendezvous store: ") + e.what());
   }

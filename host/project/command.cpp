@@ -26,8 +26,7 @@ using report::Record;
 // The profile of one record, or why it has none.
 ComputeProfile profile_of(const Record& r) {
   const auto& d = r.data;
-  if (!report::has(d, "/backward_profile/gradients") && d.contains("timing") &&
-      d.at("timing").value("fused_step", false))
+  if (!report::has(d, "/backward_profile/gradients") && record::fused_step(r))
     throw std::runtime_error(r.where() + ": case " + report::case_id(r) +
                              " has no backward_profile: it ran the fused step (timing.fused_step), "
                              "not the split step data parallelism runs; give the 1-rank case "
@@ -178,8 +177,8 @@ Comparison compare_with(const Record& m, const ComputeProfile& prof, const Link&
   c.threads_total =
       c.ranks * std::max<long long>(1, report::integer_at(m.data, "/params/threads", 1));
   c.oversubscribed = c.cores > 0 && c.threads_total > c.cores;
-  if (auto d = m.data.find("distributed"); d != m.data.end() && d->contains("overlap"))
-    c.overlap = d->at("overlap").get<bool>();
+  if (const std::optional<record::Distributed> d = record::read_distributed(m.data); d && d->host)
+    c.overlap = d->host->overlap;
   const Projection p = project(prof, c.ranks, link, bucket_mb);
   c.projected_step_ms = c.overlap ? p.step_ms_overlap : p.step_ms_no_overlap;
   c.projected_exposed_ms = c.overlap ? p.exposed_ms_overlap : p.comm_ms;

@@ -1,8 +1,11 @@
 // fields.cpp — see fields.h.
 #include "record/fields.h"
 
+#include "record/blocks.h"
+
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 namespace dlhost::record {
 
@@ -49,53 +52,85 @@ std::string case_id(const Record& r) { return r.data["case_id"].get<std::string>
 std::string status(const Record& r) { return r.data["status"].get<std::string>(); }
 bool is_ok(const Record& r) { return status(r) == kStatusOk; }
 
+// The typed fields below read the record's blocks through their one reader (blocks.h); the case's
+// parameters stand in where a record has no such block (a case that never reached it).
+
 std::string network(const Record& r) {
-  return text_at(r.data, "/network/name", text_at(r.data, "/params/network", "?"));
+  const std::optional<Network> n = read_network(r.data);
+  return n && !n->name.empty() ? n->name : text_at(r.data, "/params/network", "?");
 }
 
 std::string backend(const Record& r) {
-  return text_at(r.data, "/backend/name", text_at(r.data, "/params/backend", "?"));
+  const std::optional<Backend> b = read_backend(r.data);
+  return b && !b->name.empty() ? b->name : text_at(r.data, "/params/backend", "?");
 }
 
 int threads(const Record& r) {
-  long long used = integer_at(r.data, "/resolved/threads_used", -1);
-  if (used > 0) return static_cast<int>(used);
+  const std::optional<Resolved> resolved = read_resolved(r.data);
+  if (resolved && resolved->threads_used > 0) return resolved->threads_used;
   return static_cast<int>(integer_at(r.data, "/params/threads", 0));
 }
 
 int batch(const Record& r) {
-  long long b = integer_at(r.data, "/resolved/batch", 0);
-  return static_cast<int>(b > 0 ? b : integer_at(r.data, "/params/batch", 0));
+  const std::optional<Resolved> resolved = read_resolved(r.data);
+  return static_cast<int>(resolved && resolved->batch > 0 ? resolved->batch
+                                                          : integer_at(r.data, "/params/batch", 0));
 }
 
 int ranks(const Record& r) {
-  return static_cast<int>(
-      integer_at(r.data, "/distributed/ranks", integer_at(r.data, "/params/ranks", 1)));
+  const std::optional<Distributed> d = read_distributed(r.data);
+  return static_cast<int>(d ? d->ranks : integer_at(r.data, "/params/ranks", 1));
 }
 
-double step_median_ms(const Record& r) { return number_at(r.data, "/timing/step/median"); }
+double step_median_ms(const Record& r) {
+  const std::optional<Timing> t = read_timing(r.data);
+  return t ? t->step.median : 0.0;
+}
 
 int per_rank_batch(const Record& r) {
-  long long b = integer_at(r.data, "/distributed/per_rank_batch", 0);
-  return b > 0 ? static_cast<int>(b) : batch(r);
+  const std::optional<Distributed> d = read_distributed(r.data);
+  return d && d->per_rank_batch > 0 ? static_cast<int>(d->per_rank_batch) : batch(r);
 }
 
 StepParts step_parts(const Record& r) {
-  return StepParts{number_at(r.data, "/timing/forward/median"),
-                   number_at(r.data, "/timing/backward/median"),
-                   number_at(r.data, "/timing/update/median")};
+  const std::optional<Timing> t = read_timing(r.data);
+  if (!t) return StepParts{};
+  return StepParts{t->forward.median, t->backward.median, t->update.median};
+}
+
+std::string timer(const Record& r) {
+  const std::optional<Timing> t = read_timing(r.data);
+  return t ? t->timer : "";
+}
+
+bool fused_step(const Record& r) {
+  const std::optional<Timing> t = read_timing(r.data);
+  return t && t->fused_step;
+}
+
+std::vector<double> step_samples(const Record& r) {
+  std::optional<Timing> t = read_timing(r.data, true);
+  return t ? std::move(t->samples.step) : std::vector<double>();
+}
+
+std::optional<double> data_wait_ms(const Record& r) {
+  const std::optional<Timing> t = read_timing(r.data);
+  if (!t || !t->data) return std::nullopt;
+  return t->data->median;
 }
 
 DistributedFigures distributed_of(const Record& r) {
-  DistributedFigures d;
-  d.comm = text_at(r.data, "/distributed/comm");
-  d.scaling = text_at(r.data, "/distributed/scaling");
-  d.global_batch = integer_at(r.data, "/distributed/global_batch");
-  d.compute_ms = number_at(r.data, "/distributed/compute/median");
-  d.allreduce_ms = number_at(r.data, "/distributed/allreduce/median");
-  d.exposed_comm_ms = number_at(r.data, "/distributed/exposed_comm/median");
-  d.speedup_vs_1_rank = number_at(r.data, "/distributed/vs_1_rank/speedup", NAN);
-  return d;
+  DistributedFigures out;
+  const std::optional<Distributed> d = read_distributed(r.data);
+  if (!d) return out;
+  out.comm = d->comm;
+  out.scaling = d->scaling;
+  out.global_batch = d->global_batch;
+  out.compute_ms = d->compute.median;
+  out.allreduce_ms = d->allreduce ? d->allreduce->median : 0.0;
+  out.exposed_comm_ms = d->exposed_comm ? d->exposed_comm->median : 0.0;
+  if (d->vs_1_rank) out.speedup_vs_1_rank = d->vs_1_rank->speedup;
+  return out;
 }
 
 std::string environment_key(const json& environment) {

@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "record/blocks.h"
 #include "record/results_file.h"
 
 namespace dlhost::record {
@@ -36,6 +38,14 @@ struct StepParts {
   double forward_ms = 0, backward_ms = 0, update_ms = 0;
 };
 StepParts step_parts(const Record& r);
+// How the step was timed: the timer ("" in records before it was written) and whether the
+// backend fused the step into one call (then forward/backward/update are no breakdown).
+std::string timer(const Record& r);
+bool fused_step(const Record& r);
+// The step times of every timed step (timing.samples.step); empty without them.
+std::vector<double> step_samples(const Record& r);
+// Real data: the median wait for a mini-batch (timing.data); absent for synthetic data.
+std::optional<double> data_wait_ms(const Record& r);
 // The distributed block's figures (the data-parallel views, the projection): "" and 0 where
 // absent (a 1-rank case has no block), the speedup NaN without a 1-rank baseline.
 struct DistributedFigures {

@@ -1,6 +1,8 @@
 // record.cpp — see record.h.
 #include "record/record.h"
 
+#include "record/blocks.h"
+
 #include <cstdio>
 
 namespace dlhost::record {
@@ -35,18 +37,15 @@ RecordSummary summary_of(const Json& rec) {
   r.status = rec.value("status", std::string());
   r.reason = rec.value("reason", std::string());
   r.params_hash = rec.value("params_hash", std::string());
-  if (auto t = rec.find("timing"); t != rec.end() && t->is_object()) {
-    const Json& step = (*t)["step"];
+  if (const std::optional<Timing> t = read_timing(rec)) {
     r.timed = true;
-    r.iterations = (*t)["iterations"].template get<int64_t>();
-    // No timed step (a TIMEOUT in warm-up): the figures are null.
-    auto number = [](const Json& v) { return v.is_number() ? v.template get<double>() : 0.0; };
-    r.median_ms = number(step["median"]);
-    r.p5_ms = number(step["p5"]);
-    r.p95_ms = number(step["p95"]);
-    r.samples_per_second = number((*t)["samples_per_second"]);
-    if (auto d = t->find("data"); d != t->end() && d->is_object() && (*d)["median"].is_number())
-      r.data_ms = (*d)["median"].template get<double>();
+    r.iterations = t->iterations;
+    // No timed step (a TIMEOUT in warm-up): the figures are null, read as 0.
+    r.median_ms = t->step.median;
+    r.p5_ms = t->step.p5;
+    r.p95_ms = t->step.p95;
+    r.samples_per_second = t->samples_per_second.value_or(0.0);
+    if (t->data && t->data->measured) r.data_ms = t->data->median;
   }
   if (auto e = rec.find("evaluation"); e != rec.end() && e->is_object()) {
     char buf[160];
@@ -70,13 +69,13 @@ RecordSummary summary_of(const Json& rec) {
                         e->value("accuracy_reason", std::string()) + ")";
     }
   }
-  if (auto d = rec.find("distributed"); d != rec.end() && d->is_object()) {
-    r.ranks = (*d)["ranks"].template get<int>();
-    r.weak = (*d)["scaling"] == "weak";
+  if (const std::optional<Distributed> d = read_distributed(rec)) {
+    r.ranks = static_cast<int>(d->ranks);
+    r.weak = d->scaling == "weak";
   }
-  if (auto b = rec.find("backend"); b != rec.end() && b->is_object()) {
-    r.backend = b->value("name", std::string());
-    r.backend_by_priority = b->value("chosen_by", std::string()) == "priority";
+  if (const std::optional<Backend> b = read_backend(rec)) {
+    r.backend = b->name;
+    r.backend_by_priority = b->chosen_by == "priority";
   }
   return r;
 }

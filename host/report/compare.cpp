@@ -90,8 +90,8 @@ CaseComparison compare_case(const Record& base, const Record& candidate, double 
                             double threshold) {
   CaseComparison c;
   c.case_id = case_id(base);
-  std::vector<double> x = numbers_at(base.data, "/timing/samples/step");
-  std::vector<double> y = numbers_at(candidate.data, "/timing/samples/step");
+  std::vector<double> x = record::step_samples(base);
+  std::vector<double> y = record::step_samples(candidate);
   c.base_n = x.size();
   c.new_n = y.size();
   c.base_median = median(x);
@@ -189,8 +189,8 @@ Comparison compare_records(const std::vector<Record>& base, const std::vector<Re
     }
     const Record& rb = *b[id];
     const Record& rn = *n[id];
-    const bool base_samples = !numbers_at(rb.data, "/timing/samples/step").empty();
-    const bool new_samples = !numbers_at(rn.data, "/timing/samples/step").empty();
+    const bool base_samples = !record::step_samples(rb).empty();
+    const bool new_samples = !record::step_samples(rn).empty();
     if (!is_ok(rb) || !is_ok(rn) || !base_samples || !new_samples) {
       const std::string why =
           id + ": base " + status(rb) + (is_ok(rb) && !base_samples ? " (no samples)" : "") +

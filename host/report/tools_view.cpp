@@ -42,9 +42,9 @@ int threads_asked(const Record& r) {
 
 // "CPU, 2 threads" or "GPU NVIDIA H200": what a table of the paper is for.
 std::string hardware_of(const Record& r) {
-  const std::string device = text_at(r.data, "/backend/device/name");
-  if (device.rfind("cuda", 0) == 0 || device.rfind("gpu", 0) == 0)
-    return "GPU " + text_at(r.data, "/backend/device/model", "?");
+  const record::Device device = record::read_backend(r.data).value_or(record::Backend{}).device;
+  if (device.name.rfind("cuda", 0) == 0 || device.name.rfind("gpu", 0) == 0)
+    return "GPU " + (device.model.empty() ? std::string("?") : device.model);
   const int t = threads_asked(r);
   return t > 0 ? "CPU, " + std::to_string(t) + (t == 1 ? " thread" : " threads")
                : "CPU, default threads";
@@ -117,32 +117,22 @@ struct Timing {
   bool operator==(const Timing& o) const { return timer == o.timer && fused == o.fused; }
 };
 
-Timing timing_of(const Record& r) {
-  const json::json_pointer fused("/timing/fused_step");
-  return Timing{text_at(r.data, "/timing/timer"), r.data.contains(fused) &&
-                                                      r.data.at(fused).is_boolean() &&
-                                                      r.data.at(fused).get<bool>()};
-}
+Timing timing_of(const Record& r) { return Timing{record::timer(r), record::fused_step(r)}; }
 
 // The warnings that say the machine disturbed the measurement (docs/report.md, Warnings).
 std::vector<std::string> disturbances_of(const Record& r) {
   std::vector<std::string> out;
-  auto it = r.data.find("warnings");
-  if (it != r.data.end() && it->is_array())
-    for (const auto& w : *it) {
-      const std::string code = text_at(w, "/code");
-      if (code == "other_load" || code == "spread") remember(out, code);
-    }
+  for (const record::Warning& w : record::read_warnings(r.data).value_or(record::Warnings{}))
+    if (w.code == "other_load" || w.code == "spread") remember(out, w.code);
   return out;
 }
 
 // What the backend declared its model does faster than its framework's users get it (ABI 1.5).
 std::vector<std::string> departures_in(const Record& r) {
   std::vector<std::string> out;
-  const json& declared = member(member(r.data, "resolved"), "departures");
-  if (declared.is_array())
-    for (const auto& d : declared)
-      if (d.is_string() && !d.get<std::string>().empty()) remember(out, d.get<std::string>());
+  if (const std::optional<record::Resolved> resolved = record::read_resolved(r.data))
+    for (const std::string& d : resolved->departures)
+      if (!d.empty()) remember(out, d);
   return out;
 }
 
@@ -216,7 +206,7 @@ template <typename Scope>
 std::vector<std::string> row_settings(const std::vector<const Record*>& records, Scope scope) {
   std::map<std::string, std::string> plugin;  // network -> its plugin
   for (const Record* r : records) {
-    const std::string p = text_at(r->data, "/network/plugin");
+    const std::string p = record::read_network(r->data).value_or(record::Network{}).plugin;
     if (!p.empty()) plugin[network(*r)] = p;
   }
   std::vector<std::map<std::string, std::string>> settings;
@@ -254,7 +244,7 @@ Grid collect(const EnvironmentGroup& g) {
     grid.tool_of[column] = tool;
     remember(grid.hardware, hw);
     remember(grid.rows[hw], row);
-    const std::string lib = text_at(r.data, "/backend/device/library");
+    const std::string lib = record::read_backend(r.data).value_or(record::Backend{}).device.library;
     if (!lib.empty()) grid.library[tool] = lib;
     Cell& cell = grid.cells[{hw, row, column}];
     if (!is_ok(r)) {

@@ -405,19 +405,11 @@ Section multi_rank_view(const EnvironmentGroup& g, Plotter& plotter) {
   return s;
 }
 
-namespace {
-bool fused_step(const Record& r) {
-  const json::json_pointer at("/timing/fused_step");
-  return r.data.contains(at) && r.data.at(at).is_boolean() && r.data.at(at).get<bool>();
-}
-}  // namespace
-
 Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
   Section s{"Where a mini-batch goes (" + g.label + ")", {}};
   // The data column (real data: the wait for the input pipeline) only where a record has one.
   bool data = false;
-  for (const Record* r : g.records)
-    data = data || (is_ok(*r) && has(r->data, "/timing/data/median"));
+  for (const Record* r : g.records) data = data || (is_ok(*r) && record::data_wait_ms(*r));
   s.paragraph(std::string("Median ") +
               (data ? "data wait (real data: the step waited for its mini-batch), " : "") +
               "forward, backward, exposed communication (not hidden under backward) and "
@@ -441,22 +433,22 @@ Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter) {
                    {}};
   for (const Record* r : g.records) {
     if (!is_ok(*r)) continue;
-    std::vector<double> parts{number_at(r->data, "/timing/forward/median"),
-                              number_at(r->data, "/timing/backward/median"),
-                              number_at(r->data, "/distributed/exposed_comm/median"),
-                              number_at(r->data, "/timing/update/median")};
-    if (data) parts.insert(parts.begin(), number_at(r->data, "/timing/data/median"));
+    const record::StepParts step = record::step_parts(*r);
+    const std::optional<double> data_wait = record::data_wait_ms(*r);
+    std::vector<double> parts{step.forward_ms, step.backward_ms,
+                              record::distributed_of(*r).exposed_comm_ms, step.update_ms};
+    if (data) parts.insert(parts.begin(), data_wait.value_or(0.0));
     std::vector<std::string> row{case_id(*r), format_ms(step_median_ms(*r))};
     // A fused step (ABI 1.4) did its work in one of the three calls: its phase times are not a
     // breakdown, so the row shows the step only and the plot leaves the case out.
-    if (fused_step(*r)) {
+    if (record::fused_step(*r)) {
       row.push_back("fused step: no breakdown");
       row.resize(head.size(), "");
       t.rows.push_back(row);
       continue;
     }
     for (double v : parts) row.push_back(format_ms(v));
-    if (data && !has(r->data, "/timing/data/median")) row[2] = "-";  // synthetic: no wait
+    if (data && !data_wait) row[2] = "-";  // synthetic: no wait
     t.rows.push_back(row);
     double sum = 0;
     for (double v : parts) sum += v;
@@ -490,10 +482,11 @@ Table tokens_and_utilisation(const EnvironmentGroup& g, bool& impossible) {
   impossible = false;
   Table t{{"case", "tokens/sample", "tokens/s", "TFLOP/s", "matmul peak TFLOP/s", "MFU"}, {}, 1};
   for (const Record* r : g.records) {
-    const bool tokens = has(r->data, "/timing/tokens_per_second");
+    const std::optional<record::Timing> timing = record::read_timing(r->data);
+    const bool tokens = timing && timing->has_tokens;
     const bool peak = has(r->data, "/matmul_peak/gflops");
     if (!is_ok(*r) || (!tokens && !peak)) continue;
-    const double achieved = number_at(r->data, "/timing/train_gflops_per_second_est");
+    const double achieved = timing ? timing->train_gflops_per_second_est.value_or(0.0) : 0.0;
     // The peak is one rank's (one device's); the achieved rate is all ranks'.
     const double peak_all_ranks = number_at(r->data, "/matmul_peak/gflops") * ranks(*r);
     const double mfu = peak && peak_all_ranks > 0 ? achieved / peak_all_ranks : NAN;
@@ -501,8 +494,11 @@ Table tokens_and_utilisation(const EnvironmentGroup& g, bool& impossible) {
     // mismeasured (a matmul too small to time the GEMM, or a disturbed run), not the model.
     impossible = impossible || mfu > 1;
     t.rows.push_back(
-        {case_id(*r), tokens ? format_count(number_at(r->data, "/network/tokens_per_sample")) : "-",
-         tokens ? format_number(number_at(r->data, "/timing/tokens_per_second"), 1) : "-",
+        {case_id(*r),
+         tokens ? format_count(
+                      record::read_network(r->data).value_or(record::Network{}).tokens_per_sample)
+                : "-",
+         tokens ? format_number(timing->tokens_per_second.value_or(0.0), 1) : "-",
          format_number(achieved / 1e3, 3), peak ? format_number(peak_all_ranks / 1e3, 3) : "-",
          std::isnan(mfu) ? "-" : format_number(mfu, 3) + (mfu > 1 ? " (impossible)" : "")});
   }
@@ -532,12 +528,14 @@ Section gflops_view(const EnvironmentGroup& g) {
       3};
   for (const Record* r : g.records) {
     if (!is_ok(*r)) continue;
-    t.rows.push_back(
-        {case_id(*r), network(*r), backend(*r), std::to_string(threads(*r)),
-         std::to_string(ranks(*r)),
-         std::to_string(integer_at(r->data, "/distributed/global_batch", batch(*r))),
-         format_number(number_at(r->data, "/network/forward_flops_per_sample") / 1e9, 4),
-         format_number(number_at(r->data, "/timing/train_gflops_per_second_est"), 2)});
+    const record::DistributedFigures d = record::distributed_of(*r);
+    const record::Network net = record::read_network(r->data).value_or(record::Network{});
+    const record::Timing timing = record::read_timing(r->data).value_or(record::Timing{});
+    t.rows.push_back({case_id(*r), network(*r), backend(*r), std::to_string(threads(*r)),
+                      std::to_string(ranks(*r)),
+                      std::to_string(d.global_batch > 0 ? d.global_batch : batch(*r)),
+                      format_number(net.forward_flops_per_sample / 1e9, 4),
+                      format_number(timing.train_gflops_per_second_est.value_or(0.0), 2)});
   }
   if (t.rows.empty()) {
     s.paragraph("No OK records.");

@@ -11,13 +11,13 @@ Section warnings_view(const std::vector<Record>& records) {
   Table t{{"case", "warning", "message", "record"}, {}, 99};
   int without = 0;
   for (const auto& r : records) {
-    auto it = r.data.find("warnings");
-    if (it == r.data.end() || !it->is_array()) {
+    const std::optional<record::Warnings> warnings = record::read_warnings(r.data);
+    if (!warnings) {
       ++without;
       continue;
     }
-    for (const auto& w : *it)
-      t.rows.push_back({case_id(r), text_at(w, "/code", "?"), text_at(w, "/message"), r.where()});
+    for (const record::Warning& w : *warnings)
+      t.rows.push_back({case_id(r), w.code.empty() ? "?" : w.code, w.message, r.where()});
   }
   if (t.rows.empty()) {
     s.paragraph("No record carries a warning.");

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "record/blocks.h"
 #include "run/results.h"
 #include "run/runner.h"
 #include "suite/schema.h"
@@ -67,7 +68,7 @@ void add_scaling(json& rec, const RecordSummary& n_ranks, const RecordSummary& b
   const int n = n_ranks.ranks;
   double speedup = tn > 0 ? (n_ranks.weak ? n * t1 / tn : t1 / tn) : 0.0;
   rec["distributed"]["vs_1_rank"] =
-      json{{"baseline_case", baseline.case_id}, {"speedup", speedup}, {"efficiency", speedup / n}};
+      record::to_json(record::VsOneRank{baseline.case_id, speedup, speedup / n});
 }
 
 }  // namespace

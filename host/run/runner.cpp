@@ -28,6 +28,7 @@
 #include "core/stats.h"
 #include "data/synthetic.h"
 #include "distributed/control_plane.h"
+#include "record/blocks.h"
 #include "record/record.h"
 #include "run/data_feed.h"
 #include "run/data_parallel.h"
@@ -75,14 +76,10 @@ double as_written(float v) {
   return std::strtod(buf, nullptr);
 }
 
-// No sample (a case that timed out before its first timed step): every figure null, none 0,
-// which a reader would take for a measured time.
-json summary_json(const Summary& s) {
-  if (s.count == 0)
-    return json{{"mean", nullptr}, {"median", nullptr}, {"min", nullptr},   {"max", nullptr},
-                {"p5", nullptr},   {"p95", nullptr},    {"stddev", nullptr}};
-  return json{{"mean", s.mean}, {"median", s.median}, {"min", s.min},      {"max", s.max},
-              {"p5", s.p5},     {"p95", s.p95},       {"stddev", s.stddev}};
+// No sample (a case that timed out before its first timed step): not measured (record/blocks.h).
+record::Figures figures_of(const std::vector<double>& samples) {
+  const Summary s = summarize(samples);
+  return record::Figures{s.count > 0, s.mean, s.median, s.min, s.max, s.p5, s.p95, s.stddev};
 }
 
 // The case's `options:` for one plugin, as strings.
@@ -199,27 +196,25 @@ Plan resolve(const json& p, const RunContext& ctx) {
   return plan;
 }
 
-// How the plugin was compiled: {"text", "optimized"}; null when it does not say.
-json plugin_build_json(const LoadedPlugin& plugin) {
-  if (plugin.build.empty()) return nullptr;
-  return json{{"text", plugin.build}, {"optimized", !plugin.unoptimized()}};
-}
-
-json backend_json(const Plan& plan) {
+record::Backend backend_of(const Plan& plan, bool by_priority) {
   const dlhost_device_info* dev = plan.dev;
-  return json{{"name", plan.backend->name},
-              {"version", plan.backend->version},
-              {"path", plan.backend->path},
-              {"build", plugin_build_json(*plan.backend)},
-              {"device",
-               {{"index", plan.device},
-                {"selected_by", plan.device_by},
-                {"name", dev->name ? dev->name : ""},
-                {"model", dev->model ? dev->model : ""},
-                {"cores", dev->cores},
-                {"isa", dev->isa ? dev->isa : ""},
-                {"memory_bytes", dev->memory_bytes},
-                {"library", dev->library ? dev->library : ""}}}};
+  record::Backend b;
+  b.name = plan.backend->name;
+  b.version = plan.backend->version;
+  b.path = plan.backend->path;
+  // How the plugin was compiled; absent (null) when it does not say.
+  if (!plan.backend->build.empty())
+    b.build = record::PluginBuild{plan.backend->build, !plan.backend->unoptimized()};
+  b.device = {plan.device,
+              plan.device_by,
+              dev->name ? dev->name : "",
+              dev->model ? dev->model : "",
+              dev->cores,
+              dev->isa ? dev->isa : "",
+              dev->memory_bytes,
+              dev->library ? dev->library : ""};
+  b.chosen_by = by_priority ? "priority" : "suite";
+  return b;
 }
 
 // The network's optimizer defaults, overridden per case.
@@ -330,54 +325,37 @@ Prepared prepare(const Plan& plan, const json& p, int rank,
   return m;
 }
 
-json network_json(const Plan& plan, const Graph& graph) {
-  json j{{"name", plan.net->name},
-         {"plugin", plan.net->plugin->name},
-         {"batch", plan.batch},
-         {"input_shape", graph.input_shape()},
-         {"params", graph.param_count()},
-         {"forward_flops_per_sample", graph.forward_flops_per_sample()}};
-  // Language models only: a network whose data input is not token ids has no tokens.
-  if (int64_t tokens = graph.tokens_per_sample(); tokens > 0) j["tokens_per_sample"] = tokens;
-  return j;
+record::Network network_of(const Plan& plan, const Graph& graph) {
+  return record::Network{plan.net->name,
+                         plan.net->plugin->name,
+                         plan.batch,
+                         graph.input_shape(),
+                         graph.param_count(),
+                         graph.forward_flops_per_sample(),
+                         static_cast<double>(graph.tokens_per_sample())};
 }
 
-json optimizer_json(const dlhost_optimizer_desc& opt) {
-  json j{{"kind", optimizer_name(opt.kind)},
-         {"lr", as_written(opt.learning_rate)},
-         {"momentum", as_written(opt.momentum)},
-         {"weight_decay", as_written(opt.weight_decay)},
-         {"clip_norm", as_written(opt.clip_norm)}};
-  if (opt.kind == DLHOST_OPTIMIZER_ADAMW) {
-    j["beta1"] = as_written(opt.beta1);
-    j["beta2"] = as_written(opt.beta2);
-    j["epsilon"] = as_written(opt.epsilon);
-  }
-  return j;
-}
-
-json resolved_json(const Plan& plan, const json& p, const Prepared& m) {
-  dlhost_model_info info{};
-  info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
-  check_status(plan.backend->table->backend->model_info(m.model.get(), &info), "model_info");
-  const dlhost_optimizer_desc& opt = m.optimizer;
-  return json{{"batch", plan.batch},
-              {"global_batch", plan.global_batch},
-              {"threads_requested", case_value<int64_t>(p, "threads")},
-              {"threads_used", info.threads},
-              {"precision", case_value<std::string>(p, "precision")},
-              {"optimizer", optimizer_json(opt)},
-              {"implementation", info.implementation ? info.implementation : ""}};
+record::Optimizer optimizer_of(const dlhost_optimizer_desc& opt) {
+  return record::Optimizer{optimizer_name(opt.kind),  as_written(opt.learning_rate),
+                           as_written(opt.momentum),  as_written(opt.weight_decay),
+                           as_written(opt.clip_norm), as_written(opt.beta1),
+                           as_written(opt.beta2),     as_written(opt.epsilon)};
 }
 
 // resolved.departures (ABI 1.5): where the backend says this model is knowingly faster than the
-// framework's own users get it; the report marks the figure with them. Absent when none.
-void add_departures(json& resolved, const Plan& plan, const Prepared& m) {
+// framework's own users get it; the report marks the figure with them.
+record::Resolved resolved_of(const Plan& plan, const json& p, const Prepared& m) {
   dlhost_model_info info{};
   info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
   check_status(plan.backend->table->backend->model_info(m.model.get(), &info), "model_info");
-  const std::vector<std::string> departures = departures_of(plan.backend->speaks_minor, info);
-  if (!departures.empty()) resolved["departures"] = departures;
+  return record::Resolved{plan.batch,
+                          plan.global_batch,
+                          case_value<int64_t>(p, "threads"),
+                          info.threads,
+                          case_value<std::string>(p, "precision"),
+                          optimizer_of(m.optimizer),
+                          info.implementation ? info.implementation : "",
+                          departures_of(plan.backend->speaks_minor, info)};
 }
 
 // Across ranks: a step lasts as long as its slowest rank; the loss is the mean of the ranks'
@@ -417,57 +395,54 @@ void dump_params(const std::string& case_id, const dlhost_backend_api* api, dlho
 
 // --- the record's parts ------------------------------------------------------------------------
 
-json timing_json(const Samples& s, const json& p, const Prepared& m, const Plan& plan,
-                 int world_size, const char* timer, const DataFeed* feed) {
-  Summary step = summarize(s.step);
+record::Timing timing_of(const Samples& s, const json& p, const Prepared& m, const Plan& plan,
+                         int world_size, const char* timer, const DataFeed* feed) {
+  const Summary step = summarize(s.step);
   const bool upload = !m.uploads.empty() || feed != nullptr;
-  json timing;
-  timing["unit"] = "ms";
-  timing["timer"] = timer;
-  timing["input"] = feed ? "data" : upload ? "upload" : "resident";
+  record::Timing t;
+  t.timer = timer;
+  t.input = feed ? "data" : upload ? "upload" : "resident";
   if (feed) {
-    timing["upload_pinned"] = feed->pinned();
-    timing["upload_via"] = feed->upload_via();
+    t.upload_pinned = feed->pinned();
+    t.upload_via = feed->upload_via();
   } else if (upload) {
-    timing["upload_pinned"] = m.uploads.front().memory->pinned();
-    timing["upload_via"] = m.uploads.front().device ? "copy_from_host" : "set_input";
+    t.upload_pinned = m.uploads.front().memory->pinned();
+    t.upload_via = m.uploads.front().device ? "copy_from_host" : "set_input";
   }
-  timing["warmup"] = case_value<int64_t>(p, "warmup");
-  timing["iterations"] = static_cast<int64_t>(s.step.size());
-  timing["build_ms"] = m.build_ms;
-  timing["compile_ms"] = m.compile_ms;
-  timing["init_ms"] = m.init_ms;
+  t.warmup = case_value<int64_t>(p, "warmup");
+  t.iterations = static_cast<int64_t>(s.step.size());
+  t.build_ms = m.build_ms;
+  t.compile_ms = m.compile_ms;
+  t.init_ms = m.init_ms;
   // Fused: the backend did the step's work otherwise than the three calls say (it reported so,
-  // ABI 1.5; a plugin before 1.5 whenever it was allowed), so forward, backward and update are
-  // not a breakdown of the step.
-  timing["fused_step"] = m.fused;
-  timing["step"] = summary_json(step);
-  timing["forward"] = summary_json(summarize(s.forward));
-  timing["backward"] = summary_json(summarize(s.backward));
-  timing["update"] = summary_json(summarize(s.update));
-  if (upload) timing["upload"] = summary_json(summarize(s.upload));
-  // Real data: the step's wait for its mini-batch from the input pipeline (inside `step`).
-  if (feed) timing["data"] = summary_json(summarize(s.data));
+  // ABI 1.5; a plugin before 1.5 whenever it was allowed).
+  t.fused_step = m.fused;
+  t.step = figures_of(s.step);
+  t.forward = figures_of(s.forward);
+  t.backward = figures_of(s.backward);
+  t.update = figures_of(s.update);
+  if (upload) t.upload = figures_of(s.upload);
+  if (feed) t.data = figures_of(s.data);
   // The host clock around each whole step, its one synchronize included: what the step cost
   // the host, whichever timer split it.
-  timing["wall_step"] = summary_json(summarize(s.wall_step));
-  auto rate = [&](double per_ms, double ms) { return ms > 0 ? json(per_ms / ms) : json(nullptr); };
-  timing["samples_per_second"] = rate(1000.0 * plan.global_batch, step.median);
-  timing["samples_per_second_mean"] = rate(1000.0 * plan.global_batch, step.mean);
+  t.wall_step = figures_of(s.wall_step);
+  auto rate = [&](double per_ms, double ms) {
+    return ms > 0 ? std::optional<double>(per_ms / ms) : std::nullopt;
+  };
+  t.samples_per_second = rate(1000.0 * plan.global_batch, step.median);
+  t.samples_per_second_mean = rate(1000.0 * plan.global_batch, step.mean);
   // Language models: samples/s x tokens per sample (the data input's sequence length).
-  if (int64_t tokens = m.graph->tokens_per_sample(); tokens > 0)
-    timing["tokens_per_second"] = rate(1000.0 * plan.global_batch * tokens, step.median);
+  if (int64_t tokens = m.graph->tokens_per_sample(); tokens > 0) {
+    t.has_tokens = true;
+    t.tokens_per_second = rate(1000.0 * plan.global_batch * tokens, step.median);
+  }
   // Training costs about 3x the forward FLOPs (forward, backward data, backward weights).
-  timing["train_gflops_per_second_est"] =
+  t.train_gflops_per_second_est =
       rate(3.0 * m.graph->forward_flops() * world_size / 1e6, step.median);
-  timing["samples"] = json{{"step", s.step},
-                           {"forward", s.forward},
-                           {"backward", s.backward},
-                           {"update", s.update},
-                           {"wall_step", s.wall_step}};
-  if (upload) timing["samples"]["upload"] = s.upload;
-  if (feed) timing["samples"]["data"] = s.data;
-  return timing;
+  t.samples = {s.step, s.forward, s.backward, s.update, s.wall_step, std::nullopt, std::nullopt};
+  if (upload) t.samples.upload = s.upload;
+  if (feed) t.samples.data = s.data;
+  return t;
 }
 
 // When each gradient became ready in backward (host clock; `dlhost project` reads it): per
@@ -561,75 +536,73 @@ void start_data_parallel(const json& p, const RunContext& ctx, const Plan& plan,
   d.dp->barrier();
 }
 
-json distributed_json(const Samples& s, const json& p, const Plan& plan, const RankEnv& world,
-                      const Distributed& d) {
+// What every data-parallel case says: its world, scaling and compute time.
+record::Distributed distributed_base(const Samples& s, const Plan& plan, const RankEnv& world) {
+  record::Distributed d;
+  d.ranks = world.size;
+  d.launcher = world.launcher;
+  d.scaling = plan.weak ? "weak" : "strong";
+  d.global_batch = plan.global_batch;
+  d.per_rank_batch = plan.batch;
+  d.compute = figures_of(s.compute);
+  d.compute_samples = s.compute;
+  return d;
+}
+
+record::Distributed distributed_of(const Samples& s, const json& p, const Plan& plan,
+                                   const RankEnv& world, const Distributed& d) {
   const CommSession& comm = *d.comm;
-  return json{
-      {"ranks", world.size},
-      {"launcher", world.launcher},
-      {"comm", comm.name()},
-      {"comm_library", comm.library()},
-      {"comm_on_stream", d.on_stream},
-      {"gradient_path", gradient_path_name(d.dp->path())},
-      {"control_plane", d.control->kind()},
-      {"devices", d.devices},
-      {"scaling", plan.weak ? "weak" : "strong"},
-      {"global_batch", plan.global_batch},
-      {"per_rank_batch", plan.batch},
-      {"overlap", case_value<bool>(p, "overlap")},
-      {"bucket_mb", case_value<double>(p, "bucket_mb")},
-      {"buckets", s.dp.buckets},
-      {"allreduce_bytes_per_step", s.dp.bytes},
-      {"compute", summary_json(summarize(s.compute))},
-      {"allreduce", summary_json(summarize(s.allreduce))},
-      {"exposed_comm", summary_json(summarize(s.exposed_comm))},
-      {"samples",
-       {{"compute", s.compute}, {"allreduce", s.allreduce}, {"exposed_comm", s.exposed_comm}}}};
+  record::Distributed out = distributed_base(s, plan, world);
+  out.comm = comm.name();
+  out.host = record::HostComm{comm.library(),
+                              d.on_stream,
+                              gradient_path_name(d.dp->path()),
+                              d.control->kind(),
+                              d.devices,
+                              case_value<bool>(p, "overlap"),
+                              case_value<double>(p, "bucket_mb"),
+                              static_cast<int64_t>(s.dp.buckets),
+                              static_cast<int64_t>(s.dp.bytes)};
+  out.allreduce = figures_of(s.allreduce);
+  out.allreduce_samples = s.allreduce;
+  out.exposed_comm = figures_of(s.exposed_comm);
+  out.exposed_comm_samples = s.exposed_comm;
+  return out;
 }
 
 // A tool runtime's case: no host comm, buckets or gradient path; its communication time is the
 // runtime's own where it exposes one, else absent with the reason (never 0).
-json tool_runtime_json(const Samples& s, const Plan& plan, const RankEnv& world,
-                       const ToolRuntime& tool) {
-  json d{{"ranks", world.size},
-         {"launcher", world.launcher},
-         {"comm", tool.describe()["runtime"]},
-         {"scaling", plan.weak ? "weak" : "strong"},
-         {"global_batch", plan.global_batch},
-         {"per_rank_batch", plan.batch},
-         {"compute", summary_json(summarize(s.compute))}};
-  d.update(tool.describe());
+record::Distributed tool_runtime_of(const Samples& s, const Plan& plan, const RankEnv& world,
+                                    const ToolRuntime& tool) {
+  record::Distributed out = distributed_base(s, plan, world);
+  out.tool = tool.describe();
+  out.comm = out.tool->runtime;
   if (tool.has_comm_time()) {
-    d["allreduce"] = summary_json(summarize(s.allreduce));
-    d["samples"] = {{"compute", s.compute}, {"allreduce", s.allreduce}};
-  } else {
-    d["samples"] = {{"compute", s.compute}};
+    out.allreduce = figures_of(s.allreduce);
+    out.allreduce_samples = s.allreduce;
   }
-  return d;
-}
-
-// Peak over the run: the largest the backend reported after any step, not what it holds now.
-json memory_json(const MemoryFigures& mem, uint64_t backend_bytes) {
-  json out{{"peak_rss_bytes", peak_rss_bytes()},
-           {"backend_bytes", backend_bytes},
-           {"backend_peak_bytes", mem.peak},
-           {"source", mem.device ? "device_memory_ext" : "memory_in_use"}};
-  if (mem.device)
-    out["device"] = json{{"in_use_bytes", mem.device->in_use_bytes},
-                         {"peak_bytes", mem.device->peak_bytes},
-                         {"free_bytes", mem.device->free_bytes},
-                         {"total_bytes", mem.device->total_bytes}};
   return out;
 }
 
-json loss_json(const Samples& s) {
+// Peak over the run: the largest the backend reported after any step, not what it holds now.
+record::Memory memory_of(const MemoryFigures& mem, uint64_t backend_bytes) {
+  record::Memory out;
+  out.peak_rss_bytes = peak_rss_bytes();
+  out.backend_bytes = backend_bytes;
+  out.backend_peak_bytes = mem.peak;
+  out.source = mem.device ? "device_memory_ext" : "memory_in_use";
+  if (mem.device)
+    out.device = record::DeviceMemory{mem.device->in_use_bytes, mem.device->peak_bytes,
+                                      mem.device->free_bytes, mem.device->total_bytes};
+  return out;
+}
+
+record::Loss loss_of(const Samples& s) {
   auto first = [](const std::vector<double>& v) {
-    return v.empty() ? json(nullptr) : json(v.front());
+    return v.empty() ? std::nullopt : std::optional<double>(v.front());
   };
-  return json{{"warmup_first", first(s.warmup_loss)},
-              {"first", first(s.loss)},
-              {"last", s.loss.empty() ? json(nullptr) : json(s.loss.back())},
-              {"values", s.loss}};
+  return record::Loss{first(s.warmup_loss), first(s.loss),
+                      s.loss.empty() ? std::nullopt : std::optional<double>(s.loss.back()), s.loss};
 }
 
 // When the case's time ends; a timeout beyond any run (1e300 s) never ends it.
@@ -691,8 +664,7 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   if (!in.skip_reason.empty()) throw Skip{in.skip_reason};
   const RankEnv& world = ctx.rank;
   Plan plan = resolve(p, ctx);
-  rec["backend"] = backend_json(plan);
-  rec["backend"]["chosen_by"] = in.backend_by_priority ? "priority" : "suite";
+  rec["backend"] = record::to_json(backend_of(plan, in.backend_by_priority));
   resolve_batch(p, world, plan);
   auto case_start = Clock::now();
 
@@ -702,9 +674,8 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
         largest_tensor(*graph.view(), least_element_bytes(case_value<std::string>(p, "precision")));
     if (ctx.on_need) ctx.on_need(need);
   });
-  rec["network"] = network_json(plan, *m.graph);
-  rec["resolved"] = resolved_json(plan, p, m);
-  add_departures(rec["resolved"], plan, m);
+  rec["network"] = record::to_json(network_of(plan, *m.graph));
+  rec["resolved"] = record::to_json(resolved_of(plan, p, m));
 
   // Data parallelism: the same weights everywhere, gradients averaged every step. The comm
   // starts after compile: a device comm needs the model's stream.
@@ -741,7 +712,8 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   reduce_over_ranks(s, dp, world.size);
   if (tool) tool->reduce(s);
 
-  rec["timing"] = timing_json(s, params, m, plan, world.size, loop.timer(), feed.get());
+  rec["timing"] =
+      record::to_json(timing_of(s, params, m, plan, world.size, loop.timer(), feed.get()));
   // After the timed steps, so it cannot disturb them; every rank measures its own device, in
   // what is left of the case's time.
   if (int64_t size = case_value_if<int64_t>(p, "matmul_peak").value_or(0); size > 0 && !s.timed_out)
@@ -755,10 +727,10 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
           m.fused ? json() : backward_profile_json(s, *m.graph, api, m.model.get(), loop.timer());
       !profile.is_null())
     rec["backward_profile"] = profile;
-  if (dp) rec["distributed"] = distributed_json(s, p, plan, world, d);
-  if (tool) rec["distributed"] = tool_runtime_json(s, plan, world, *tool);
-  rec["loss"] = loss_json(s);
-  rec["memory"] = memory_json(s.memory, backend_bytes);
+  if (dp) rec["distributed"] = record::to_json(distributed_of(s, p, plan, world, d));
+  if (tool) rec["distributed"] = record::to_json(tool_runtime_of(s, plan, world, *tool));
+  rec["loss"] = record::to_json(loss_of(s));
+  rec["memory"] = record::to_json(memory_of(s.memory, backend_bytes));
   if (feed) {
     rec["data"] = feed->describe();
     if (case_value<bool>(p, "evaluate") && !s.timed_out) rec["evaluation"] = evaluation(*feed, dp);

@@ -11,8 +11,6 @@
 namespace dlhost {
 namespace {
 
-using json = nlohmann::ordered_json;
-
 const dlhost_tool_runtime_ext* find_ext(const LoadedPlugin& backend) {
   if (backend.table == nullptr || backend.speaks_minor < 5) return nullptr;
   // The chain was checked for cycles and length when the plugin loaded (resolve_extensions).
@@ -108,13 +106,8 @@ void ToolRuntime::reduce(Samples& s) {
   s.exposed_comm.clear();
 }
 
-json ToolRuntime::describe() const {
-  json d{{"runtime", runtime_}, {"mode", mode_}, {"runtime_library", library_}};
-  if (comm_time_)
-    d["comm_time"] = *comm_time_;
-  else
-    d["comm_time_absent"] = no_comm_time_;
-  return d;
+record::ToolRuntimeFields ToolRuntime::describe() const {
+  return record::ToolRuntimeFields{runtime_, mode_, library_, comm_time_, no_comm_time_};
 }
 
 }  // namespace dlhost

@@ -19,6 +19,7 @@
 #include "core/plugin_registry.h"
 #include "distributed/control_plane.h"
 #include "distributed/rank_env.h"
+#include "record/blocks.h"
 #include "run/step_loop.h"
 #include "suite/tool_runtimes.h"
 
@@ -44,7 +45,7 @@ class ToolRuntime {
   void reduce(Samples& s);
   // The record's `distributed` fields of the runtime (runtime, mode, library, what the comm time
   // is or why it is absent).
-  nlohmann::ordered_json describe() const;
+  record::ToolRuntimeFields describe() const;
   bool has_comm_time() const { return comm_time_.has_value(); }
 
  private:
