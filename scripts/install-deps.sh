@@ -109,7 +109,7 @@ done
 # Scala 2.12.10 library and reflect jars replaced by 2.12.15's from pyspark==3.3.4's sdist: 2.12.10
 # breaks on Java 17 in LambdaDeserializer ("too many arguments"; issue 42). The JVM runs with the
 # jars on its class path; no Python is involved. ~611 MB downloaded (64 + 52 MB of BigDL, 214 +
-# 282 MB of the two pyspark sdists, kept 2 jars of the second), ~420 MB on disk.
+# 282 MB of the two pyspark sdists, 2 jars of the second kept), ~340 MB on disk, 17 s here.
 BIGDL_GROUP="bigdl-dllib-spark3==2.4.0+bigdl-core==2.4.0.dev0"
 installed "$PYPI_DIR/bigdl-2.4.0" "$BIGDL_GROUP" || pip_group "$PYPI_DIR/bigdl-2.4.0" --target "$BIGDL_GROUP"
 # spark_jars <folder>: Spark 3.1.3's jars in <folder>/jars with Scala 2.12.15; on failure,

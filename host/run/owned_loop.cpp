@@ -65,8 +65,8 @@ Samples OwnedLoop::train(StepLoop& loop, dlhost_model* model, const json& p,
     s.allreduce.push_back(0.0);
   }
   loop.sample_memory(s.memory);
-  s.timed_out = std::chrono::duration<double>(t1 - case_start).count() >
-                case_value<double>(p, "timeout");
+  s.timed_out =
+      std::chrono::duration<double>(t1 - case_start).count() > case_value<double>(p, "timeout");
   return s;
 }
 

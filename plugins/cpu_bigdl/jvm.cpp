@@ -48,13 +48,19 @@ namespace {
 using CreateJavaVM = jint (*)(JavaVM**, void**, void*);
 
 // Spark 3.3's JavaModuleOptions: what Spark 3.1's classes need opened on Java 17.
-const char* const kAddOpens[] = {
-    "java.base/java.lang",       "java.base/java.lang.invoke", "java.base/java.lang.reflect",
-    "java.base/java.io",         "java.base/java.net",         "java.base/java.nio",
-    "java.base/java.util",       "java.base/java.util.concurrent",
-    "java.base/java.util.concurrent.atomic",                   "java.base/sun.nio.ch",
-    "java.base/sun.nio.cs",      "java.base/sun.security.action",
-    "java.base/sun.util.calendar"};
+const char* const kAddOpens[] = {"java.base/java.lang",
+                                 "java.base/java.lang.invoke",
+                                 "java.base/java.lang.reflect",
+                                 "java.base/java.io",
+                                 "java.base/java.net",
+                                 "java.base/java.nio",
+                                 "java.base/java.util",
+                                 "java.base/java.util.concurrent",
+                                 "java.base/java.util.concurrent.atomic",
+                                 "java.base/sun.nio.ch",
+                                 "java.base/sun.nio.cs",
+                                 "java.base/sun.security.action",
+                                 "java.base/sun.util.calendar"};
 
 // Makes the JVM on the calling thread (the JVM's own); throws UNAVAILABLE with the reason.
 JNIEnv* create_vm(JavaVM** vm, int32_t threads) {
@@ -88,14 +94,15 @@ JNIEnv* create_vm(JavaVM** vm, int32_t threads) {
   return env;
 }
 
-// "<class>: <message>" of a Throwable, by its toString().
-std::string text_of(JNIEnv* env, jthrowable t) {
-  jclass cls = env->FindClass("java/lang/Throwable");
+// An object's toString() ("<class>: <message>" for a Throwable, "Class.method(File.java:N)" for
+// a stack frame).
+std::string text_of(JNIEnv* env, jobject object) {
+  jclass cls = env->FindClass("java/lang/Object");
   jmethodID to_string = env->GetMethodID(cls, "toString", "()Ljava/lang/String;");
-  auto s = static_cast<jstring>(env->CallObjectMethod(t, to_string));
+  auto s = static_cast<jstring>(env->CallObjectMethod(object, to_string));
   if (env->ExceptionCheck() || s == nullptr) {
     env->ExceptionClear();
-    return "(an exception whose toString() failed)";
+    return "(an object whose toString() failed)";
   }
   const char* chars = env->GetStringUTFChars(s, nullptr);
   std::string out = chars != nullptr ? chars : "";
@@ -113,8 +120,7 @@ void Jvm::check(JNIEnv* env, const std::string& what) {
   std::string text = text_of(env, t);
   jclass cls = env->FindClass("java/lang/Throwable");
   jmethodID cause = env->GetMethodID(cls, "getCause", "()Ljava/lang/Throwable;");
-  jmethodID trace =
-      env->GetMethodID(cls, "getStackTrace", "()[Ljava/lang/StackTraceElement;");
+  jmethodID trace = env->GetMethodID(cls, "getStackTrace", "()[Ljava/lang/StackTraceElement;");
   jthrowable deepest = t;
   for (int k = 0; k < 4; ++k) {
     auto next = static_cast<jthrowable>(env->CallObjectMethod(deepest, cause));
@@ -127,7 +133,7 @@ void Jvm::check(JNIEnv* env, const std::string& what) {
   if (env->ExceptionCheck()) env->ExceptionClear();
   if (frames != nullptr && env->GetArrayLength(frames) > 0) {
     jobject top = env->GetObjectArrayElement(frames, 0);
-    text += " (at " + text_of(env, static_cast<jthrowable>(top)) + ")";
+    text += " (at " + text_of(env, top) + ")";
   }
   sdk::fail(DLHOST_CODE_INTERNAL, "cpu_bigdl: " + what + ": " + text);
 }
@@ -158,8 +164,8 @@ void Jvm::call(const std::function<void(JNIEnv*)>& body) {
 
 Jvm& Jvm::get(int32_t threads) {
   static std::mutex mu;
-  static Jvm* jvm = nullptr;     // made once, never destroyed (jvm.h)
-  static std::string failed;     // why the JVM could not be made: the same answer every time
+  static Jvm* jvm = nullptr;  // made once, never destroyed (jvm.h)
+  static std::string failed;  // why the JVM could not be made: the same answer every time
   std::lock_guard<std::mutex> lock(mu);
   if (!failed.empty()) sdk::fail(DLHOST_CODE_UNAVAILABLE, failed);
   if (jvm != nullptr) {
@@ -197,7 +203,8 @@ Jvm& Jvm::get(int32_t threads) {
 
 jclass find_class(JNIEnv* env, const char* name) {
   jclass cls = env->FindClass(name);
-  Jvm::check(env, std::string("class ") + name + " (the class path is " DLHOST_BIGDL_CLASSPATH_SHORT ")");
+  Jvm::check(
+      env, std::string("class ") + name + " (the class path is " DLHOST_BIGDL_CLASSPATH_SHORT ")");
   return cls;
 }
 

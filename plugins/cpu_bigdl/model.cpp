@@ -86,7 +86,8 @@ struct Methods {
 };
 
 jintArray int_array(JNIEnv* env, const dlhost_tensor_desc& t) {
-  std::vector<jint> dims(t.dims, t.dims + t.rank);
+  std::vector<jint> dims;
+  for (int32_t k = 0; k < t.rank; ++k) dims.push_back(static_cast<jint>(t.dims[k]));
   jintArray a = env->NewIntArray(t.rank);
   env->SetIntArrayRegion(a, 0, t.rank, dims.data());
   return a;
@@ -290,8 +291,9 @@ class BigDLModel final : public sdk::Model {
       if (n.op == DLHOST_OP_INPUT) continue;
       if (ended) refuse(n, "a node after the loss");
       if (n.num_inputs < 1 || n.inputs == nullptr || n.inputs[0] != current)
-        refuse(n, "takes another tensor than the previous node's output: this first slice builds "
-                  "BigDL Sequential chains (a DAG needs BigDL's Graph API)");
+        refuse(n,
+               "takes another tensor than the previous node's output: this first slice builds "
+               "BigDL Sequential chains (a DAG needs BigDL's Graph API)");
       const dlhost_tensor_desc& x = *g.tensors[current];
       const auto param = [&](int32_t i) { return i < n.num_params ? n.params[i] : -1; };
       switch (n.op) {
@@ -301,9 +303,9 @@ class BigDLModel final : public sdk::Model {
             refuse(n, "dilation is BigDL's SpatialDilatedConvolution, not lowered here");
           const bool bias = sdk::node_attrs<dlhost_conv2d_attrs>(n).has_bias != 0;
           env->CallVoidMethod(object_, m_.conv, to_int(c.c), to_int(c.oc), to_int(c.kh),
-                              to_int(c.kw), to_int(c.sh), to_int(c.sw), to_int(c.ph),
-                              to_int(c.pw), to_int(c.groups), bias ? JNI_TRUE : JNI_FALSE,
-                              param(0), bias ? param(1) : -1);
+                              to_int(c.kw), to_int(c.sh), to_int(c.sw), to_int(c.ph), to_int(c.pw),
+                              to_int(c.groups), bias ? JNI_TRUE : JNI_FALSE, param(0),
+                              bias ? param(1) : -1);
           break;
         }
         case DLHOST_OP_POOL2D: {
@@ -428,9 +430,9 @@ dlhost_status* run_steps(dlhost_model* model, const dlhost_owned_steps* steps,
 
 const std::vector<int32_t>& lowered_ops() {
   static const std::vector<int32_t> ops = {
-      DLHOST_OP_INPUT,  DLHOST_OP_FC,      DLHOST_OP_CONV2D,         DLHOST_OP_POOL2D,
-      DLHOST_OP_ACTIVATION, DLHOST_OP_SOFTMAX_CROSS_ENTROPY, DLHOST_OP_MSE_LOSS,
-      DLHOST_OP_LRN,    DLHOST_OP_GLOBAL_AVG_POOL};
+      DLHOST_OP_INPUT,    DLHOST_OP_FC,         DLHOST_OP_CONV2D,
+      DLHOST_OP_POOL2D,   DLHOST_OP_ACTIVATION, DLHOST_OP_SOFTMAX_CROSS_ENTROPY,
+      DLHOST_OP_MSE_LOSS, DLHOST_OP_LRN,        DLHOST_OP_GLOBAL_AVG_POOL};
   return ops;
 }
 

@@ -375,7 +375,7 @@ typedef struct dlhost_tool_runtime_ext {
  * them: the record's `timing.timer` is then "backend_clock", with the backend's lines saying what
  * was timed and how the steps ran. The step calls (forward, backward, update) still work one at a
  * time for everything else (conform, data parallelism, a comm). The host's per-step checks (the
- * case's time limit, a non-finite loss) apply after the call; the case's watchdog still bounds it. */
+ * case's time limit, a non-finite loss) apply after the call; the case's watchdog bounds it. */
 
 /* Host-owned; borrowed for run_steps. */
 typedef struct dlhost_owned_steps {
