@@ -72,7 +72,8 @@ JNIEnv* create_vm(JavaVM** vm, int32_t threads) {
   if (create == nullptr)
     sdk::fail(DLHOST_CODE_UNAVAILABLE, "cpu_bigdl: no JNI_CreateJavaVM in " DLHOST_BIGDL_JVM);
   std::vector<std::string> text = {"-Djava.class.path=" DLHOST_BIGDL_CLASSPATH, "-Xrs",
-                                   "-Dbigdl.localMode=true", "-Djava.awt.headless=true"};
+                                   "-Dbigdl.localMode=true", "-Djava.awt.headless=true",
+                                   "-Dlog4j.configurationFile=" DLHOST_BIGDL_LOG4J2};
   if (threads > 0) text.push_back("-Dbigdl.coreNumber=" + std::to_string(threads));
   for (const char* module : kAddOpens)
     text.push_back(std::string("--add-opens=") + module + "=ALL-UNNAMED");

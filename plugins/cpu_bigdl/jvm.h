@@ -5,7 +5,8 @@
 //   -Xrs          so that SIGINT/SIGTERM/SIGQUIT stay dlhost's (its case watchdog, Ctrl-C);
 //   the class path of BigDL's jars, Spark 3.1.3's and the plugin's own classes;
 //   Spark 3.3's --add-opens flags (what Spark 3.1 needs on Java 17: issue 42);
-//   -Dbigdl.localMode=true -Dbigdl.coreNumber=<threads> (BigDL's engine without Spark).
+//   -Dbigdl.localMode=true -Dbigdl.coreNumber=<threads> (BigDL's engine without Spark);
+//   -Dlog4j.configurationFile=log4j2.xml (warnings to stderr, not BigDL's INFO lines to stdout).
 // A JVM cannot be made twice in a process, nor with other options later: the first context's
 // threads hold for the process (dlhost runs every case in a process of its own); another value
 // later is refused. The JVM is never destroyed (DestroyJavaVM waits for every non-daemon thread
