@@ -20,6 +20,7 @@ import com.intel.analytics.bigdl.dllib.nn.abstractnn.AbstractCriterion;
 import com.intel.analytics.bigdl.dllib.nn.abstractnn.AbstractModule;
 import com.intel.analytics.bigdl.dllib.nn.abstractnn.Activity;
 import com.intel.analytics.bigdl.dllib.optim.LocalOptimizer;
+import com.intel.analytics.bigdl.dllib.optim.LocalOptimizer$;
 import com.intel.analytics.bigdl.dllib.optim.OptimMethod;
 import com.intel.analytics.bigdl.dllib.tensor.Tensor;
 import com.intel.analytics.bigdl.dllib.tensor.TensorNumericMath;
@@ -32,12 +33,8 @@ import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.logging.log4j.Level;
-import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.core.LogEvent;
-import org.apache.logging.log4j.core.LoggerContext;
 import org.apache.logging.log4j.core.appender.AbstractAppender;
-import org.apache.logging.log4j.core.config.Configuration;
-import org.apache.logging.log4j.core.config.LoggerConfig;
 import org.apache.logging.log4j.core.config.Property;
 import scala.Tuple2;
 import scala.reflect.ClassTag;
@@ -314,11 +311,11 @@ public final class BigDLModel {
     opt.setOptimMethod(sgd);
     opt.setEndWhen(py.createMaxIteration(steps));
     if (clipNorm > 0) opt.setGradientClippingByl2Norm(clipNorm);
-    stepLog.start();
+    stepLog.begin();
     try {
       opt.optimize();
     } finally {
-      stepLog.stop();
+      stepLog.end();
     }
     batches.clear();
     flatParameters();  // the optimizer re-laid the parameters out
@@ -344,28 +341,27 @@ public final class BigDLModel {
       super("dlhost-bigdl-steps", null, null, true, Property.EMPTY_ARRAY);
     }
 
+    // On LocalOptimizer's own logger object: BigDL's classes log through LoggerContexts of their
+    // own (LogManager.getContext from here is another one), so a logger configured by name
+    // would not be the one it writes to.
     static StepLog attach() {
       StepLog log = new StepLog();
       log.start();
-      LoggerContext context = (LoggerContext) LogManager.getContext(false);
-      Configuration config = context.getConfiguration();
-      config.addAppender(log);
-      // Only this appender: BigDL's per-iteration lines stay off dlhost's terminal.
-      LoggerConfig optim = new LoggerConfig("com.intel.analytics.bigdl.dllib.optim", Level.INFO,
-                                            false);
-      optim.addAppender(log, Level.INFO, null);
-      config.addLogger("com.intel.analytics.bigdl.dllib.optim", optim);
-      context.updateLoggers();
+      org.apache.logging.log4j.core.Logger optim =
+          (org.apache.logging.log4j.core.Logger) LocalOptimizer$.MODULE$.logger();
+      optim.addAppender(log);
+      optim.setLevel(Level.INFO);
+      optim.setAdditive(false);  // only this appender: the lines stay off dlhost's terminal
       return log;
     }
 
-    synchronized void start() {
+    synchronized void begin() {
       seen.clear();
       unmatched = "";
       on = true;
     }
 
-    void stop() {
+    void end() {
       on = false;
     }
 
