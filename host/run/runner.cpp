@@ -7,6 +7,7 @@
 // and the record's parts. Missing case keys take their defaults from the suite schema.
 #include "run/runner.h"
 
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -384,8 +385,10 @@ void add_departures(json& resolved, const Plan& plan, const Prepared& m) {
 // Across ranks: a step lasts as long as its slowest rank; the loss is the mean of the ranks'
 // (each over its own shard, so the mean is the loss of the global mini-batch).
 void reduce_over_ranks(Samples& s, DataParallel* dp, int world_size) {
-  s.compute.resize(s.step.size());
-  for (size_t i = 0; i < s.step.size(); ++i)
+  // A tool that owns its loop (owned_loop.h) splits no phase: no compute either.
+  const size_t phases = std::min({s.forward.size(), s.backward.size(), s.update.size()});
+  s.compute.resize(std::min(s.step.size(), phases));
+  for (size_t i = 0; i < s.compute.size(); ++i)
     s.compute[i] = s.forward[i] + s.backward[i] + s.update[i];
   if (!dp) return;
   for (auto* v : {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce,
