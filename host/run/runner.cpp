@@ -7,9 +7,9 @@
 // and the record's parts. Missing case keys take their defaults from the suite schema.
 #include "run/runner.h"
 
-#include <algorithm>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
