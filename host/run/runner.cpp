@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +35,7 @@
 #include "run/data_parallel.h"
 #include "run/machine_facts.h"
 #include "run/matmul_peak.h"
+#include "run/owned_loop.h"
 #include "run/step_loop.h"
 #include "run/tool_runtime.h"
 #include "suite/schema.h"
@@ -361,8 +363,10 @@ record::Resolved resolved_of(const Plan& plan, const json& p, const Prepared& m)
 // Across ranks: a step lasts as long as its slowest rank; the loss is the mean of the ranks'
 // (each over its own shard, so the mean is the loss of the global mini-batch).
 void reduce_over_ranks(Samples& s, DataParallel* dp, int world_size) {
-  s.compute.resize(s.step.size());
-  for (size_t i = 0; i < s.step.size(); ++i)
+  // A tool that owns its loop (owned_loop.h) splits no phase: no compute either.
+  const size_t phases = std::min({s.forward.size(), s.backward.size(), s.update.size()});
+  s.compute.resize(std::min(s.step.size(), phases));
+  for (size_t i = 0; i < s.compute.size(); ++i)
     s.compute[i] = s.forward[i] + s.backward[i] + s.update[i];
   if (!dp) return;
   for (auto* v : {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce,
@@ -705,15 +709,21 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
 
   const dlhost_backend_api* api = device.api();
   StepLoop loop(device, m.context.get(), m.model.get(), dp, m.uploads, ctx, feed.get());
-  Samples s = train(loop, dp, params, case_start);
+  // A tool that owns its loop trains a case without a comm in one call (owned_loop.h).
+  std::optional<OwnedLoop> owned;
+  if (const dlhost_step_loop_ext* ext = dp || tool ? nullptr : find_step_loop(*plan.backend))
+    owned.emplace(*ext);
+  Samples s = owned ? owned->train(loop, m.model.get(), params, case_start)
+                    : train(loop, dp, params, case_start);
   uint64_t backend_bytes = 0;
   check_status(api->memory_in_use(m.model.get(), &backend_bytes), "memory_in_use");
   if (world.rank == 0) dump_params(in.id, api, m.model.get(), *m.graph);
   reduce_over_ranks(s, dp, world.size);
   if (tool) tool->reduce(s);
 
-  rec["timing"] =
-      record::to_json(timing_of(s, params, m, plan, world.size, loop.timer(), feed.get()));
+  rec["timing"] = record::to_json(timing_of(s, params, m, plan, world.size,
+                                            owned ? OwnedLoop::kTimer : loop.timer(), feed.get()));
+  if (owned) owned->describe(rec["timing"]);
   // After the timed steps, so it cannot disturb them; every rank measures its own device, in
   // what is left of the case's time.
   if (int64_t size = case_value_if<int64_t>(p, "matmul_peak").value_or(0); size > 0 && !s.timed_out)

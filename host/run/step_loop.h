@@ -75,6 +75,13 @@ class StepLoop {
   float warmup_step();
   void timed_step(Samples& s);
   void sample_memory(MemoryFigures& m);
+  // A tool that owns its loop (owned_loop.h): true when every step has inputs of its own (real
+  // data or per-step uploads), which feed_step sets for the next step, outside its timing.
+  bool feeds() const { return uploads(); }
+  void feed_step() {
+    take_batch();
+    upload();
+  }
 
  private:
   void upload();

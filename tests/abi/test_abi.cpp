@@ -85,6 +85,15 @@ static_assert(align_up(DLHOST_TOOL_RUNTIME_INFO_STRUCT_SIZE, alignof(dlhost_tool
 static_assert(align_up(DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE, alignof(dlhost_tool_runtime_ext)) ==
                   sizeof(dlhost_tool_runtime_ext),
               "DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE does not name its last field");
+static_assert(align_up(DLHOST_OWNED_STEPS_STRUCT_SIZE, alignof(dlhost_owned_steps)) ==
+                  sizeof(dlhost_owned_steps),
+              "DLHOST_OWNED_STEPS_STRUCT_SIZE does not name its last field");
+static_assert(align_up(DLHOST_OWNED_STEPS_INFO_STRUCT_SIZE, alignof(dlhost_owned_steps_info)) ==
+                  sizeof(dlhost_owned_steps_info),
+              "DLHOST_OWNED_STEPS_INFO_STRUCT_SIZE does not name its last field");
+static_assert(align_up(DLHOST_STEP_LOOP_EXT_STRUCT_SIZE, alignof(dlhost_step_loop_ext)) ==
+                  sizeof(dlhost_step_loop_ext),
+              "DLHOST_STEP_LOOP_EXT_STRUCT_SIZE does not name its last field");
 static_assert(align_up(DLHOST_BACKEND_API_STRUCT_SIZE, alignof(dlhost_backend_api)) ==
                   sizeof(dlhost_backend_api),
               "DLHOST_BACKEND_API_STRUCT_SIZE does not name the last field of dlhost_backend_api");
@@ -463,6 +472,26 @@ TEST(AbiFreeze, ToolRuntimeExtensionIn1_5) {
   EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_attach), 40u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_comm_times), 48u);
   EXPECT_EQ(DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE, 56u);
+}
+
+// ABI 1.5: a backend whose tool owns its training loop (issue 42, BigDL): one new extension type
+// and three new structs, frozen here as released.
+TEST(AbiFreeze, StepLoopExtensionIn1_5) {
+  EXPECT_EQ(DLHOST_EXT_STEP_LOOP, 11);
+  EXPECT_EQ(offsetof(dlhost_owned_steps, warmup), 8u);
+  EXPECT_EQ(offsetof(dlhost_owned_steps, iterations), 16u);
+  EXPECT_EQ(offsetof(dlhost_owned_steps, feed), 24u);
+  EXPECT_EQ(offsetof(dlhost_owned_steps, feed_user), 32u);
+  EXPECT_EQ(offsetof(dlhost_owned_steps, step_ms), 40u);
+  EXPECT_EQ(offsetof(dlhost_owned_steps, loss), 48u);
+  EXPECT_EQ(DLHOST_OWNED_STEPS_STRUCT_SIZE, 56u);
+  EXPECT_EQ(offsetof(dlhost_owned_steps_info, clock), 8u);
+  EXPECT_EQ(offsetof(dlhost_owned_steps_info, loop), 16u);
+  EXPECT_EQ(DLHOST_OWNED_STEPS_INFO_STRUCT_SIZE, 24u);
+  EXPECT_EQ(offsetof(dlhost_step_loop_ext, type), offsetof(dlhost_extension, type));
+  EXPECT_EQ(offsetof(dlhost_step_loop_ext, next), offsetof(dlhost_extension, next));
+  EXPECT_EQ(offsetof(dlhost_step_loop_ext, run_steps), 24u);
+  EXPECT_EQ(DLHOST_STEP_LOOP_EXT_STRUCT_SIZE, 32u);
 }
 
 // A struct from a host or network plugin before 1.4 ends at clip_norm: the C++ layer reads what

@@ -50,7 +50,8 @@ typedef enum dlhost_extension_type {
   DLHOST_EXT_COMM_GROUP = 7,    /* dlhost_comm_group_ext, in a comm's plugin chain */
   DLHOST_EXT_COMM_ABORT = 8,    /* dlhost_comm_abort_ext, in a comm's plugin chain */
   DLHOST_EXT_TENSOR_READ = 9,   /* dlhost_tensor_read_ext, in a backend's plugin chain (1.3) */
-  DLHOST_EXT_TOOL_RUNTIME = 10  /* dlhost_tool_runtime_ext, in a backend's plugin chain (1.5) */
+  DLHOST_EXT_TOOL_RUNTIME = 10, /* dlhost_tool_runtime_ext, in a backend's plugin chain (1.5) */
+  DLHOST_EXT_STEP_LOOP = 11     /* dlhost_step_loop_ext, in a backend's plugin chain (1.5) */
 } dlhost_extension_type;
 
 /* ---------------------------------------------------------------------------------------------
@@ -365,6 +366,59 @@ typedef struct dlhost_tool_runtime_ext {
 } dlhost_tool_runtime_ext;
 #define DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE \
   DLHOST_STRUCT_SIZE(dlhost_tool_runtime_ext, runtime_comm_times)
+
+/* ---------------------------------------------------------------------------------------------
+ * ABI 1.5: a backend whose tool owns its training loop (issue 42: BigDL's optimize() runs every
+ * step itself; called once per step it costs 0.2-1.3 s of set-up around ~55 ms of work, which no
+ * BigDL user pays). With this extension the host trains a case without a comm in ONE call over
+ * the warm-up and timed steps, and the step times are the tool's own clock, as its users get
+ * them: the record's `timing.timer` is then "backend_clock", with the backend's lines saying what
+ * was timed and how the steps ran. The step calls (forward, backward, update) still work one at a
+ * time for everything else (conform, data parallelism, a comm). The host's per-step checks (the
+ * case's time limit, a non-finite loss) apply after the call; the case's watchdog bounds it. */
+
+/* Host-owned; borrowed for run_steps. */
+typedef struct dlhost_owned_steps {
+  size_t struct_size;
+  int64_t warmup;     /* untimed steps first */
+  int64_t iterations; /* then the timed steps */
+  /* NULL when the inputs are resident: set with set_input before the call, the same for every
+   * step. Else the host's: sets the inputs of step `step` (0 .. warmup + iterations - 1) with
+   * set_input on this model, then returns NULL or a status that run_steps returns as it is. The
+   * backend calls it once per step, in order, before that step and outside every step's time
+   * (it may call it for every step before its loop starts). */
+  dlhost_status* (*feed)(void* user, int64_t step);
+  void* feed_user;
+  /* Written by the backend: step_ms[i], the time of timed step i by the tool's own clock
+   * (`iterations` values); loss[i], the loss of step i, warm-up steps first (warmup + iterations
+   * values). */
+  double* step_ms;
+  float* loss;
+} dlhost_owned_steps;
+#define DLHOST_OWNED_STEPS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_owned_steps, loss)
+
+/* Filled by the backend into a host-owned struct (the host sets struct_size; the backend fills
+ * only the fields it covers). Strings live as long as the model. */
+typedef struct dlhost_owned_steps_info {
+  size_t struct_size;
+  /* What step_ms measures, one line ("LocalOptimizer's own iteration time: ...") */
+  const char* clock;
+  /* How the steps ran, one line ("one LocalOptimizer.optimize() over 25 steps, 1 core") */
+  const char* loop;
+} dlhost_owned_steps_info;
+#define DLHOST_OWNED_STEPS_INFO_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_owned_steps_info, loop)
+
+typedef struct dlhost_step_loop_ext {
+  size_t struct_size;
+  int32_t type; /* DLHOST_EXT_STEP_LOOP */
+  const dlhost_extension* next;
+  /* Trains `model` for steps->warmup + steps->iterations steps in the tool's own loop, each on
+   * the inputs steps->feed set (or the resident ones), with the compiled optimizer; blocks until
+   * done. Afterwards the parameters and read_loss are those after the last step. */
+  dlhost_status* (*run_steps)(dlhost_model* model, const dlhost_owned_steps* steps,
+                              dlhost_owned_steps_info* info);
+} dlhost_step_loop_ext;
+#define DLHOST_STEP_LOOP_EXT_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_step_loop_ext, run_steps)
 
 /* Finds the extension of `type` in a chain, or NULL. A reader then checks struct_size against
  * the part it needs. */
