@@ -95,7 +95,18 @@ DistributedFigures distributed_of(const Record& r) {
   d.allreduce_ms = number_at(r.data, "/distributed/allreduce/median");
   d.exposed_comm_ms = number_at(r.data, "/distributed/exposed_comm/median");
   d.speedup_vs_1_rank = number_at(r.data, "/distributed/vs_1_rank/speedup", NAN);
+  d.runtime = text_at(r.data, "/distributed/runtime");
+  d.mode = text_at(r.data, "/distributed/mode");
+  d.comm_time = text_at(r.data, "/distributed/comm_time");
+  d.comm_time_absent = text_at(r.data, "/distributed/comm_time_absent");
+  d.has_allreduce = has(r.data, "/distributed/allreduce/median");
   return d;
+}
+
+std::string interconnect_of(const Record& r) {
+  const std::string profile = text_at(r.data, "/interconnect/profile");
+  if (!profile.empty()) return profile;
+  return text_at(r.data, "/params/interconnect", "loopback");
 }
 
 std::string environment_key(const json& environment) {
