@@ -5,7 +5,9 @@
 # address (the namespace's; every test host shares this machine's name, so the name would not
 # do). Synchronous DDP on 2 hosts trains like 1 rank on the whole batch (lenet: losses and final
 # weights within 1e-4), the record names the link and the ranks' hosts, and DDP's bucket size is
-# the case's bucket_mb (bucket_cap_mb), recorded: 25 by default, 1 where the case sets it.
+# the case's bucket_mb (bucket_cap_mb), recorded: 25 by default, 1 where the case sets it. The
+# `gloo` comm picks its address the same way and runs over the same test hosts (before, every
+# rank resolved the shared machine name to loopback and dialled itself).
 # Usage: torch_ddp_hosts_e2e.sh DLHOST WORK_DIR
 # Exit 77 (skipped, reason printed) without cpu_libtorch2, root, iproute2 or mpirun.
 set -eu
@@ -24,12 +26,14 @@ command -v tc > /dev/null || skip "iproute2's tc not installed"
 
 cat > "$WORK/hosts.yaml" << 'YAML'
 name: torch_ddp_hosts
+optional: {comm: [gloo]}
 defaults: {backend: cpu_libtorch2, network: lenet, batch: 16, lr: 0.1, warmup: 1, iterations: 4,
            threads: 1, timeout: 300, launcher: mpirun}
 cases:
   - {comm: none, ranks: 1, tags: [one]}
   - {comm: torch_ddp, ranks: 2, interconnect: 1gbe, tags: [hosts]}
   - {comm: torch_ddp, ranks: 2, interconnect: 1gbe, bucket_mb: 1, tags: [small_buckets]}
+  - {comm: gloo, backend: cpu_onednn, ranks: 2, interconnect: 1gbe, tags: [gloo]}
 YAML
 DLHOST_DUMP_PARAMS_DIR="$WORK/params" timeout 900 "$DLHOST" run "$WORK/hosts.yaml" \
   -o "$WORK/hosts.jsonl" > "$WORK/hosts.txt" 2>&1 || { cat "$WORK/hosts.txt"; fail "the run"; }
@@ -42,11 +46,18 @@ recs = {r["params"]["tags"][0]: r for r in map(json.loads, open(f"{work}/hosts.j
 def weights(case):
     data = open(f"{work}/params/{case}.params", "rb").read()
     return struct.unpack(f"{len(data) // 4}f", data)
+gloo = recs.pop("gloo")
 for tag, r in recs.items():
     if r["status"] == "SKIPPED" and "test hosts" in r["reason"] and tag != "one":
         print(f"SKIPPED: {r['reason']}")
         sys.exit(77)
     assert r["status"] == "OK", (tag, r["status"], r["reason"])
+if gloo["status"] == "SKIPPED" and "gloo" in gloo["reason"]:
+    print(f"gloo: SKIPPED: {gloo['reason']}")
+else:
+    assert gloo["status"] == "OK", (gloo["status"], gloo["reason"])
+    assert len(gloo["interconnect"]["hosts"]) == 2, gloo["interconnect"]
+    print(f"gloo: 2 test hosts over 1gbe: OK, step {gloo['timing']['step']['median']:.2f} ms")
 base = recs["one"]
 for tag, bucket_mb in (("hosts", 25), ("small_buckets", 1)):
     r = recs[tag]
