@@ -13,6 +13,7 @@
 #include "core/number_text.h"
 #include "output/output_file.h"
 #include "project/projection.h"
+#include "project/runtime_model.h"
 #include "record/fields.h"
 #include "report/records.h"
 
@@ -101,16 +102,11 @@ bool in_place_of(const std::string& path) {
   return c != doc.end() && c->is_object() && c->value("in_place", false);
 }
 
-// The link a measured record ran over: its interconnect block's profile, else its parameter,
-// else what the unset key means (loopback).
-std::string interconnect_of(const Record& r) {
-  const std::string unset = key_default<std::string>("interconnect");
-  if (auto l = r.data.find("interconnect"); l != r.data.end() && l->is_object())
-    return l->value("profile", unset);
-  if (auto p = r.data.find("params"); p != r.data.end() && p->is_object())
-    if (auto i = p->find("interconnect"); i != p->end() && i->is_string())
-      return i->get<std::string>();
-  return unset;
+// The comm plugin a comm-bench file measured (its plugin block's name).
+std::string comm_of(const std::string& path) {
+  report::Inputs in;
+  report::read_input_file(path, in);
+  return report::text_at(in.comm_benches.front().data, "/plugin/name");
 }
 
 std::string link_text(const Link& l) {
@@ -146,19 +142,25 @@ std::vector<FittedFile> fitted_files(const std::vector<std::string>& files, Algo
       if (f.fit.ranks == fit.ranks)
         throw std::invalid_argument("two comm-bench files of " + std::to_string(fit.ranks) +
                                     " ranks: give one per world size");
-    fits.push_back({file, fit, in_place_of(file)});
+    fits.push_back({file, fit, in_place_of(file), comm_of(file)});
   }
   return fits;
 }
 
 // The link for N ranks: over the fit of N ranks, else of the largest world below N, else of the
 // smallest (an extrapolation by the algorithm's cost).
+const FittedFile* fit_for(int n, const std::vector<FittedFile>& fits) {
+  const FittedFile* best = nullptr;
+  for (const FittedFile& f : fits)
+    if (f.fit.ranks <= n && (best == nullptr || f.fit.ranks > best->fit.ranks)) best = &f;
+  for (const FittedFile& f : fits)
+    if (best == nullptr || (best->fit.ranks > n && f.fit.ranks < best->fit.ranks)) best = &f;
+  return best;
+}
+
 Link link_for(int n, const std::vector<FittedFile>& fits, const Options& o, Algorithm algorithm) {
-  const Fit* best = nullptr;
-  for (const FittedFile& f : fits)
-    if (f.fit.ranks <= n && (best == nullptr || f.fit.ranks > best->ranks)) best = &f.fit;
-  for (const FittedFile& f : fits)
-    if (best == nullptr || (best->ranks > n && f.fit.ranks < best->ranks)) best = &f.fit;
+  const FittedFile* chosen = fit_for(n, fits);
+  const Fit* best = chosen != nullptr ? &chosen->fit : nullptr;
   Link l = interconnect(o.interconnect, best, o.bandwidth_gbit, o.latency_us, algorithm);
   if (best != nullptr && best->ranks != n)
     l.source += ", scaled from " + std::to_string(best->ranks) + " to " + std::to_string(n) +
@@ -168,7 +170,7 @@ Link link_for(int n, const std::vector<FittedFile>& fits, const Options& o, Algo
 
 // A measured multi-rank record against the projection of `prof` over `link`.
 Comparison compare_with(const Record& m, const ComputeProfile& prof, const Link& link,
-                        double bucket_mb) {
+                        double bucket_mb, double first_bucket_mb = -1) {
   Comparison c;
   c.measured_case = report::case_id(m);
   c.ranks = report::ranks(m);
@@ -179,7 +181,7 @@ Comparison compare_with(const Record& m, const ComputeProfile& prof, const Link&
   c.oversubscribed = c.cores > 0 && c.threads_total > c.cores;
   if (const std::optional<record::Distributed> d = record::read_distributed(m.data); d && d->host)
     c.overlap = d->host->overlap;
-  const Projection p = project(prof, c.ranks, link, bucket_mb);
+  const Projection p = project(prof, c.ranks, link, bucket_mb, first_bucket_mb);
   c.projected_step_ms = c.overlap ? p.step_ms_overlap : p.step_ms_no_overlap;
   c.projected_exposed_ms = c.overlap ? p.exposed_ms_overlap : p.comm_ms;
   c.measured_step_ms = report::step_median_ms(m);
@@ -197,16 +199,47 @@ Comparison compare_with(const Record& m, const ComputeProfile& prof, const Link&
   const double stretch = prof.backward_ms > 0 ? side_by_side.backward_ms / prof.backward_ms : 1;
   for (auto& g : side_by_side.gradients) g.ready_ms *= stretch;
   c.measured_compute_ms = side_by_side.compute_ms();
-  const Projection q = project(side_by_side, c.ranks, link, bucket_mb);
+  const Projection q = project(side_by_side, c.ranks, link, bucket_mb, first_bucket_mb);
   c.projected_step_ms_from_measured_compute = c.overlap ? q.step_ms_overlap : q.step_ms_no_overlap;
   c.error_percent_from_measured_compute =
       got > 0 ? (c.projected_step_ms_from_measured_compute - got) / got * 100.0 : 0.0;
   return c;
 }
 
+// A measured record of a tool's own runtime against the profile: compared where its pattern is
+// modelled and a fit of its collective is given, else one line saying why not.
+void compare_runtime(const Record& m, const ComputeProfile& prof, const Projected& out,
+                     const Options& o, Algorithm algorithm, CaseProjection& c,
+                     std::vector<NotProjected>& not_projected) {
+  const std::string runtime = record::distributed_of(m).runtime;
+  const RuntimeModel rm = runtime_model(runtime, record::distributed_of(m).mode,
+                                        report::number_at(m.data, "/distributed/bucket_mb", 0));
+  std::string why = rm.not_modelled;
+  const FittedFile* fit = fit_for(report::ranks(m), out.fits);
+  if (why.empty() && (fit == nullptr || fit->comm != rm.collective))
+    why = runtime + " all-reduces through " + rm.collective + ", and " +
+          (fit == nullptr
+               ? std::string("no comm-bench file was given")
+               : "the fit for " + std::to_string(report::ranks(m)) + " ranks (" + fit->file +
+                     ") is of " + (fit->comm.empty() ? "an unnamed comm" : "comm " + fit->comm)) +
+          ": give a comm-bench --json file of " + rm.collective;
+  if (!why.empty()) {
+    not_projected.push_back({report::case_id(m), runtime, why});
+    return;
+  }
+  Comparison cmp = compare_with(m, prof, link_for(report::ranks(m), out.fits, o, algorithm),
+                                rm.bucket_mb, rm.first_bucket_mb);
+  cmp.runtime = runtime;
+  cmp.model = rm.how;
+  cmp.measured_exposed_ms = NAN;  // the runtime's waiting is inside backward: none recorded
+  cmp.runtime_comm_ms =
+      record::distributed_of(m).has_allreduce ? record::distributed_of(m).allreduce_ms : NAN;
+  c.comparisons.push_back(cmp);
+}
+
 CaseProjection project_case(const Record& r, const Projected& out,
                             const std::vector<Record>& measured, const Options& o,
-                            Algorithm algorithm) {
+                            Algorithm algorithm, std::vector<NotProjected>& not_projected) {
   CaseProjection c;
   c.case_id = report::case_id(r);
   c.network = report::network(r);
@@ -218,8 +251,13 @@ CaseProjection project_case(const Record& r, const Projected& out,
     c.by_ranks.push_back(project(c.profile, out.ranks[i], out.links[i], out.bucket_mb));
   for (const Record& m : measured) {
     if (report::network(m) != c.network || report::backend(m) != c.backend ||
-        record::per_rank_batch(m) != c.per_rank_batch || interconnect_of(m) != out.interconnect)
+        record::per_rank_batch(m) != c.per_rank_batch ||
+        record::interconnect_of(m) != out.interconnect)
       continue;
+    if (!record::distributed_of(m).runtime.empty()) {
+      compare_runtime(m, c.profile, out, o, algorithm, c, not_projected);
+      continue;
+    }
     const Link link = link_for(report::ranks(m), out.fits, o, algorithm);
     c.comparisons.push_back(compare_with(m, c.profile, link, out.bucket_mb));
   }
@@ -246,7 +284,23 @@ Projected compute(const Options& o) {
   for (const Record& r : m.records)
     if (report::is_ok(r) && report::ranks(r) > 1) measured.push_back(r);
   for (const Record* r : profiles)
-    out.cases.push_back(project_case(*r, out, measured, o, algorithm));
+    out.cases.push_back(project_case(*r, out, measured, o, algorithm, out.not_projected));
+  // A tool runtime's record that no profile matched: said, not left out in silence.
+  for (const Record& run : measured) {
+    const std::string runtime = record::distributed_of(run).runtime;
+    if (runtime.empty()) continue;
+    const bool profiled_here = std::any_of(profiles.begin(), profiles.end(), [&](const Record* r) {
+      return report::network(*r) == report::network(run) &&
+             report::backend(*r) == report::backend(run) &&
+             record::per_rank_batch(*r) == record::per_rank_batch(run);
+    });
+    if (!profiled_here)
+      out.not_projected.push_back(
+          {report::case_id(run), runtime,
+           "no 1-rank record of " + report::backend(run) + " on " + report::network(run) +
+               " at batch " + std::to_string(record::per_rank_batch(run)) +
+               " with a backward_profile (when each gradient is ready) in the results given"});
+  }
   return out;
 }
 
@@ -263,7 +317,27 @@ std::string fit_line(const FittedFile& f) {
          fmt("%.0f", fit.max_relative_error * 100) + "%\n";
 }
 
+// A tool runtime's comparison: no exposed time of its own (its waiting is inside backward), its
+// own comm time beside, and how it was modelled.
+std::string runtime_comparison_line(const Comparison& c) {
+  return "  measured " + c.measured_case + " (" + c.runtime + "): " + std::to_string(c.ranks) +
+         " ranks" +
+         (c.oversubscribed ? " (oversubscribed: " + std::to_string(c.threads_total) +
+                                 " threads on " + std::to_string(c.cores) + " cores)"
+                           : std::string()) +
+         ", step " + fmt("%.2f", c.measured_step_ms) + " ms (compute " +
+         fmt("%.2f", c.measured_compute_ms) + " ms, " + c.runtime + "'s own comm time " +
+         (std::isnan(c.runtime_comm_ms) ? std::string("absent")
+                                        : fmt("%.2f", c.runtime_comm_ms) + " ms") +
+         "); projected " + fmt("%.2f", c.projected_step_ms) + " ms (exposed " +
+         fmt("%.2f", c.projected_exposed_ms) + "): error " + fmt("%+.1f", c.error_percent) +
+         "%; from the measured compute " + fmt("%.2f", c.projected_step_ms_from_measured_compute) +
+         " ms: error " + fmt("%+.1f", c.error_percent_from_measured_compute) + "%\n    as " +
+         c.model + "\n";
+}
+
 std::string comparison_line(const Comparison& c) {
+  if (!c.runtime.empty()) return runtime_comparison_line(c);
   return "  measured " + c.measured_case + ": " + std::to_string(c.ranks) + " ranks" +
          (c.oversubscribed ? " (oversubscribed: " + std::to_string(c.threads_total) +
                                  " threads on " + std::to_string(c.cores) + " cores)"
@@ -334,20 +408,26 @@ json projection_json(const CaseProjection& c, int ranks, const Link& link, const
 }
 
 json comparison_json(const CaseProjection& c, const Comparison& m, const std::string& link) {
-  return {{"profile_case", c.case_id},
-          {"measured_case", m.measured_case},
-          {"network", c.network},
-          {"ranks", m.ranks},
-          {"interconnect", link},
-          {"oversubscribed", m.oversubscribed},
-          {"overlap", m.overlap},
-          {"measured_step_ms", m.measured_step_ms},
-          {"measured_exposed_ms", m.measured_exposed_ms},
-          {"projected_step_ms", m.projected_step_ms},
-          {"error_percent", m.error_percent},
-          {"measured_compute_ms", m.measured_compute_ms},
-          {"projected_step_ms_from_measured_compute", m.projected_step_ms_from_measured_compute},
-          {"error_percent_from_measured_compute", m.error_percent_from_measured_compute}};
+  json j = {{"profile_case", c.case_id},
+            {"measured_case", m.measured_case},
+            {"network", c.network},
+            {"ranks", m.ranks},
+            {"interconnect", link},
+            {"oversubscribed", m.oversubscribed},
+            {"overlap", m.overlap},
+            {"measured_step_ms", m.measured_step_ms},
+            {"measured_exposed_ms", m.measured_exposed_ms},
+            {"projected_step_ms", m.projected_step_ms},
+            {"error_percent", m.error_percent},
+            {"measured_compute_ms", m.measured_compute_ms},
+            {"projected_step_ms_from_measured_compute", m.projected_step_ms_from_measured_compute},
+            {"error_percent_from_measured_compute", m.error_percent_from_measured_compute}};
+  if (!m.runtime.empty()) {  // a tool's own runtime: how it was modelled, its own comm time
+    j["runtime"] = m.runtime;
+    j["model"] = m.model;
+    j["runtime_comm_ms"] = std::isnan(m.runtime_comm_ms) ? json() : json(m.runtime_comm_ms);
+  }
+  return j;
 }
 
 }  // namespace
@@ -359,6 +439,9 @@ std::string text_report(const Projected& p) {
     text += "link for " + std::to_string(p.ranks[i]) + " ranks " + link_text(p.links[i]) + "\n";
   text += "buckets of " + fmt("%g", p.bucket_mb) + " MiB\n";
   for (const CaseProjection& c : p.cases) text += case_text(c, p.ranks);
+  if (!p.not_projected.empty()) text += "\n";
+  for (const NotProjected& n : p.not_projected)
+    text += "not projected: " + n.measured_case + " (" + n.runtime + "): " + n.reason + "\n";
   return text;
 }
 
@@ -391,7 +474,14 @@ std::string json_report(const Projected& p) {
       comparisons.push_back(comparison_json(c, m, p.interconnect));
   }
   out["projections"] = projections;
-  if (p.compared) out["comparisons"] = comparisons;
+  if (p.compared) {
+    out["comparisons"] = comparisons;
+    json not_projected = json::array();
+    for (const NotProjected& n : p.not_projected)
+      not_projected.push_back(
+          {{"measured_case", n.measured_case}, {"runtime", n.runtime}, {"reason", n.reason}});
+    out["not_projected"] = not_projected;
+  }
   return out.dump(2);
 }
 

@@ -39,6 +39,7 @@ struct FittedFile {
   std::string file;
   Fit fit;
   bool in_place = false;  // its all-reduces were in place (as the runner issues them)
+  std::string comm;       // the comm plugin it measured ("" when the file does not say)
 };
 
 // A measured multi-rank record against the projection of the same network, backend, per-rank
@@ -53,6 +54,17 @@ struct Comparison {
   double projected_step_ms = 0, projected_exposed_ms = 0, error_percent = 0;
   // From the compute the ranks measured side by side: the error of the communication model alone.
   double projected_step_ms_from_measured_compute = 0, error_percent_from_measured_compute = 0;
+  // A tool's own runtime (the record's distributed.runtime; "" for dlhost's comms): how it was
+  // modelled, and its own comm time (NaN without one), shown beside, never as exposed time.
+  std::string runtime, model;
+  double runtime_comm_ms = 0;
+};
+
+// A measured record of a tool's own runtime that is not projected, and why in one line (a
+// parameter server's push and pull, an asynchronous mode, no fit of the runtime's collective,
+// no 1-rank profile of the tool): never a number the model cannot stand behind.
+struct NotProjected {
+  std::string measured_case, runtime, reason;
 };
 
 // One profiled 1-rank case: its projection for each rank count asked, and the comparisons.
@@ -74,6 +86,7 @@ struct Projected {
   std::string interconnect;
   bool compared = false;  // --compare given (the JSON then has "comparisons", even empty)
   std::vector<CaseProjection> cases;
+  std::vector<NotProjected> not_projected;  // tool runtimes' records among the compared ones
 };
 
 // Reads the files and projects; throws std::runtime_error (bad input, with the file) or

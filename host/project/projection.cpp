@@ -42,17 +42,21 @@ double allreduce_ms(uint64_t bytes, int ranks, const Link& link) {
          (static_cast<double>(bytes) * link.beta_us_per_byte + link.alpha_us) / 1000.0;
 }
 
-std::vector<Bucket> make_buckets(const std::vector<Gradient>& gradients, double bucket_mb) {
+std::vector<Bucket> make_buckets(const std::vector<Gradient>& gradients, double bucket_mb,
+                                 double first_bucket_mb) {
   std::vector<const Gradient*> order;
   for (const Gradient& g : gradients) order.push_back(&g);
   // Backward produces the last layer's gradients first: the runner buckets in that order.
   std::sort(order.begin(), order.end(),
             [](const Gradient* a, const Gradient* b) { return a->param > b->param; });
   const auto cap = static_cast<uint64_t>(bucket_mb * 1024 * 1024);
+  const auto first_cap =
+      first_bucket_mb >= 0 ? static_cast<uint64_t>(first_bucket_mb * 1024 * 1024) : cap;
   std::vector<Bucket> buckets;
   for (const Gradient* g : order) {
+    const uint64_t open_cap = buckets.size() == 1 ? first_cap : cap;
     if (buckets.empty() ||
-        (buckets.back().bytes + g->bytes > cap && !buckets.back().params.empty()))
+        (buckets.back().bytes + g->bytes > open_cap && !buckets.back().params.empty()))
       buckets.emplace_back();
     Bucket& b = buckets.back();
     b.params.push_back(g->param);
@@ -62,13 +66,14 @@ std::vector<Bucket> make_buckets(const std::vector<Gradient>& gradients, double 
   return buckets;
 }
 
-Projection project(const ComputeProfile& profile, int ranks, const Link& link, double bucket_mb) {
+Projection project(const ComputeProfile& profile, int ranks, const Link& link, double bucket_mb,
+                   double first_bucket_mb) {
   if (ranks < 1) throw std::invalid_argument("a projection needs at least 1 rank");
   Projection p;
   p.ranks = ranks;
   p.link = link.name;
   p.compute_ms = profile.compute_ms();
-  p.buckets = make_buckets(profile.gradients, bucket_mb);
+  p.buckets = make_buckets(profile.gradients, bucket_mb, first_bucket_mb);
   // Buckets start in the order they are ready (the runner starts each as its last gradient
   // arrives); one link, so one at a time.
   std::stable_sort(p.buckets.begin(), p.buckets.end(),

@@ -75,8 +75,10 @@ struct Bucket {
 };
 
 // Buckets as the runner makes them: reverse parameter order, a new one when adding a gradient
-// would pass `bucket_mb` MiB (a gradient larger than that is a bucket of its own).
-std::vector<Bucket> make_buckets(const std::vector<Gradient>& gradients, double bucket_mb);
+// would pass `bucket_mb` MiB (a gradient larger than that is a bucket of its own). With
+// `first_bucket_mb` >= 0 the first bucket's cap is that instead, as PyTorch DDP's (1 MiB).
+std::vector<Bucket> make_buckets(const std::vector<Gradient>& gradients, double bucket_mb,
+                                 double first_bucket_mb = -1);
 
 struct Projection {
   int ranks = 1;
@@ -89,7 +91,8 @@ struct Projection {
   std::vector<Bucket> buckets;  // with their overlapped schedule
 };
 
-Projection project(const ComputeProfile& profile, int ranks, const Link& link, double bucket_mb);
+Projection project(const ComputeProfile& profile, int ranks, const Link& link, double bucket_mb,
+                   double first_bucket_mb = -1);
 
 // All-reduce time against message size, fitted: time_us = a + b * bytes by least squares on
 // relative residuals (each point weighted 1 / time^2, so a 1 KiB row counts as much as a 64 MiB

@@ -374,6 +374,7 @@ ordered_json to_json(const Distributed& d) {
     j["runtime"] = d.tool->runtime;
     j["mode"] = d.tool->mode;
     j["runtime_library"] = d.tool->runtime_library;
+    if (d.tool->bucket_mb) j["bucket_mb"] = *d.tool->bucket_mb;
     if (d.tool->comm_time)
       j["comm_time"] = *d.tool->comm_time;
     else
@@ -422,6 +423,7 @@ std::optional<Distributed> read_distributed(const Json& record, bool with_sample
     t.runtime = text(*d, "runtime");
     t.mode = text(*d, "mode");
     t.runtime_library = text(*d, "runtime_library");
+    if (member(*d, "bucket_mb") != nullptr) t.bucket_mb = number(*d, "bucket_mb");
     if (member(*d, "comm_time") != nullptr) t.comm_time = text(*d, "comm_time");
     t.comm_time_absent = text(*d, "comm_time_absent");
     out.tool = t;

@@ -119,6 +119,7 @@ struct ToolRuntimeFields {  // a tool's own runtime (DLHOST_EXT_TOOL_RUNTIME)
   std::string runtime, mode, runtime_library;
   std::optional<std::string> comm_time;  // what the runtime times, or why it times nothing:
   std::string comm_time_absent;          // written when comm_time is absent
+  std::optional<double> bucket_mb;       // torch_ddp's bucket_cap_mb; written after the library
 };
 struct VsOneRank {  // against the 1-rank record of the same case (run/record.h)
   std::string baseline_case;

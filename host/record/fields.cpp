@@ -130,7 +130,20 @@ DistributedFigures distributed_of(const Record& r) {
   out.allreduce_ms = d->allreduce ? d->allreduce->median : 0.0;
   out.exposed_comm_ms = d->exposed_comm ? d->exposed_comm->median : 0.0;
   if (d->vs_1_rank) out.speedup_vs_1_rank = d->vs_1_rank->speedup;
+  if (d->tool) {
+    out.runtime = d->tool->runtime;
+    out.mode = d->tool->mode;
+    out.comm_time = d->tool->comm_time.value_or("");
+    out.comm_time_absent = d->tool->comm_time_absent;
+  }
+  out.has_allreduce = d->allreduce.has_value();
   return out;
+}
+
+std::string interconnect_of(const Record& r) {
+  const std::string profile = text_at(r.data, "/interconnect/profile");
+  if (!profile.empty()) return profile;
+  return text_at(r.data, "/params/interconnect", "loopback");
 }
 
 std::string environment_key(const json& environment) {

@@ -53,8 +53,15 @@ struct DistributedFigures {
   long long global_batch = 0;
   double compute_ms = 0, allreduce_ms = 0, exposed_comm_ms = 0;  // medians
   double speedup_vs_1_rank = NAN;
+  // A tool's own runtime (issue 41; "" for dlhost's comms): its name, mode (sync/async), what its
+  // communication time measures, or why it has none (then there is no allreduce: never a 0).
+  std::string runtime, mode, comm_time, comm_time_absent;
+  bool has_allreduce = false;  // the block has an allreduce summary
 };
 DistributedFigures distributed_of(const Record& r);
+// The link the ranks ran over: the record's interconnect block's profile, else its
+// `interconnect` parameter, else "loopback" (every rank on one host).
+std::string interconnect_of(const Record& r);
 // The machine: CPU model and cores. Records of one machine are comparable when their library
 // versions agree (see libraries_agree); the key leaves the libraries out because each record
 // lists only its own backend's, and the tools of one run must land in one group.

@@ -48,6 +48,7 @@ Document build_report(const Inputs& in, const ReportOptions& options) {
     doc.sections.push_back(thread_scaling_view(g, plotter));
     doc.sections.push_back(batch_sweep_view(g, plotter));
     doc.sections.push_back(multi_rank_view(g, plotter));
+    doc.sections.push_back(distributed_tools_view(g, plotter));
     doc.sections.push_back(phase_split_view(g, plotter));
     doc.sections.push_back(gflops_view(g));
   }

@@ -52,6 +52,9 @@ Section tools_view(const EnvironmentGroup& g, Plotter& plotter);
 Section thread_scaling_view(const EnvironmentGroup& g, Plotter& plotter);
 Section batch_sweep_view(const EnvironmentGroup& g, Plotter& plotter);
 Section multi_rank_view(const EnvironmentGroup& g, Plotter& plotter);
+// Du et al.'s distributed tools table: tool (backend + comm or own runtime) x network x ranks x
+// link, speedup against the same tool on 1 rank, and its plot (distributed_tools_view.cpp).
+Section distributed_tools_view(const EnvironmentGroup& g, Plotter& plotter);
 Section phase_split_view(const EnvironmentGroup& g, Plotter& plotter);
 Section gflops_view(const EnvironmentGroup& g);
 Section comm_bench_view(const std::vector<CommBenchRun>& runs, Plotter& plotter);

@@ -25,6 +25,7 @@
 #include "core/graph.h"
 #include "core/handles.h"
 #include "core/host_api.h"
+#include "core/number_text.h"
 #include "core/plugin_registry.h"
 #include "core/stats.h"
 #include "data/synthetic.h"
@@ -687,8 +688,9 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   std::unique_ptr<ToolRuntime> tool;  // the backend's own runtime (tool_runtime.h)
   if (const std::string comm = case_value<std::string>(p, "comm"); is_tool_runtime(comm)) {
     if (ctx.on_stage) ctx.on_stage("comm");
-    tool = std::make_unique<ToolRuntime>(*plan.backend, m.model.get(), world, comm,
-                                         backend_options(p, plan.backend->name),
+    dlhost_options runtime_options = backend_options(p, plan.backend->name);
+    runtime_options.values["bucket_mb"] = fmt("%.17g", case_value<double>(p, "bucket_mb"));
+    tool = std::make_unique<ToolRuntime>(*plan.backend, m.model.get(), world, comm, runtime_options,
                                          case_value_if<double>(p, "startup_timeout").value_or(60));
     if (ctx.on_stage) ctx.on_stage("ready");
   } else if (comm != "none") {

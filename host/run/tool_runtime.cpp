@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
+#include "distributed/store_address.h"
 #include "dlhost/dlhost_device.h"
 
 namespace dlhost {
@@ -24,14 +26,30 @@ bool owns(const char* runtimes, const std::string& name) {
   return list.find("," + name + ",") != std::string::npos;
 }
 
-// Where this rank's runtime listens: loopback when every rank is on this node (no name
-// resolution, no routable interface needed), else this node's name.
+// Where this rank's runtime listens and its peers reach it: loopback when every rank is on this
+// node (no name resolution, no routable interface needed); else the local address this rank
+// sends from toward the rendezvous store (DLHOST_STORE's HOST), which the other ranks reach too:
+// on test hosts that is the rank's own namespace's address (every test host shares this
+// machine's name, so the name would resolve alike for all); else, with no store named, this
+// node's name.
 std::string rank_address(const RankEnv& world) {
   if (world.local_size == world.size) return "127.0.0.1";
+  if (const char* store = std::getenv("DLHOST_STORE"); store != nullptr) {
+    // "SECRET@HOST:PORT", HOST an IPv6 literal in brackets.
+    std::string host = store;
+    if (const size_t at = host.find('@'); at != std::string::npos) host.erase(0, at + 1);
+    if (const size_t colon = host.rfind(':'); colon != std::string::npos) host.erase(colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
+    if (!host.empty()) return local_source_address({host});
+  }
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   return name;
 }
+
+// The runtimes that take the case's `bucket_mb` (torch_ddp: DDP's bucket_cap_mb).
+bool takes_bucket_mb(const std::string& runtime) { return runtime == "torch_ddp"; }
 
 }  // namespace
 
@@ -67,6 +85,9 @@ ToolRuntime::ToolRuntime(const LoadedPlugin& backend, dlhost_model* model, const
   args.host = host.c_str();
   args.timeout_ms = static_cast<int64_t>(std::min(timeout_s, 1e9) * 1000.0);
   args.options = &options;
+  if (takes_bucket_mb(runtime))
+    if (auto b = options.values.find("bucket_mb"); b != options.values.end())
+      bucket_mb_ = b->second;
   dlhost_tool_runtime_info info{};
   info.struct_size = DLHOST_TOOL_RUNTIME_INFO_STRUCT_SIZE;
   check_status(ext_->runtime_attach(model, &args, &info), runtime + ": runtime_attach");
@@ -107,7 +128,9 @@ void ToolRuntime::reduce(Samples& s) {
 }
 
 record::ToolRuntimeFields ToolRuntime::describe() const {
-  return record::ToolRuntimeFields{runtime_, mode_, library_, comm_time_, no_comm_time_};
+  record::ToolRuntimeFields f{runtime_, mode_, library_, comm_time_, no_comm_time_};
+  if (!bucket_mb_.empty()) f.bucket_mb = std::stod(bucket_mb_);
+  return f;
 }
 
 }  // namespace dlhost

@@ -34,6 +34,7 @@ std::optional<std::string> tool_runtime_refusal(const LoadedPlugin& backend,
 class ToolRuntime {
  public:
   // Joins this rank's model to the runtime (blocks until every rank has, or `timeout_s`).
+  // `options`: the backend's, and the case's `bucket_mb` (torch_ddp: DDP's bucket_cap_mb).
   ToolRuntime(const LoadedPlugin& backend, dlhost_model* model, const RankEnv& world,
               const std::string& runtime, const dlhost_options& options, double timeout_s);
   ToolRuntime(const ToolRuntime&) = delete;
@@ -53,6 +54,7 @@ class ToolRuntime {
   dlhost_model* model_;
   RankEnv world_;
   std::string runtime_, mode_, library_;
+  std::string bucket_mb_;  // the case's bucket_mb, for a runtime that takes it (torch_ddp)
   std::optional<std::string> comm_time_;  // what it measures; nullopt: absent, for no_comm_time_
   std::string no_comm_time_;
   std::unique_ptr<ControlPlane> control_;

@@ -12,9 +12,14 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -148,10 +153,47 @@ class SigpipeBlocked {
   sigset_t pipe_, old_;
 };
 
+// The numeric local address this rank sends from toward the rendezvous store (DLHOST_STORE's
+// HOST, "SECRET@HOST:PORT"), read from a connected UDP socket (connect() on UDP sends nothing):
+// an address the other ranks reach too. "" when no store is named or there is no route.
+std::string route_toward_store() {
+  const char* store = std::getenv("DLHOST_STORE");
+  if (store == nullptr) return "";
+  std::string host = store;
+  if (const size_t at = host.find('@'); at != std::string::npos) host.erase(0, at + 1);
+  if (const size_t colon = host.rfind(':'); colon != std::string::npos) host.erase(colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (host.empty() || getaddrinfo(host.c_str(), "9", &hints, &found) != 0) return "";
+  std::string address;
+  const int fd = socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage local{};
+  socklen_t size = sizeof local;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) == 0) {
+    const void* in =
+        local.ss_family == AF_INET6
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+    if (inet_ntop(local.ss_family, in, text, sizeof text) != nullptr) address = text;
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return address;
+}
+
 std::string listen_address(const dlhost_comm_init_args& args, const Settings& s) {
   if (!s.hostname.empty() || !s.iface.empty()) return s.hostname;
   // Every rank on this node: loopback needs no name resolution and no routable interface.
-  return args.local_size == args.world_size ? "127.0.0.1" : "";
+  if (args.local_size == args.world_size) return "127.0.0.1";
+  // Else the address this rank reaches the store from, which its peers reach as well: on test
+  // hosts its own namespace's (every test host shares this machine's name, which resolved to
+  // loopback there, so each rank dialled itself). Without a store, this node's name ("").
+  return route_toward_store();
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 //   timeout    seconds any wait may take (rendezvous, each collective); default 600, the suite
 //              default of a case's timeout
 //   hostname   address or name this rank listens on; iface: or that of this network interface
-//              (default: loopback when every rank is on this node, else this node's hostname)
+//              (default: loopback when every rank is on this node, else the address this
+//              rank reaches the rendezvous store from, else this node's hostname)
 // Thread-safety: capabilities and query from any thread; a comm as gloo_comm.h says.
 #include <gloo/config.h>
 

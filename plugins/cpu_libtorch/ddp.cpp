@@ -8,7 +8,8 @@
 //   c10d::ProcessGroup (setBackend: 2.x API), rank 0's parameters broadcast to all (DDP's
 //   _sync_module_states);
 // - DDP's c10d::Reducer over the parameters, buckets from compute_bucket_assignment_by_size with
-//   DDP's defaults (first bucket 1 MiB, then 25 MiB, reversed as DDP does); autograd hooks
+//   DDP's sizes (first bucket 1 MiB, then the case's bucket_mb as DDP's bucket_cap_mb, 25 by
+//   default; reversed as DDP does); autograd hooks
 //   all-reduce each bucket during backward and write the average into the gradients before
 //   backward returns, so `update` sees them averaged (synchronous).
 // Communication time: the Reducer's Timer (kBackwardCommStart..End) is private and, in 2.x,
@@ -123,6 +124,12 @@ std::string store_error(dlhost_status* status) {
 class Ddp final : public ModelRuntime {
  public:
   Ddp(std::vector<at::Tensor>& params, const dlhost_tool_runtime_args& a) {
+    // DDP's bucket_cap_mb: the case's bucket_mb (checked before any peer is waited for).
+    const double bucket_mb = sdk::option_double(a.options, "bucket_mb", 25.0);
+    if (!(bucket_mb > 0) || bucket_mb > 1e6)
+      sdk::invalid("torch_ddp: bucket_mb " + std::to_string(bucket_mb) +
+                   " is not a bucket size in MiB (0 < bucket_mb <= 1e6)");
+    const size_t bucket_bytes = static_cast<size_t>(bucket_mb * 1024 * 1024);
     const std::chrono::milliseconds timeout(a.timeout_ms);
     const std::string key = std::string(a.store_prefix) + "torch_ddp/tcpstore";
     c10d::TCPStoreOptions o;
@@ -163,16 +170,17 @@ class Ddp final : public ModelRuntime {
       group_->broadcast(one)->wait();
     }
 
-    // DDP's buckets: sizes [1 MiB, 25 MiB] over the parameters, reversed (the order their
-    // gradients come in backward).
-    constexpr size_t kFirstBucket = 1024 * 1024, kBucket = 25 * 1024 * 1024;
+    // DDP's buckets: sizes [1 MiB, bucket_cap_mb] over the parameters, reversed (the order their
+    // gradients come in backward). bucket_cap_mb is the case's bucket_mb (25 unset, PyTorch's
+    // default); the first bucket stays 1 MiB, as DDP's _DEFAULT_FIRST_BUCKET_BYTES.
+    constexpr size_t kFirstBucket = 1024 * 1024;
     auto [buckets, limits] =
-        c10d::compute_bucket_assignment_by_size(params, {kFirstBucket, kBucket}, {}, {});
+        c10d::compute_bucket_assignment_by_size(params, {kFirstBucket, bucket_bytes}, {}, {});
     std::reverse(buckets.begin(), buckets.end());
     std::vector<int64_t> caps(limits.rbegin(), limits.rend());
     reducer_ = std::make_unique<c10d::Reducer>(
         params, std::move(buckets), group_, std::vector<bool>(params.size(), false),
-        int64_t(kBucket), /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+        int64_t(bucket_bytes), /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
         std::unordered_map<size_t, std::string>{}, int64_t(kFirstBucket),
         /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false, std::move(caps));
     reducer_->register_comm_hook(std::make_unique<TimedAllReduce>(group_, &spans_));

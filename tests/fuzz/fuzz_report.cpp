@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     doc.sections.push_back(time_per_minibatch_view(g));
     doc.sections.push_back(gflops_view(g));
   }
-  // The tools view draws no plot here (no gnuplot), but writes its plots' CSVs: into a folder
+  // The tools views draw no plot here (no gnuplot), but writes its plots' CSVs: into a folder
   // of this process's own.
   static const std::string plots = [] {
     char folder[] = "/tmp/fuzz_report_XXXXXX";
@@ -73,7 +73,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return made;
   }();
   Plotter plotter(plots, "");
-  for (const auto& g : groups) doc.sections.push_back(tools_view(g, plotter));
+  for (const auto& g : groups) {
+    doc.sections.push_back(tools_view(g, plotter));
+    doc.sections.push_back(distributed_tools_view(g, plotter));
+  }
   doc.sections.push_back(not_ok_view(in.records));
   doc.sections.push_back(warnings_view(in.records));
   std::ostringstream sink;

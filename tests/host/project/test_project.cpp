@@ -15,6 +15,7 @@
 
 #include "project/command.h"
 #include "project/projection.h"
+#include "project/runtime_model.h"
 
 namespace {
 
@@ -370,6 +371,109 @@ TEST(ProjectCommand, LinkOptionsAndTheirOldNames) {
   const Options o;
   EXPECT_EQ(o.interconnect, "loopback");
   EXPECT_EQ(o.bucket_mb, 25);
+}
+
+// Which tool runtimes project models (runtime_model.h): torch_ddp as DDP's buckets through Gloo;
+// each other pattern one line of why not.
+TEST(RuntimeModel, AllReduceModelledOtherPatternsSaid) {
+  const RuntimeModel ddp = runtime_model("torch_ddp", "sync", 0);
+  EXPECT_EQ(ddp.not_modelled, "");
+  EXPECT_EQ(ddp.collective, "gloo");
+  EXPECT_EQ(ddp.first_bucket_mb, 1);
+  EXPECT_EQ(ddp.bucket_mb, 25);  // none recorded: DDP's default
+  EXPECT_EQ(runtime_model("torch_ddp", "sync", 4).bucket_mb, 4);
+  EXPECT_NE(runtime_model("mxnet_kvstore", "sync", 0).not_modelled.find("parameter server"),
+            std::string::npos);
+  EXPECT_NE(runtime_model("tf_ps", "async", 0).not_modelled.find("parameter server"),
+            std::string::npos);
+  EXPECT_NE(runtime_model("torch_ddp", "async", 0).not_modelled.find("asynchronously"),
+            std::string::npos);
+  EXPECT_NE(runtime_model("tf_collective", "sync", 0).not_modelled.find("no fit"),
+            std::string::npos);
+  EXPECT_NE(runtime_model("horovod", "sync", 0).not_modelled.find("runtime 'horovod'"),
+            std::string::npos);
+}
+
+// A tool's own runtime among the measured records (issue 41): torch_ddp is projected as DDP's
+// buckets (the first 1 MiB, then its bucket_mb) at the cost of a gloo fit, never as dlhost's
+// buckets and never with an exposed time it does not have; a parameter server, a runtime
+// without a profile of its tool and a fit of another comm each get one line saying why not.
+TEST(ProjectCommand, ToolRuntimesProjectedOrSaidWhyNot) {
+  using json = nlohmann::json;
+  json profile = lenet_profile_record();
+  profile["params"]["backend"] = "cpu_libtorch2";
+  auto measured = [](const std::string& id, const std::string& network, const std::string& runtime,
+                     const std::string& mode) {
+    json d = {{"ranks", 2},         {"per_rank_batch", 32}, {"comm", runtime},
+              {"runtime", runtime}, {"mode", mode},         {"bucket_mb", 25}};
+    if (runtime == "torch_ddp") {
+      d["comm_time"] = "a comm hook's span";
+      d["allreduce"] = {{"median", 3.0}};
+    } else {
+      d["comm_time_absent"] = "push and pull wait inside the session";
+    }
+    return json{{"schema_version", 1},
+                {"case_id", id},
+                {"status", "OK"},
+                {"params", {{"network", network}, {"backend", "cpu_libtorch2"}, {"batch", 64}}},
+                {"timing", {{"step", {{"median", 20.0}}}}},
+                {"distributed", d}};
+  };
+  const std::string runs = measured("lenet-ddp-2", "lenet", "torch_ddp", "sync").dump() + "\n" +
+                           measured("lenet-ps-2", "lenet", "tf_ps", "async").dump() + "\n" +
+                           measured("fcnr-ddp-2", "fcnr", "torch_ddp", "sync").dump() + "\n";
+  // comm-bench of gloo on 2 ranks: time = 0.001 us/byte x size.
+  auto bench = [](const std::string& comm) {
+    json rows = json::array();
+    for (double x = 1024; x <= 4.0 * 1024 * 1024; x *= 4)
+      rows.push_back({{"op", "all_reduce"}, {"size", x}, {"median_us", 0.001 * x}});
+    return json{{"schema", "dlhost.comm-bench/1"},
+                {"world_size", 2},
+                {"plugin", {{"name", comm}}},
+                {"results", rows}};
+  };
+  Options o;
+  o.results = {write("ddp_profile.jsonl", profile.dump() + "\n")};
+  o.compare = {write("ddp_measured.jsonl", runs)};
+  const std::string gloo_file = write("ddp_gloo.json", bench("gloo").dump());
+  o.comm_benches = {gloo_file};
+  o.ranks = {2};
+  o.bucket_mb = 1.0;  // dlhost's buckets: 3 of them, 18.6144 ms (FilesToTableAndError)
+  Report r = run_projection(o);
+  json out = json::parse(r.json);
+  ASSERT_EQ(out["comparisons"].size(), 1u) << r.text;
+  const json& ddp = out["comparisons"][0];
+  EXPECT_EQ(ddp["measured_case"], "lenet-ddp-2");
+  EXPECT_EQ(ddp["runtime"], "torch_ddp");
+  // DDP's buckets: {3, 2} (500 KiB, the first, under 1 MiB) ready at 2 ms, then {1, 0} (1200
+  // KiB, under 25) ready at 6 ms, the end of backward: 1.2288 ms exposed; 18 + 1.2288 ms.
+  EXPECT_NEAR(ddp["projected_step_ms"].get<double>(), 19.2288, 1e-6);
+  EXPECT_TRUE(ddp["measured_exposed_ms"].is_null()) << ddp;  // none recorded: not a 0
+  EXPECT_EQ(ddp["runtime_comm_ms"].get<double>(), 3.0);
+  EXPECT_NE(r.text.find("lenet-ddp-2 (torch_ddp)"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("torch_ddp's own comm time 3.00 ms"), std::string::npos) << r.text;
+  ASSERT_EQ(out["not_projected"].size(), 2u) << r.text;
+  EXPECT_EQ(out["not_projected"][0]["measured_case"], "lenet-ps-2");
+  EXPECT_NE(r.text.find("not projected: lenet-ps-2 (tf_ps): a parameter server's push and pull"),
+            std::string::npos)
+      << r.text;
+  EXPECT_NE(r.text.find("not projected: fcnr-ddp-2 (torch_ddp): no 1-rank record of "
+                        "cpu_libtorch2 on fcnr at batch 32 with a backward_profile"),
+            std::string::npos)
+      << r.text;
+  // A fit of another comm is not torch_ddp's collective: said, not used.
+  o.comm_benches = {write("ddp_mpi.json", bench("mpi").dump())};
+  r = run_projection(o);
+  out = json::parse(r.json);
+  EXPECT_EQ(out["comparisons"].size(), 0u) << r.text;
+  EXPECT_NE(r.text.find("not projected: lenet-ddp-2 (torch_ddp): torch_ddp all-reduces through "
+                        "gloo, and the fit for 2 ranks"),
+            std::string::npos)
+      << r.text;
+  EXPECT_NE(r.text.find("is of comm mpi: give a comm-bench --json file of gloo"), std::string::npos)
+      << r.text;
+  for (const auto& f : {o.results[0], o.compare[0], o.comm_benches[0], gloo_file})
+    std::filesystem::remove(f);
 }
 
 }  // namespace
