@@ -6,7 +6,9 @@ MXNET_PROFILER_AUTOSTART=1 makes MXNet 1.9.1 profile from start to exit and writ
 (Chrome trace) into the working folder; MXNET_EXEC_BULK_EXEC_TRAIN=0 times each operator alone
 (bulked segments would hide them). Both sides run as bench/fairness.py runs them (the peer's
 environment from `dlhost case-env`), each in its own temporary folder. All steps (warm-up
-included) are profiled; the sums are divided by warm-up + iterations.
+included) are profiled; the sums are divided by warm-up + iterations. Check the calls column
+against the network first: on FCN-5 (2026-12-06) both traces came out short of operators (3 of
+4 FullyConnected a step, no update operators), so no figure was taken from it there.
 
     python3 bench/probe/mx_profile.py --build build --venvs /work/wt/h40-truth/build fcn5 64 \
         --threads 1
