@@ -254,8 +254,12 @@ def train(name, batch, seq, warmup, iterations):
 
 
 def set_threads(threads):
+    # inter-op threads = threads, as dlhost's cpu_tensorflow runs by default (its option
+    # inter_op_threads; plugin.cpp) and as TensorFlow's own default (0: one per core) gives a
+    # user on a machine of `threads` cores; 1 here ran the peer's independent ops one at a time
+    # where dlhost's ran two (issue 40: the 2-thread LSTM / FC rows).
     tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,15 @@ size_t elements(const Leaf& l) {
   return n;
 }
 
+// ABI 1.5 model_info departure line of the SGD-with-momentum update (docs/frameworks.md).
+constexpr const char* kSgdMomentumDeparture =
+    "SGD update: one sgd_mom_update per array, not Gluon Trainer.step's multi_sgd_mom_update "
+    "over 4 arrays a call (MXNet 1.9.1's aggregation; the same rule): Gluon's own FCN-5 step at "
+    "b64, 1 thread, update phase 189 CPU ms per array against 377 through Trainer.step, the "
+    "whole of its gap to dlhost (620 against 809 ms a step on a quiet machine). Measured "
+    "2026-12-06 on a 2-core Xeon with AVX-512 under load (bench/probe/mx_gluon_phases.py; "
+    "bench/results/2026-12-06-quiet-fairness)\n";
+
 class MxnetModel final : public sdk::Model {
  public:
   MxnetModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
@@ -48,6 +57,12 @@ class MxnetModel final : public sdk::Model {
     mark_variables();
     executor_ = make_executor(mode, g, *program_);
     optimizer_ = std::make_unique<Optimizer>(*program_, opt);
+    departures_ = program_->departures;
+    // One sgd_mom_update per array (the ABI's update, array by array) where Gluon's Trainer.step
+    // aggregates the arrays into multi_sgd_mom_update calls: the same rule at twice the CPU
+    // time on large layers, so it is declared (issue 40, rule 2).
+    if (opt.kind != DLHOST_OPTIMIZER_ADAMW && opt.momentum > 0)
+      departures_ += kSgdMomentumDeparture;
     for (const DropoutMask& m : program_->masks)
       masks_.emplace_back(elements(program_->leaves[size_t(m.leaf)]));
     implementation_ = std::string(mode == "imperative"
@@ -130,7 +145,7 @@ class MxnetModel final : public sdk::Model {
     i.implementation = implementation_.c_str();
     i.param_bytes = param_bytes() + optimizer_->state_bytes();
     i.workspace_bytes = program_->activation_bytes;
-    i.departures = program_->departures.c_str();
+    i.departures = departures_.c_str();
     return i;
   }
   // Parameters, gradients, momentum, inputs, running statistics, masks, and every activation
@@ -200,6 +215,7 @@ class MxnetModel final : public sdk::Model {
   NDArrayHandle loss_ = nullptr;                   // the executor's, from the last forward
   uint64_t forward_calls_ = 0;
   std::string implementation_;
+  std::string departures_;  // model_info's: the lowering's and the update's, one a line
 };
 
 }  // namespace

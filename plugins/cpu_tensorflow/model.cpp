@@ -55,6 +55,17 @@ AlignedFloats aligned_floats(int64_t count) {
 
 float* data_of(const tf::TensorPtr& t) { return static_cast<float*>(TF_TensorData(t.get())); }
 
+// ABI 1.5 model_info departure line of the SGD-with-momentum update (docs/frameworks.md).
+constexpr const char* kMomentumDeparture =
+    "SGD update: ResourceApplyMomentum, TensorFlow's fused kernel (one op a variable), not Keras "
+    "3's SGD, whose momentum update is separate TensorFlow ops per variable (m = momentum * m - "
+    "lr * g; v += m; the same rule): Keras's own autoencoder step at b100, 2 threads, 22.8 CPU "
+    "ms with its SGD against 18.5 with ResourceApplyMomentum (25.2 against 20.9 at 1 thread); on "
+    "FCN-5 at b64, 2 threads, no faster (587-609 CPU ms against Keras SGD's 519-538; "
+    "bench/probe/tf_keras_paths.py). "
+    "Measured 2026-12-06 on a 2-core Xeon with AVX-512 under load "
+    "(bench/results/2026-12-06-quiet-fairness)";
+
 class TfModel final : public sdk::Model {
  public:
   TfModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
@@ -110,6 +121,9 @@ class TfModel final : public sdk::Model {
                       apply);
     for (const std::string& n : lowered_.notes) implementation_ += "; " + n;
     for (const std::string& d : lowered_.departures) departures_ += d + "\n";
+    // Keras 3's SGD runs its momentum update unfused (issue 40, rule 2): declared where the
+    // update is ResourceApplyMomentum.
+    if (!update_.adamw() && opt.momentum > 0) departures_ += std::string(kMomentumDeparture) + "\n";
   }
 
   void set_input(int32_t tensor, const void* data, size_t bytes) override {

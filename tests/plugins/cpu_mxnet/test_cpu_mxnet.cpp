@@ -220,5 +220,21 @@ TEST(cpu_mxnet, DeclaresItsGlobalPoolAsMeanOnlyWhereTheGraphHasOne) {
   EXPECT_STREQ(plain.info().departures, "");
 }
 
+// cpu_mxnet's SGD-with-momentum update (one sgd_mom_update per array) is faster than Gluon
+// Trainer.step's aggregated multi_sgd_mom_update (issue 40, rule 2): declared where the model
+// trains with momentum, and only there.
+TEST(cpu_mxnet, DeclaresItsPerArrayMomentumUpdateOnlyWhereItRuns) {
+  Trainer momentum(small_cnn(), sgd(0.1f, 0.9f));
+  ASSERT_NE(momentum.info().departures, nullptr);
+  const std::string declared = momentum.info().departures;
+  EXPECT_EQ(declared.rfind("SGD update: one sgd_mom_update per array", 0), 0u) << declared;
+  EXPECT_NE(declared.find("multi_sgd_mom_update"), std::string::npos) << declared;
+  EXPECT_NE(declared.find("CPU ms"), std::string::npos) << declared;  // its measured size
+  EXPECT_EQ(std::count(declared.begin(), declared.end(), '\n'), 1) << declared;  // one line
+  Trainer plain(small_cnn(), sgd(0.1f));  // sgd_update: no momentum, nothing declared
+  ASSERT_NE(plain.info().departures, nullptr);
+  EXPECT_STREQ(plain.info().departures, "");
+}
+
 }  // namespace
 }  // namespace dlhost

@@ -224,5 +224,24 @@ TEST(cpu_tensorflow, DeclaresItsFusedBatchNormOnlyWhereTheGraphHasOne) {
   EXPECT_EQ(declared(false), "");
 }
 
+// cpu_tensorflow's SGD with momentum is TensorFlow's fused ResourceApplyMomentum, Keras 3's SGD
+// separate ops (issue 40, rule 2): declared where the model trains with momentum, and only there.
+TEST(cpu_tensorflow, DeclaresItsFusedMomentumUpdateOnlyWhereItRuns) {
+  const auto declared = [](float momentum) {
+    GraphBuilder b("fc", 2);
+    b.softmax_cross_entropy("loss", b.fc("head", b.input("data", DLHOST_DTYPE_F32, {4}), fc(3)),
+                            b.input("labels", DLHOST_DTYPE_I32, {}));
+    Trainer t(b.finish(), sgd(0.1f, momentum));
+    const dlhost_model_info info = t.info();
+    return std::string(info.departures ? info.departures : "(null)");
+  };
+  const std::string fused = declared(0.9f);
+  EXPECT_EQ(fused.rfind("SGD update: ResourceApplyMomentum", 0), 0u) << fused;
+  EXPECT_NE(fused.find("Keras 3's SGD"), std::string::npos) << fused;
+  EXPECT_NE(fused.find("CPU ms"), std::string::npos) << fused;          // its measured size
+  EXPECT_EQ(std::count(fused.begin(), fused.end(), '\n'), 1) << fused;  // one line
+  EXPECT_EQ(declared(0.0f), "");  // ResourceApplyGradientDescent: Keras's plain SGD alike
+}
+
 }  // namespace
 }  // namespace dlhost
