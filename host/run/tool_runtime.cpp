@@ -128,7 +128,7 @@ void ToolRuntime::reduce(Samples& s) {
 }
 
 record::ToolRuntimeFields ToolRuntime::describe() const {
-  record::ToolRuntimeFields f{runtime_, mode_, library_, comm_time_, no_comm_time_};
+  record::ToolRuntimeFields f{runtime_, mode_, library_, comm_time_, no_comm_time_, std::nullopt};
   if (!bucket_mb_.empty()) f.bucket_mb = std::stod(bucket_mb_);
   return f;
 }
