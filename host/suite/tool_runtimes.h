@@ -5,6 +5,7 @@
 #define DLHOST_SUITE_TOOL_RUNTIMES_H
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,13 @@ inline const std::vector<std::string>& tool_runtime_names() {
   static const std::vector<std::string> names = {"torch_ddp"};
   return names;
 }
+
+// An extra role a runtime needs (ABI 1.5's dlhost_runtime_role: a parameter server, a
+// scheduler) and how many processes of it (run/tool_runtime.h's tool_runtime_roles).
+struct RuntimeRoleCount {
+  int32_t role = 0;
+  int count = 0;
+};
 
 inline bool is_tool_runtime(const std::string& comm) {
   const auto& names = tool_runtime_names();
