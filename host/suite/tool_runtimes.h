@@ -11,9 +11,10 @@
 
 namespace dlhost {
 
-// "torch_ddp": PyTorch's DistributedDataParallel (c10d's Reducer over Gloo), cpu_libtorch2's.
+// "torch_ddp": PyTorch's DistributedDataParallel (c10d's Reducer over Gloo), cpu_libtorch2's;
+// "mxnet_kvstore": MXNet's kvstore dist_sync (ps-lite: a scheduler and servers), cpu_mxnet's.
 inline const std::vector<std::string>& tool_runtime_names() {
-  static const std::vector<std::string> names = {"torch_ddp"};
+  static const std::vector<std::string> names = {"torch_ddp", "mxnet_kvstore"};
   return names;
 }
 

@@ -42,6 +42,7 @@ struct FakeBackend {
 
 TEST(ToolRuntime, NamesAreTheBackedRuntimesOnly) {
   EXPECT_TRUE(is_tool_runtime("torch_ddp"));
+  EXPECT_TRUE(is_tool_runtime("mxnet_kvstore"));
   EXPECT_FALSE(is_tool_runtime("none"));
   EXPECT_FALSE(is_tool_runtime("gloo"));
   EXPECT_FALSE(is_tool_runtime("tf_ps"));  // not backed yet: not accepted
