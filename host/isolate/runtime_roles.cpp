@@ -3,7 +3,6 @@
 #include "isolate/runtime_roles.h"
 
 #include <netinet/in.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -145,10 +144,10 @@ RuntimeRolePlan plan_runtime_roles(const std::string& exe, const CaseJob& job,
 json add_runtime_roles(CaseJob& job, CaseLimits& launch, const TestHosts* hosts) {
   if (!launch.runtime_roles.refused.empty()) throw std::runtime_error(launch.runtime_roles.refused);
   if (launch.runtime_roles.counts.empty()) return json::array();
-  const RuntimeRolePlan plan =
-      plan_runtime_roles(self_exe(), job, launch.runtime_roles, hosts,
-                         static_cast<int>(case_value<int64_t>(job.input.params, "ranks_per_node")),
-                         launch.launcher_args);
+  const RuntimeRolePlan plan = plan_runtime_roles(
+      self_exe(), job, launch.runtime_roles, hosts,
+      static_cast<int>(case_value_if<int64_t>(job.input.params, "ranks_per_node").value_or(1)),
+      launch.launcher_args);
   job.runtime_cluster = plan.cluster;
   launch.extra_roles.insert(launch.extra_roles.end(), plan.roles.begin(), plan.roles.end());
   return plan.placement;

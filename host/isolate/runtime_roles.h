@@ -31,7 +31,7 @@ std::string with_roles_output(const std::string& tail, const std::string& roles_
 #include "isolate/case_job.h"
 #include "launch/launchers.h"
 #include "launch/test_hosts.h"
-#include "run/tool_runtime.h"
+#include "suite/tool_runtimes.h"
 
 namespace dlhost {
 

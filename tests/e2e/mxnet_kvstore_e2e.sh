@@ -67,6 +67,42 @@ for net in ("fcnr", "lenet"):
     assert diff < 1e-4, f"{net}: losses differ from 1 rank by {diff:.2e}: {a} vs {b}"
 PY
 
+# On test hosts (root, mpirun, iproute2): the workers on their hosts, each role process on a test
+# host of its own, listening on that host's address; the record says where each ran.
+PATH="$PATH:/usr/sbin:/sbin"
+if [ "$(id -u)" -eq 0 ] && command -v mpirun > /dev/null && command -v ip > /dev/null &&
+   command -v tc > /dev/null; then
+  cat > "$WORK/hosts.yaml" <<'YAML'
+name: mxnet_kvstore_hosts
+defaults: {backend: cpu_mxnet, comm: mxnet_kvstore, network: lenet, batch: 16, lr: 0.1, ranks: 2,
+           warmup: 1, iterations: 2, threads: 1, timeout: 300, interconnect: 10gbe}
+cases:
+  - {tags: [hosts]}
+YAML
+  "$DLHOST" run "$WORK/hosts.yaml" -o "$WORK/hosts.jsonl" > "$WORK/hosts.txt" 2>&1 || true
+  /usr/bin/python3 - "$WORK/hosts.jsonl" <<'PY' || { cat "$WORK/hosts.txt"; fail "roles on test hosts"; }
+import json, sys
+(r,) = [json.loads(l) for l in open(sys.argv[1])]
+if r["status"] == "SKIPPED" and "interconnect" in r["reason"]:
+    print(f"test hosts: SKIPPED here: {r['reason']}")
+    sys.exit(0)
+assert r["status"] == "OK", (r["status"], r["reason"], r.get("stderr_tail"))
+hosts = r["interconnect"]["hosts"]
+rank_hosts = {h["address"] for h in hosts if h.get("first_rank") is not None and h["first_rank"] < 2}
+places = r["runtime_roles"]
+assert len(places) == 2, places
+seen = set()
+for p in places:
+    address = p["listens"].rsplit(":", 1)[0]
+    assert p["host"].startswith("test host ") and p["host"].endswith(" at " + address), p
+    assert address not in rank_hosts and address not in seen, (p, rank_hosts)
+    seen.add(address)
+print(f"test hosts: OK; roles ran on {[p['host'] for p in places]}")
+PY
+else
+  echo "test hosts: not checked here (they need root, mpirun and iproute2)"
+fi
+
 # The parameter server killed mid-run (SIGKILL, found by its role variable and this test's suite
 # path): the case ends well within its timeout, CRASHED, naming the role; nothing of it is left.
 cat > "$WORK/kill.yaml" <<'YAML'
