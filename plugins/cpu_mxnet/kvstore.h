@@ -23,6 +23,9 @@ class ModelRuntime {
  public:
   virtual ~ModelRuntime() = default;
   virtual void after_backward() = 0;
+  // True when the runtime has already updated the weights (dist_async: the servers apply each
+  // push, the workers pull the weights): the model's update then does nothing.
+  virtual bool owns_update() const { return false; }
 };
 
 // What model.cpp's model offers a runtime: its trainable arrays (whole leaves, in leaf order)

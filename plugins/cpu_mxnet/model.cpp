@@ -110,7 +110,7 @@ class MxnetModel final : public sdk::Model, public RuntimeHost {
 
   void update() override {
     apply_threads();
-    optimizer_->step();
+    if (!(runtime_ && runtime_->owns_update())) optimizer_->step();
     wait_all();
   }
 

@@ -36,6 +36,10 @@ class MxnetBackend final : public sdk::FrameworkBackend<Context> {
         {"engine", DLHOST_OPTION_ENUM, "ThreadedEnginePerDevice",
          "MXNET_ENGINE_TYPE; fixed per process when MXNet loads",
          "ThreadedEnginePerDevice|ThreadedEngine|NaiveEngine"},
+        {"kvstore", DLHOST_OPTION_ENUM, "dist_sync",
+         "comm: mxnet_kvstore: dist_sync (the servers sum every worker's gradients, the workers "
+         "update) or dist_async (the servers update with each push)",
+         "dist_sync|dist_async"},
         {"kvstore_servers", DLHOST_OPTION_INT, "1",
          "comm: mxnet_kvstore: the parameter servers dlhost starts beside the workers", "1..16"}};
   }

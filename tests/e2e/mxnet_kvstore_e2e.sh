@@ -6,7 +6,8 @@
 # batch each train like 1 rank on the whole batch without a comm (fcnr and lenet, no batch norm:
 # the loss of every step within a relative 1e-4). The record names the runtime, its mode (sync),
 # the kvstore's push/pull time per step and where each role ran. A parameter server killed
-# mid-run ends its case within its limits, named, with no process of it left.
+# mid-run ends its case within its limits, named, with no process of it left. `kvstore:
+# dist_async` (the servers update with each push) is recorded as async and checked only to train.
 # Usage: mxnet_kvstore_e2e.sh DLHOST WORK_DIR
 # Exit 77 (skipped) when cpu_mxnet is not built here.
 set -eu
@@ -29,6 +30,8 @@ cases:
   - {network: lenet, batch: 16, lr: 0.1, comm: none, ranks: 1}
   - {network: lenet, batch: 16, lr: 0.1, comm: mxnet_kvstore, ranks: 2}
   - {network: fcnr, batch: 32, lr: 0.2, comm: mxnet_kvstore, ranks: 2, backend: cpu_onednn}
+  - {network: lenet, batch: 16, lr: 0.05, comm: mxnet_kvstore, ranks: 2, iterations: 8,
+     options: {cpu_mxnet: {kvstore: dist_async}}, tags: [async]}
 YAML
 "$DLHOST" run "$WORK/equiv.yaml" -o "$WORK/equiv.jsonl" > "$WORK/equiv.txt" 2>&1 ||
   { cat "$WORK/equiv.txt"; fail "run of the suite"; }
@@ -39,8 +42,16 @@ work = sys.argv[1]
 recs = [json.loads(l) for l in open(f"{work}/equiv.jsonl")]
 def find(net, comm, ranks, backend="cpu_mxnet"):
     (r,) = [r for r in recs if r["params"]["network"] == net and r["params"]["comm"] == comm
-            and r["params"]["ranks"] == ranks and r["params"]["backend"] == backend]
+            and r["params"]["ranks"] == ranks and r["params"]["backend"] == backend
+            and "async" not in r["params"].get("tags", [])]
     return r
+# dist_async: recorded as async, checked only to train (the loss falls).
+(asy,) = [r for r in recs if "async" in r["params"].get("tags", [])]
+assert asy["status"] == "OK", (asy["reason"], asy.get("stderr_tail"))
+assert asy["distributed"]["mode"] == "async" and "dist_async" in asy["distributed"]["runtime_library"], asy["distributed"]
+losses = asy["loss"]["values"]
+print(f"lenet mxnet_kvstore dist_async x2: losses {[round(x, 4) for x in losses]}")
+assert losses[-1] < losses[0], losses
 wrong = find("fcnr", "mxnet_kvstore", 2, "cpu_onednn")
 assert wrong["status"] == "SKIPPED" and "does not own it" in wrong["reason"], wrong["reason"]
 print(f"cpu_onednn + mxnet_kvstore: SKIPPED: {wrong['reason']}")
