@@ -196,9 +196,13 @@ int runtime_role_main(const std::string& job_json) {
     serve_runtime_role(job.input, ctx, role, std::atoi(index_text));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlhost runtime-role %s: %s\n", who.c_str(), e.what());
-    return 1;
+    std::fflush(nullptr);
+    _exit(1);
   }
-  return 0;
+  // Without the libraries' exit handlers: a server's (TensorFlow's cannot stop at all, MXNet's
+  // engine and ps-lite threads) may crash at exit after its part is done.
+  std::fflush(nullptr);
+  _exit(0);
 }
 
 }  // namespace dlhost

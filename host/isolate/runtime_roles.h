@@ -78,8 +78,9 @@ nlohmann::ordered_json add_runtime_roles(CaseJob& job, CaseLimits& launch, const
 std::string with_roles_output(const std::string& tail, const std::string& roles_output);
 
 // `dlhost runtime-role JOB_JSON`: one process of an extra role (DLHOST_ROLE, DLHOST_ROLE_INDEX,
-// as launch/roles.h sets them). Exit 0 when the backend's serve returned, 1 with the reason on
-// stderr when it failed, 2 for a bad invocation.
+// as launch/roles.h sets them). Exits 0 when the backend's serve returned, 1 with the reason on
+// stderr when it failed (both through _exit: no library's exit handler runs), and returns 2 for a
+// bad invocation.
 int runtime_role_main(const std::string& job_json);
 
 }  // namespace dlhost

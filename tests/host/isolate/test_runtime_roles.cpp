@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -183,6 +184,19 @@ TEST(runtime_roles, TheRolesOutputJoinsTheTailAndItsFileIsRemoved) {
   EXPECT_LE(joined.size(), kStderrTailBytes + 1);
   EXPECT_NE(joined.find("RANK END\n--- the extra roles' output ---\n"), std::string::npos);
   EXPECT_EQ(joined.substr(joined.size() - 8), "ROLE END");
+}
+
+TEST(runtime_roles, TheSubcommandNeedsARoleOtherThanWorker) {
+  // Started by hand (no DLHOST_ROLE) or as a worker: refused before anything loads.
+  unsetenv("DLHOST_ROLE");
+  EXPECT_EQ(runtime_role_main("{}"), 2);
+  setenv("DLHOST_ROLE", "worker", 1);
+  setenv("DLHOST_ROLE_INDEX", "0", 1);
+  EXPECT_EQ(runtime_role_main("{}"), 2);
+  setenv("DLHOST_ROLE", "server", 1);  // MXNet's word; the cluster's is "ps"
+  EXPECT_EQ(runtime_role_main("{}"), 2);
+  unsetenv("DLHOST_ROLE");
+  unsetenv("DLHOST_ROLE_INDEX");
 }
 
 }  // namespace
