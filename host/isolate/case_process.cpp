@@ -369,13 +369,9 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
     launch.launcher_args.insert(launch.launcher_args.begin(), args.begin(), args.end());
   }
   json role_places;  // where a tool runtime's role processes run (isolate/runtime_roles.h)
-  try {
-    role_places = add_runtime_roles(job, launch, hosts.get());
-  } catch (const std::exception& e) {
-    return parent_record(job, environment, kStatusFailed, e.what(), 0.0, started_at);
-  }
   std::vector<std::string> cmd;
   try {
+    role_places = add_runtime_roles(job, launch, hosts.get());  // before the job is written
     cmd = case_command(self_exe(), job, launch, host_cores());
   } catch (const Error& e) {
     return parent_record(job, environment,

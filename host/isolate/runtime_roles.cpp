@@ -18,6 +18,7 @@
 #include "dlhost/runtime_cluster.hpp"
 
 #include "core/environment.h"
+#include "core/host_api.h"
 #include "core/networks.h"
 #include "core/plugin_registry.h"
 #include "distributed/rank_env.h"
@@ -142,12 +143,18 @@ RuntimeRolePlan plan_runtime_roles(const std::string& exe, const CaseJob& job,
 }
 
 json add_runtime_roles(CaseJob& job, CaseLimits& launch, const TestHosts* hosts) {
-  if (!launch.runtime_roles.refused.empty()) throw std::runtime_error(launch.runtime_roles.refused);
+  if (!launch.runtime_roles.refused.empty())
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT, launch.runtime_roles.refused);
   if (launch.runtime_roles.counts.empty()) return json::array();
-  const RuntimeRolePlan plan = plan_runtime_roles(
-      self_exe(), job, launch.runtime_roles, hosts,
-      static_cast<int>(case_value_if<int64_t>(job.input.params, "ranks_per_node").value_or(1)),
-      launch.launcher_args);
+  RuntimeRolePlan plan;
+  try {
+    plan = plan_runtime_roles(
+        self_exe(), job, launch.runtime_roles, hosts,
+        static_cast<int>(case_value_if<int64_t>(job.input.params, "ranks_per_node").value_or(1)),
+        launch.launcher_args);
+  } catch (const std::exception& e) {
+    throw Error(DLHOST_CODE_FAILED_PRECONDITION, e.what());
+  }
   job.runtime_cluster = plan.cluster;
   launch.extra_roles.insert(launch.extra_roles.end(), plan.roles.begin(), plan.roles.end());
   return plan.placement;

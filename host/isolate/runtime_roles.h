@@ -7,8 +7,9 @@ struct CaseLimits;
 
 // Plans the case's tool runtime roles (launch.runtime_roles) on `hosts` (or this machine): sets
 // job.runtime_cluster, adds the role processes to launch.extra_roles and returns where each runs
-// (the record's `runtime_roles`; empty when the case has none). Throws std::runtime_error with
-// the backend's refusal, or when the roles cannot be planned (the case FAILS with it).
+// (the record's `runtime_roles`; empty when the case has none). Throws Error with the backend's
+// refusal (INVALID_ARGUMENT), or when the roles cannot be planned (FAILED_PRECONDITION): the
+// case FAILS with it.
 nlohmann::ordered_json add_runtime_roles(CaseJob& job, CaseLimits& launch, const TestHosts* hosts);
 
 // The record's stderr tail of a case: the ranks' `tail`, and the extra roles' output from the
@@ -68,8 +69,9 @@ struct CaseLimits;
 
 // Plans the case's tool runtime roles (launch.runtime_roles) on `hosts` (or this machine): sets
 // job.runtime_cluster, adds the role processes to launch.extra_roles and returns where each runs
-// (the record's `runtime_roles`; empty when the case has none). Throws std::runtime_error with
-// the backend's refusal, or when the roles cannot be planned (the case FAILS with it).
+// (the record's `runtime_roles`; empty when the case has none). Throws Error with the backend's
+// refusal (INVALID_ARGUMENT), or when the roles cannot be planned (FAILED_PRECONDITION): the
+// case FAILS with it.
 nlohmann::ordered_json add_runtime_roles(CaseJob& job, CaseLimits& launch, const TestHosts* hosts);
 
 // The record's stderr tail of a case: the ranks' `tail`, and the extra roles' output from the
