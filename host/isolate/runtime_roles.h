@@ -3,20 +3,6 @@
 // asks the backend which roles and how many (app/run_command.cpp, before the case starts), picks
 // a port for every worker and every role process, hands the whole cluster to each (the worker's
 // job and the role's), and starts each role as dlhost's own executable in the hidden subcommand
-struct CaseLimits;
-
-// Plans the case's tool runtime roles (launch.runtime_roles) on `hosts` (or this machine): sets
-// job.runtime_cluster, adds the role processes to launch.extra_roles and returns where each runs
-// (the record's `runtime_roles`; empty when the case has none). Throws Error with the backend's
-// refusal (INVALID_ARGUMENT), or when the roles cannot be planned (FAILED_PRECONDITION): the
-// case FAILS with it.
-nlohmann::ordered_json add_runtime_roles(CaseJob& job, CaseLimits& launch, const TestHosts* hosts);
-
-// The record's stderr tail of a case: the ranks' `tail`, and the extra roles' output from the
-// file `roles_output` (which is removed) after a header line, each part trimmed so that both fit
-// the record's tail (the roles' half at most when the ranks said something).
-std::string with_roles_output(const std::string& tail, const std::string& roles_output);
-
 // `dlhost runtime-role JOB_JSON` (arguments only, no shell), which loads the case's plugins and
 // runs the backend's runtime_serve. The processes are the case's extra roles
 // (CaseLimits::extra_roles, launch/roles.h): a dead role ends the case named, none is left
