@@ -686,18 +686,19 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   // starts after compile: a device comm needs the model's stream.
   Distributed d;
   std::unique_ptr<ToolRuntime> tool;  // the backend's own runtime (tool_runtime.h)
-  if (const std::string comm = case_value<std::string>(p, "comm"); is_tool_runtime(comm)) {
-    if (ctx.on_stage) ctx.on_stage("comm");
+  const std::string comm = case_value<std::string>(p, "comm");
+  if (comm != "none" && ctx.on_stage) ctx.on_stage("comm");
+  if (is_tool_runtime(comm)) {
     dlhost_options runtime_options = backend_options(p, plan.backend->name);
-    runtime_options.values["bucket_mb"] = fmt("%.17g", case_value<double>(p, "bucket_mb"));
+    if (takes_bucket_mb(comm))
+      runtime_options.values["bucket_mb"] = fmt("%.17g", case_value<double>(p, "bucket_mb"));
     tool = std::make_unique<ToolRuntime>(*plan.backend, m.model.get(), world, comm, runtime_options,
-                                         case_value_if<double>(p, "startup_timeout").value_or(60));
-    if (ctx.on_stage) ctx.on_stage("ready");
+                                         case_value_if<double>(p, "startup_timeout").value_or(60),
+                                         RuntimeJob{ctx.runtime_cluster, &m.optimizer});
   } else if (comm != "none") {
-    if (ctx.on_stage) ctx.on_stage("comm");
     start_data_parallel(p, ctx, plan, device, m, d);
-    if (ctx.on_stage) ctx.on_stage("ready");
   }
+  if (comm != "none" && ctx.on_stage) ctx.on_stage("ready");
   DataParallel* dp = d.dp.get();
 
   // Real data: mini-batches from the input pipeline; `epochs` sets the number of steps.
@@ -829,6 +830,37 @@ std::optional<std::string> network_options_error(const std::vector<NetworkRef>& 
   } catch (const std::exception&) {
   }
   return std::nullopt;  // anything else is the run's to report
+}
+
+void serve_runtime_role(const CaseSpec& in, const RunContext& ctx, int32_t role, int index) {
+  const json& p = in.params;
+  const std::string network_name = case_value_if<std::string>(p, "network").value_or("");
+  const NetworkRef* net = find_network(*ctx.networks, network_name);
+  if (net == nullptr)
+    throw Error(DLHOST_CODE_NOT_FOUND, "network '" + network_name + "' is not installed here");
+  const LoadedPlugin* backend = nullptr;
+  try {
+    backend =
+        usable_plugin(ctx, DLHOST_PLUGIN_BACKEND, "backend", case_value<std::string>(p, "backend"));
+  } catch (const Skip& s) {
+    throw Error(DLHOST_CODE_NOT_FOUND, s.reason);
+  }
+  const dlhost_optimizer_desc optimizer = case_optimizer(p, *net);
+  serve_tool_runtime_role(*backend, case_value<std::string>(p, "comm"), role, index,
+                          static_cast<int>(case_value<int64_t>(p, "ranks")),
+                          RuntimeJob{ctx.runtime_cluster, &optimizer},
+                          backend_options(p, backend->name),
+                          case_value_if<double>(p, "startup_timeout").value_or(60));
+}
+
+std::vector<RuntimeRoleCount> case_runtime_role_counts(const json& p, const RunContext& ctx) {
+  auto comm = case_value_if<std::string>(p, "comm");
+  auto backend_name = case_value_if<std::string>(p, "backend");
+  if (!comm || !backend_name || !is_tool_runtime(*comm)) return {};
+  const LoadedPlugin* backend = ctx.registry->find(DLHOST_PLUGIN_BACKEND, *backend_name);
+  if (backend == nullptr || !backend->usable || tool_runtime_refusal(*backend, *comm)) return {};
+  return tool_runtime_roles(*backend, *comm, static_cast<int>(case_value<int64_t>(p, "ranks")),
+                            backend_options(p, backend->name));
 }
 
 std::string capability_skip_reason(const PluginRegistry& registry,
