@@ -11,8 +11,10 @@
 namespace dlhost {
 
 // "torch_ddp": PyTorch's DistributedDataParallel (c10d's Reducer over Gloo), cpu_libtorch2's.
+// "tf_collective": TensorFlow's CollectiveReduceV2 over its gRPC servers (MultiWorkerMirrored
+// Strategy's all-reduce), cpu_tensorflow's.
 inline const std::vector<std::string>& tool_runtime_names() {
-  static const std::vector<std::string> names = {"torch_ddp"};
+  static const std::vector<std::string> names = {"torch_ddp", "tf_collective"};
   return names;
 }
 
