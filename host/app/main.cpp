@@ -28,6 +28,7 @@
 #include "distributed/rank_env.h"
 #include "isolate/case_process.h"
 #include "isolate/plugin_probe.h"
+#include "isolate/runtime_roles.h"
 #include "project/command.h"
 #include "report/commands.h"
 
@@ -69,7 +70,7 @@ void refuse_early_exit() {
 // and the plugin probe; hidden from --help.
 Commands add_internal_commands(CLI::App& app) {
   struct Args {
-    std::string worker_job, local_job;
+    std::string worker_job, local_job, role_job;
     int local_ranks = 0;
     std::vector<std::string> probe_files;
   };
@@ -82,6 +83,10 @@ Commands add_internal_commands(CLI::App& app) {
   local->add_option("ranks", a->local_ranks)->required();
   local->add_option("job", a->local_job)->required();
   c.add({local, {}, [a] { return case_local_main(a->local_ranks, a->local_job); }});
+  // One process of a tool runtime's extra role (isolate/runtime_roles.h).
+  auto* role = app.add_subcommand("runtime-role", "")->group("");
+  role->add_option("job", a->role_job)->required();
+  c.add({role, {}, [a] { return runtime_role_main(a->role_job); }});
   auto* probe = app.add_subcommand("plugin-probe", "")->group("");
   probe->add_option("files", a->probe_files);
   c.add({probe, {}, [a] { return plugin_probe_main(a->probe_files); }});

@@ -193,6 +193,17 @@ std::vector<std::string> case_plugin_files(const CaseSpec& c, const RunContext& 
   return files;
 }
 
+// The extra roles of the case's tool runtime (isolate/runtime_roles.h), or the backend's refusal.
+CaseRuntimeRoles case_runtime_roles(const CaseSpec& c, const RunContext& ctx) {
+  CaseRuntimeRoles roles;
+  try {
+    roles.counts = case_runtime_role_counts(c.params, ctx);
+  } catch (const std::exception& e) {
+    roles.refused = e.what();
+  }
+  return roles;
+}
+
 // One case's record: in this process (--no-isolate, or skipped), else in its own process(es),
 // whose libraries' output goes to the record's stderr tail and, with -v, to the console.
 // A null record: interrupted, the case has no result. Throws when no process can be started.
@@ -211,6 +222,7 @@ json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const R
   limits.to_console = [&console](const std::string& line) { console.error(line); };
   limits.show_library_output = spdlog::should_log(spdlog::level::debug);
   limits.extra_roles = test_extra_roles(std::getenv("DLHOST_TEST_EXTRA_ROLE"));
+  limits.runtime_roles = case_runtime_roles(c, ctx);
   return run_case_in_child(job, limits, ctx.environment, &g_interrupted);
 }
 

@@ -28,7 +28,8 @@ json job_to_json(const CaseJob& job) {
               {"plugin_folders", job.plugin_folders},
               {"unsafe_plugins", unsafe_to_json(job.unsafe_plugins)},
               {"plugin_files", job.plugin_files},
-              {"record_file", job.record_file}};
+              {"record_file", job.record_file},
+              {"runtime_cluster", job.runtime_cluster}};
 }
 
 CaseJob job_from_json(const nlohmann::json& j) {
@@ -46,6 +47,7 @@ CaseJob job_from_json(const nlohmann::json& j) {
         {r.at("path").get<std::string>(), r.at("reason").get<std::string>()});
   job.plugin_files = j.value("plugin_files", std::vector<std::string>());
   job.record_file = j.value("record_file", std::string());
+  job.runtime_cluster = j.value("runtime_cluster", std::string());
   return job;
 }
 

@@ -25,6 +25,9 @@ struct CaseJob {
   // Where rank 0 also writes its record (best effort; "" = stdout only). Open MPI's output
   // forwarding can tear a long stdout line between ranks; a file on this host cannot be torn.
   std::string record_file;
+  // Every process of a tool runtime with extra roles and where it listens (ABI 1.5's cluster
+  // text: isolate/runtime_roles.h); "" for other cases.
+  std::string runtime_cluster;
 };
 
 nlohmann::ordered_json job_to_json(const CaseJob& job);

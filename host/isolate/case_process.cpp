@@ -272,8 +272,10 @@ std::pair<std::string, std::string> failure(const Outcome& o, const CaseOutput& 
 
 // Where a case's ranks run: its test hosts (an emulated interconnect, made for this case and
 // removed when it ends, however it ends), or none; a record instead when they cannot be made.
+// A tool runtime's role processes get one more host each (isolate/runtime_roles.h).
 std::unique_ptr<TestHosts> case_hosts(const CaseJob& job, const json& environment,
-                                      const std::string& started_at, json& refused) {
+                                      const std::string& started_at, json& refused,
+                                      int role_hosts) {
   const int ranks = static_cast<int>(case_value<int64_t>(job.input.params, "ranks"));
   const Interconnect link = case_interconnect(job.input.params);
   if (ranks <= 1 || link.profile == "loopback") return nullptr;
@@ -284,7 +286,7 @@ std::unique_ptr<TestHosts> case_hosts(const CaseJob& job, const json& environmen
   }
   try {
     return std::make_unique<TestHosts>(
-        test_host_count(job.input.params),
+        test_host_count(job.input.params) + role_hosts,
         static_cast<int>(case_value<int64_t>(job.input.params, "ranks_per_node")), link);
   } catch (const std::exception& e) {
     refused =
@@ -324,10 +326,11 @@ std::unique_ptr<ServedStore> serve_store(const CaseJob& job, const CaseLimits& l
 
 // The case's extra roles (none for most cases), started before its ranks so that the ranks find
 // their servers up; they reach the same store. What stops them is thrown, worded as above.
-std::unique_ptr<RoleProcesses> start_extra_roles(const CaseLimits& limits, char* const* env) {
+std::unique_ptr<RoleProcesses> start_extra_roles(const CaseLimits& limits, char* const* env,
+                                                 const std::string& output) {
   if (limits.extra_roles.empty()) return nullptr;
   try {
-    return std::make_unique<RoleProcesses>(limits.extra_roles, env, limits.kill_grace_s);
+    return std::make_unique<RoleProcesses>(limits.extra_roles, env, limits.kill_grace_s, output);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("cannot start the case's extra roles: ") + e.what());
   }
@@ -357,15 +360,18 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
       !a.skip_reason.empty())
     return parent_record(job, environment, kStatusSkipped, a.skip_reason, 0.0, started_at);
   json refused;
-  std::unique_ptr<TestHosts> hosts = case_hosts(job, environment, started_at, refused);
+  std::unique_ptr<TestHosts> hosts =
+      case_hosts(job, environment, started_at, refused, limits.runtime_roles.processes());
   if (!refused.is_null()) return refused;
   CaseLimits launch = limits;
   if (hosts) {
     std::vector<std::string> args = hosts->launcher_args();
     launch.launcher_args.insert(launch.launcher_args.begin(), args.begin(), args.end());
   }
+  json role_places;  // where a tool runtime's role processes run (isolate/runtime_roles.h)
   std::vector<std::string> cmd;
   try {
+    role_places = add_runtime_roles(job, launch, hosts.get());  // before the job is written
     cmd = case_command(self_exe(), job, launch, host_cores());
   } catch (const Error& e) {
     return parent_record(job, environment,
@@ -379,7 +385,7 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   try {
     store = serve_store(job, limits, ranks, hosts.get());
     spawn.env = store ? store->job_environment() : nullptr;
-    roles = start_extra_roles(limits, spawn.env);
+    roles = start_extra_roles(launch, spawn.env, job.record_file + ".roles");
   } catch (const std::exception& e) {
     return parent_record(job, environment, kStatusFailed, e.what(), 0.0, started_at);
   }
@@ -415,7 +421,8 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
     auto [status, why] = failure(outcome, output, limits, ranks, comm, place);
     rec = parent_record(job, environment, status, why, duration, started_at);
   }
-  finish_record(rec, hosts.get(), output.tail());
+  finish_record(rec, hosts.get(), with_roles_output(output.tail(), job.record_file + ".roles"));
+  if (!role_places.empty()) rec["runtime_roles"] = role_places;
   return rec;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "isolate/case_job.h"
+#include "isolate/runtime_roles.h"
 #include "launch/launchers.h"
 
 namespace dlhost {
@@ -42,6 +43,9 @@ struct CaseLimits {
   // store's variables and ended with them (launch/roles.h). One that fails while the ranks run
   // ends the case, named: CRASHED when a signal killed it, else FAILED. Empty for today's cases.
   std::vector<RoleSpec> extra_roles;
+  // The extra roles of the case's tool runtime (ABI 1.5's runtime_roles), which the case plans
+  // once its test hosts are made (isolate/runtime_roles.h) and starts as extra roles.
+  CaseRuntimeRoles runtime_roles;
 };
 
 // The command that starts the case: the worker itself, or the launcher with one worker per rank.

@@ -155,6 +155,7 @@ int case_worker_main(const std::string& job_json) {
   ctx.environment = capture_environment(registry);
   ctx.suite_name = job.suite_name;
   ctx.suite_path = job.suite_path;
+  ctx.runtime_cluster = job.runtime_cluster;
   attach_progress_publisher(ctx);  // rank 0's steps for the parent's progress line
   if (data_limit_bytes() > 0) {
     ctx.on_need = [](const TensorNeed& need) { emit_line(kNeedMarker + need_json(need).dump()); };

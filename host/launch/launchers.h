@@ -112,6 +112,9 @@ struct RoleSpec {
   int count = 1;
   std::vector<std::string> command;
   std::vector<std::pair<std::string, std::string>> env;
+  // Per process (by index; missing or empty: none): what its command runs under, e.g. a test
+  // host's `ip netns exec NS` (isolate/runtime_roles.h places each role on a host of its own).
+  std::vector<std::vector<std::string>> run_under;
 };
 
 // What one job starts: the ranks (role "rank", spec.ranks copies of rank_command under the

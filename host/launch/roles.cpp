@@ -2,6 +2,7 @@
 // of its own, SIGTERM then SIGKILL to the group, waitpid.
 #include "launch/roles.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -49,14 +50,27 @@ std::vector<std::string> role_environment(char* const* base, const RoleSpec& r, 
 }  // namespace
 
 RoleProcesses::RoleProcesses(const std::vector<RoleSpec>& roles, char* const* env,
-                             double kill_grace_s)
+                             double kill_grace_s, const std::string& output)
     : kill_grace_s_(kill_grace_s) {
   LaunchPlan plan;
   plan.extra_roles = roles;
   check_roles(plan);
+  int out_fd = -1;
+  if (!output.empty() &&
+      (out_fd = open(output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0)
+    throw std::runtime_error("cannot open the roles' output file " + output + ": " +
+                             std::strerror(errno));
+  struct CloseOut {
+    int fd;
+    ~CloseOut() {
+      if (fd >= 0) close(fd);
+    }
+  } close_out{out_fd};
   for (const RoleSpec& r : roles) {
     for (int i = 0; i < r.count; ++i) {
       std::vector<std::string> args = r.command, vars = role_environment(env, r, i);
+      if (static_cast<size_t>(i) < r.run_under.size())
+        args.insert(args.begin(), r.run_under[i].begin(), r.run_under[i].end());
       std::vector<char*> argv, envp;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -75,6 +89,8 @@ RoleProcesses::RoleProcesses(const std::vector<RoleSpec>& roles, char* const* en
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127);
+        if (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0))
+          _exit(127);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         execvpe(argv[0], argv.data(), envp.data());

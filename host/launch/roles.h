@@ -2,10 +2,10 @@
 // scheduler, a Spark master) as running processes: started beside the ranks, watched while the
 // ranks run, and ended with them. Each process is the leader of a process group of its own that
 // dies with dlhost (PR_SET_PDEATHSIG), is told its place by DLHOST_ROLE, DLHOST_ROLE_INDEX and
-// DLHOST_ROLE_COUNT, and its output goes where dlhost's goes. A role process that exits while the
-// ranks still run ends the job, named ("role ps 1 (pid 123) exited with code 3"); whatever is left
-// at the end gets SIGTERM, then SIGKILL after the grace, and is reaped: nothing is left behind.
-// Used by isolate/case_process.cpp for a case's roles. Not thread-safe.
+// DLHOST_ROLE_COUNT, and its output goes where dlhost's goes or to a file. A role process that
+// exits while the ranks still run ends the job, named ("role ps 1 (pid 123) exited with code 3");
+// whatever is left at the end gets SIGTERM, then SIGKILL after the grace, and is reaped: nothing is
+// left behind. Used by isolate/case_process.cpp for a case's roles. Not thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -24,7 +24,10 @@ class RoleProcesses {
   // this process's environment) and each role's own variables. Throws std::invalid_argument for a
   // bad role and std::runtime_error when a fork fails, after ending what it started. A command
   // that cannot be executed exits 127, which failed() then reports.
-  RoleProcesses(const std::vector<RoleSpec>& roles, char* const* env, double kill_grace_s = 5);
+  // `output`: a file their stdout and stderr go to (appended; for the record's stderr tail),
+  // "": where dlhost's go.
+  RoleProcesses(const std::vector<RoleSpec>& roles, char* const* env, double kill_grace_s = 5,
+                const std::string& output = "");
   ~RoleProcesses();  // end()
   RoleProcesses(const RoleProcesses&) = delete;
   RoleProcesses& operator=(const RoleProcesses&) = delete;

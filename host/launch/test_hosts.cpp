@@ -451,6 +451,15 @@ std::string TestHosts::link_faults() const {
   return out;
 }
 
+std::string TestHosts::host_text(int host) const {
+  const Host& h = hosts_.at(host);
+  return "test host " + h.ns + " at " + h.address;
+}
+
+std::vector<std::string> TestHosts::run_on_host(int host) const {
+  return {ip_tool(), "netns", "exec", hosts_.at(host).ns};
+}
+
 std::string TestHosts::rank_host(int rank, bool processes) const {
   const size_t i = static_cast<size_t>(std::max(rank, 0) / std::max(slots_, 1));
   if (i >= hosts_.size()) return "no test host";

@@ -70,6 +70,14 @@ class TestHosts {
   // rank there from a rank that started.
   std::string rank_host(int rank, bool processes) const;
 
+  // The test hosts made, and one of them (0 .. hosts() - 1): its address, "test host NS at
+  // ADDRESS", and what a command is run under to run there (`ip netns exec NS`): for an extra
+  // role of a tool runtime placed on a host of its own (isolate/runtime_roles.h).
+  int hosts() const { return static_cast<int>(hosts_.size()); }
+  const std::string& host_address(int host) const { return hosts_.at(host).address; }
+  std::string host_text(int host) const;
+  std::vector<std::string> run_on_host(int host) const;
+
  private:
   void make(const Interconnect& link);
   void shape(const std::string& ns, const std::string& dev, const Interconnect& link);

@@ -714,7 +714,8 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
     if (ctx.on_stage) ctx.on_stage("comm");
     tool = std::make_unique<ToolRuntime>(*plan.backend, m.model.get(), world, comm,
                                          backend_options(p, plan.backend->name),
-                                         case_value_if<double>(p, "startup_timeout").value_or(60));
+                                         case_value_if<double>(p, "startup_timeout").value_or(60),
+                                         RuntimeJob{ctx.runtime_cluster, &m.optimizer});
     if (ctx.on_stage) ctx.on_stage("ready");
   } else if (comm != "none") {
     if (ctx.on_stage) ctx.on_stage("comm");
@@ -845,6 +846,37 @@ std::optional<std::string> network_options_error(const std::vector<NetworkRef>& 
   } catch (const std::exception&) {
   }
   return std::nullopt;  // anything else is the run's to report
+}
+
+void serve_runtime_role(const CaseSpec& in, const RunContext& ctx, int32_t role, int index) {
+  const json& p = in.params;
+  const std::string network_name = case_value_if<std::string>(p, "network").value_or("");
+  const NetworkRef* net = find_network(*ctx.networks, network_name);
+  if (net == nullptr)
+    throw Error(DLHOST_CODE_NOT_FOUND, "network '" + network_name + "' is not installed here");
+  const LoadedPlugin* backend = nullptr;
+  try {
+    backend =
+        usable_plugin(ctx, DLHOST_PLUGIN_BACKEND, "backend", case_value<std::string>(p, "backend"));
+  } catch (const Skip& s) {
+    throw Error(DLHOST_CODE_NOT_FOUND, s.reason);
+  }
+  const dlhost_optimizer_desc optimizer = case_optimizer(p, *net);
+  serve_tool_runtime_role(*backend, case_value<std::string>(p, "comm"), role, index,
+                          static_cast<int>(case_value<int64_t>(p, "ranks")),
+                          RuntimeJob{ctx.runtime_cluster, &optimizer},
+                          backend_options(p, backend->name),
+                          case_value_if<double>(p, "startup_timeout").value_or(60));
+}
+
+std::vector<RuntimeRoleCount> case_runtime_role_counts(const json& p, const RunContext& ctx) {
+  auto comm = case_value_if<std::string>(p, "comm");
+  auto backend_name = case_value_if<std::string>(p, "backend");
+  if (!comm || !backend_name || !is_tool_runtime(*comm)) return {};
+  const LoadedPlugin* backend = ctx.registry->find(DLHOST_PLUGIN_BACKEND, *backend_name);
+  if (backend == nullptr || !backend->usable || tool_runtime_refusal(*backend, *comm)) return {};
+  return tool_runtime_roles(*backend, *comm, static_cast<int>(case_value<int64_t>(p, "ranks")),
+                            backend_options(p, backend->name));
 }
 
 std::string capability_skip_reason(const PluginRegistry& registry,

@@ -16,6 +16,7 @@
 #include "record/record.h"
 #include "run/memory_need.h"
 #include "suite/suite.h"
+#include "suite/tool_runtimes.h"
 
 namespace dlhost {
 
@@ -39,6 +40,9 @@ struct RunContext {
   // (run/memory_need.h): so that the parent of a process that dies under memory_limit_mb can
   // tell an allocation the limit refused from a crash of another cause.
   std::function<void(const TensorNeed& need)> on_need;
+  // Every process of a tool runtime with extra roles and where it listens (ABI 1.5's cluster
+  // text, isolate/runtime_roles.h); "" for other cases.
+  std::string runtime_cluster;
 };
 
 // Result statuses: the record module's (record/record.h).
@@ -50,6 +54,17 @@ using record::kStatusSkipped;
 using record::kStatusTimeout;
 
 nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& context);
+
+// One process of an extra role (`role`: dlhost_runtime_role, `index` among its processes) of the
+// case's tool runtime (its comm), with context.runtime_cluster: the backend's runtime_serve with
+// the case's backend options and optimizer, until the job is over. Throws Error when it fails.
+void serve_runtime_role(const CaseSpec& input, const RunContext& context, int32_t role, int index);
+
+// The extra roles of the case's tool runtime (its comm), as its backend asks for them; empty for
+// another comm, a backend not found or not usable (the case's own run says why), or a runtime
+// without roles. Throws Error with the backend's refusal of the case's options.
+std::vector<RuntimeRoleCount> case_runtime_role_counts(const nlohmann::ordered_json& params,
+                                                       const RunContext& context);
 
 // Why the case's backend cannot run its network, read from what the plugins publish without
 // opening a device: an op or attribute newer than the backend's ABI minor, an op missing from its

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "dlhost/dlhost_device.h"
+#include "dlhost/runtime_cluster.hpp"
 
 namespace dlhost {
 namespace {
@@ -51,24 +52,94 @@ std::optional<std::string> tool_runtime_refusal(const LoadedPlugin& backend,
   return std::nullopt;
 }
 
+namespace {
+
+std::string store_prefix(const std::string& runtime) {
+  return "dlhost/tool_runtime/" + runtime + "/";
+}
+
+// The arguments of runtime_attach and runtime_serve; `strings` keeps what they point at.
+dlhost_tool_runtime_args runtime_args(const std::string& runtime, int32_t role, int rank,
+                                      int workers, const std::string& host, const RuntimeJob& job,
+                                      const dlhost_options& options, double timeout_s,
+                                      std::vector<std::string>& strings) {
+  strings = {runtime, store_prefix(runtime), host, job.cluster};
+  // With a cluster, where this process listens is its place there (a test host's address).
+  if (!job.cluster.empty()) {
+    const sdk::RuntimeCluster cluster = sdk::parse_runtime_cluster(job.cluster);
+    auto it = cluster.find(sdk::runtime_role_name(role));
+    if (it == cluster.end() || rank < 0 || static_cast<size_t>(rank) >= it->second.size())
+      throw Error(DLHOST_CODE_INTERNAL, "the runtime cluster '" + job.cluster + "' has no " +
+                                            sdk::runtime_role_name(role) + " " +
+                                            std::to_string(rank));
+    strings[2] = it->second[rank].address;
+  }
+  dlhost_tool_runtime_args args{};
+  args.struct_size = DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE;
+  args.runtime = strings[0].c_str();
+  args.rank = rank;
+  args.world_size = workers;
+  args.role = role;
+  args.store_prefix = strings[1].c_str();
+  args.host = strings[2].c_str();
+  args.timeout_ms = static_cast<int64_t>(std::min(timeout_s, 1e9) * 1000.0);
+  args.options = &options;
+  args.cluster = job.cluster.empty() ? nullptr : strings[3].c_str();
+  args.optimizer = job.optimizer;
+  return args;
+}
+
+}  // namespace
+
+std::vector<RuntimeRoleCount> tool_runtime_roles(const LoadedPlugin& backend,
+                                                 const std::string& runtime, int workers,
+                                                 const dlhost_options& options) {
+  const dlhost_tool_runtime_ext* ext = find_ext(backend);
+  if (ext == nullptr || ext->runtime_roles == nullptr) return {};
+  int32_t counts[DLHOST_RUNTIME_ROLE_LIMIT] = {};
+  check_status(ext->runtime_roles(runtime.c_str(), workers, &options, counts),
+               runtime + ": runtime_roles");
+  std::vector<RuntimeRoleCount> out;
+  for (int32_t r = DLHOST_RUNTIME_WORKER + 1; r < DLHOST_RUNTIME_ROLE_LIMIT; ++r) {
+    if (counts[r] < 0 || counts[r] > 64)
+      throw Error(DLHOST_CODE_INTERNAL, runtime + ": runtime_roles asked for " +
+                                            std::to_string(counts[r]) + " processes of role " +
+                                            std::to_string(r) + " (0 to 64)");
+    if (counts[r] > 0) out.push_back({r, counts[r]});
+  }
+  if (!out.empty() && ext->runtime_serve == nullptr)
+    throw Error(DLHOST_CODE_INTERNAL, runtime +
+                                          ": runtime_roles asked for extra roles, and the "
+                                          "extension has no runtime_serve to run them");
+  return out;
+}
+
+void serve_tool_runtime_role(const LoadedPlugin& backend, const std::string& runtime, int32_t role,
+                             int index, int workers, const RuntimeJob& job,
+                             const dlhost_options& options, double timeout_s) {
+  if (auto why = tool_runtime_refusal(backend, runtime))
+    throw Error(DLHOST_CODE_UNIMPLEMENTED, *why);
+  const dlhost_tool_runtime_ext* ext = find_ext(backend);
+  if (ext->runtime_serve == nullptr)
+    throw Error(DLHOST_CODE_UNIMPLEMENTED, runtime + ": backend '" + backend.name +
+                                               "' has no runtime_serve for its extra roles");
+  std::vector<std::string> strings;
+  const dlhost_tool_runtime_args args =
+      runtime_args(runtime, role, index, workers, "127.0.0.1", job, options, timeout_s, strings);
+  check_status(ext->runtime_serve(&args), runtime + ": runtime_serve");
+}
+
 ToolRuntime::ToolRuntime(const LoadedPlugin& backend, dlhost_model* model, const RankEnv& world,
                          const std::string& runtime, const dlhost_options& options,
-                         double timeout_s)
+                         double timeout_s, const RuntimeJob& job)
     : ext_(find_ext(backend)), model_(model), world_(world), runtime_(runtime) {
   if (auto why = tool_runtime_refusal(backend, runtime))
     throw Error(DLHOST_CODE_UNIMPLEMENTED, *why);
-  const std::string prefix = "dlhost/tool_runtime/" + runtime + "/";
-  const std::string host = rank_address(world);
-  dlhost_tool_runtime_args args{};
-  args.struct_size = DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE;
-  args.runtime = runtime_.c_str();
-  args.rank = world.rank;
-  args.world_size = world.size;
-  args.role = DLHOST_RUNTIME_WORKER;
-  args.store_prefix = prefix.c_str();
-  args.host = host.c_str();
-  args.timeout_ms = static_cast<int64_t>(std::min(timeout_s, 1e9) * 1000.0);
-  args.options = &options;
+  const std::string prefix = store_prefix(runtime);
+  std::vector<std::string> strings;
+  const dlhost_tool_runtime_args args =
+      runtime_args(runtime, DLHOST_RUNTIME_WORKER, world.rank, world.size, rank_address(world), job,
+                   options, timeout_s, strings);
   dlhost_tool_runtime_info info{};
   info.struct_size = DLHOST_TOOL_RUNTIME_INFO_STRUCT_SIZE;
   check_status(ext_->runtime_attach(model, &args, &info), runtime + ": runtime_attach");

@@ -30,11 +30,34 @@ namespace dlhost {
 std::optional<std::string> tool_runtime_refusal(const LoadedPlugin& backend,
                                                 const std::string& runtime);
 
+// The extra roles `runtime` needs beside `workers` workers with the backend's `options`, in the
+// order of their values; empty when it needs none (or its extension has no runtime_roles).
+// Throws Error with the backend's status when it refuses the options.
+std::vector<RuntimeRoleCount> tool_runtime_roles(const LoadedPlugin& backend,
+                                                 const std::string& runtime, int workers,
+                                                 const dlhost_options& options);
+
+// What a worker or an extra role hands the runtime beside its rank: the cluster text (ABI 1.5's
+// dlhost_tool_runtime_args.cluster; "" when the runtime has no extra roles) and the case's
+// optimizer (null: none).
+struct RuntimeJob {
+  std::string cluster;
+  const dlhost_optimizer_desc* optimizer = nullptr;
+};
+
+// Runs one process of an extra role of `runtime` (`role`, `index` among that role's processes,
+// beside `workers` workers) through the backend's runtime_serve, until the job is over. Throws
+// Error with the backend's status when it fails.
+void serve_tool_runtime_role(const LoadedPlugin& backend, const std::string& runtime, int32_t role,
+                             int index, int workers, const RuntimeJob& job,
+                             const dlhost_options& options, double timeout_s);
+
 class ToolRuntime {
  public:
   // Joins this rank's model to the runtime (blocks until every rank has, or `timeout_s`).
   ToolRuntime(const LoadedPlugin& backend, dlhost_model* model, const RankEnv& world,
-              const std::string& runtime, const dlhost_options& options, double timeout_s);
+              const std::string& runtime, const dlhost_options& options, double timeout_s,
+              const RuntimeJob& job = {});
   ToolRuntime(const ToolRuntime&) = delete;
   ToolRuntime& operator=(const ToolRuntime&) = delete;
 

@@ -5,18 +5,27 @@
 #define DLHOST_SUITE_TOOL_RUNTIMES_H
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace dlhost {
 
-// "torch_ddp": PyTorch's DistributedDataParallel (c10d's Reducer over Gloo), cpu_libtorch2's.
+// "torch_ddp": PyTorch's DistributedDataParallel (c10d's Reducer over Gloo), cpu_libtorch2's;
+// "mxnet_kvstore": MXNet's kvstore dist_sync (ps-lite: a scheduler and servers), cpu_mxnet's;
 // "tf_collective": TensorFlow's CollectiveReduceV2 over its gRPC servers (MultiWorkerMirrored
 // Strategy's all-reduce), cpu_tensorflow's.
 inline const std::vector<std::string>& tool_runtime_names() {
-  static const std::vector<std::string> names = {"torch_ddp", "tf_collective"};
+  static const std::vector<std::string> names = {"torch_ddp", "mxnet_kvstore", "tf_collective"};
   return names;
 }
+
+// An extra role a runtime needs (ABI 1.5's dlhost_runtime_role: a parameter server, a
+// scheduler) and how many processes of it (run/tool_runtime.h's tool_runtime_roles).
+struct RuntimeRoleCount {
+  int32_t role = 0;
+  int count = 0;
+};
 
 inline bool is_tool_runtime(const std::string& comm) {
   const auto& names = tool_runtime_names();

@@ -1,7 +1,8 @@
 // model.cpp — the compiled training graph of cpu_mxnet (the kit's sdk::Model): the Program's
 // arrays (made once at compile, gradients attached with MXAutogradMarkVariables, grad_req write),
 // its executor (CachedOp or imperative) for forward, MXAutogradBackwardEx for backward and MXNet's
-// SGD operators (optimizer.cpp) for update.
+// SGD operators (optimizer.cpp) for update; under `comm: mxnet_kvstore` its kvstore exchanges
+// the gradients after each backward (kvstore.h).
 //
 // What the ABI pins and how it is kept with MXNet underneath:
 // - parameter buffers (param_buffers, all-reduce in place): the trainable arrays and their
@@ -19,6 +20,7 @@
 #include "backend.h"
 #include "dlhost/dlhost.hpp"
 #include "executor.h"
+#include "kvstore.h"
 #include "optimizer.h"
 #include "program.h"
 
@@ -35,7 +37,7 @@ size_t elements(const Leaf& l) {
   return n;
 }
 
-class MxnetModel final : public sdk::Model {
+class MxnetModel final : public sdk::Model, public RuntimeHost {
  public:
   MxnetModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
              const std::string& mode, const sdk::HostSettings& host)
@@ -95,11 +97,20 @@ class MxnetModel final : public sdk::Model {
         ready->fn(ready->user, p);
       }
     wait_all();
+    if (runtime_) runtime_->after_backward();  // the tool runtime's exchange (kvstore.h)
   }
+
+  // RuntimeHost (kvstore.h): the trainable leaves, whole, in leaf order.
+  std::vector<NDArrayHandle> trainable_values() const override { return trainable(false); }
+  std::vector<NDArrayHandle> trainable_grads() const override { return trainable(true); }
+  void set_runtime(std::unique_ptr<ModelRuntime> runtime) override {
+    runtime_ = std::move(runtime);
+  }
+  ModelRuntime* runtime() const override { return runtime_.get(); }
 
   void update() override {
     apply_threads();
-    optimizer_->step();
+    if (!(runtime_ && runtime_->owns_update())) optimizer_->step();
     wait_all();
   }
 
@@ -142,6 +153,13 @@ class MxnetModel final : public sdk::Model {
   }
 
  private:
+  std::vector<NDArrayHandle> trainable(bool grads) const {
+    std::vector<NDArrayHandle> out;
+    for (const Leaf& l : program_->leaves)
+      if (l.kind == LeafKind::kTrainable) out.push_back(grads ? l.grad.get() : l.value.get());
+    return out;
+  }
+
   // NaiveEngine runs the operators on this thread, whose OpenMP count is its own (the threaded
   // engines' workers got theirs when they started); like at::set_num_threads, per step.
   void apply_threads() const {
@@ -200,9 +218,13 @@ class MxnetModel final : public sdk::Model {
   NDArrayHandle loss_ = nullptr;                   // the executor's, from the last forward
   uint64_t forward_calls_ = 0;
   std::string implementation_;
+  // Declared last: destroyed first, while the arrays it exchanges still exist.
+  std::unique_ptr<ModelRuntime> runtime_;
 };
 
 }  // namespace
+
+RuntimeHost* runtime_host(sdk::Model& model) { return dynamic_cast<MxnetModel*>(&model); }
 
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer,

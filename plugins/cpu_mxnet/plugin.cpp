@@ -2,7 +2,8 @@
 // (dlhost/backend_kit.hpp): the device (the ISA the oneDNN inside MXNet dispatches), the library
 // (what libmxnet.so said of itself when the plugin was built: describe.cpp), the options (mode,
 // engine), the capabilities (every op of the ABI, fp32), contexts (MXNet loaded for the case's
-// threads and engine) and compile, on the framework kit (dlhost/framework_kit.hpp: the host-set
+// threads and engine), the tool runtime `comm: mxnet_kvstore` (kvstore.h) and compile, on the
+// framework kit (dlhost/framework_kit.hpp: the host-set
 // options, the precision and optimizer refused at compile).
 // Thread-safety: the kit's; MXNet's engine settings are per process (mxnet_library.h).
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "backend.h"
 #include "dlhost/framework_kit.hpp"
+#include "kvstore.h"
 #include "mxnet_description.h"
 
 namespace dlhost::cpu_mxnet {
@@ -33,13 +35,21 @@ class MxnetBackend final : public sdk::FrameworkBackend<Context> {
          "hybridized|imperative"},
         {"engine", DLHOST_OPTION_ENUM, "ThreadedEnginePerDevice",
          "MXNET_ENGINE_TYPE; fixed per process when MXNet loads",
-         "ThreadedEnginePerDevice|ThreadedEngine|NaiveEngine"}};
+         "ThreadedEnginePerDevice|ThreadedEngine|NaiveEngine"},
+        {"kvstore", DLHOST_OPTION_ENUM, "dist_sync",
+         "comm: mxnet_kvstore: dist_sync (the servers sum every worker's gradients, the workers "
+         "update) or dist_async (the servers update with each push)",
+         "dist_sync|dist_async"},
+        {"kvstore_servers", DLHOST_OPTION_INT, "1",
+         "comm: mxnet_kvstore: the parameter servers dlhost starts beside the workers", "1..16"}};
   }
   std::optional<sdk::Capabilities> capabilities() const override {
     sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);
     caps.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
     return caps;
   }
+
+  void link_extensions(sdk::ExtensionChain& chain) const override { link_tool_runtime(chain); }
 
   std::unique_ptr<Context> open_context(int32_t, const sdk::HostSettings& host,
                                         const sdk::Options& options) override {

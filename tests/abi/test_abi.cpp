@@ -441,6 +441,9 @@ TEST(AbiFreeze, StructLayoutsAppendedIn1_5) {
 TEST(AbiFreeze, ToolRuntimeExtensionIn1_5) {
   EXPECT_EQ(DLHOST_EXT_TOOL_RUNTIME, 10);
   EXPECT_EQ(DLHOST_RUNTIME_WORKER, 1);
+  EXPECT_EQ(DLHOST_RUNTIME_PARAMETER_SERVER, 2);
+  EXPECT_EQ(DLHOST_RUNTIME_SCHEDULER, 3);
+  EXPECT_EQ(DLHOST_RUNTIME_ROLE_LIMIT, 8);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_args, runtime), 8u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_args, rank), 16u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_args, world_size), 20u);
@@ -449,7 +452,9 @@ TEST(AbiFreeze, ToolRuntimeExtensionIn1_5) {
   EXPECT_EQ(offsetof(dlhost_tool_runtime_args, host), 40u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_args, timeout_ms), 48u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_args, options), 56u);
-  EXPECT_EQ(DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE, 64u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, cluster), 64u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_args, optimizer), 72u);
+  EXPECT_EQ(DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE, 80u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_info, mode), 8u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_info, library), 16u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_info, comm_time), 24u);
@@ -462,7 +467,9 @@ TEST(AbiFreeze, ToolRuntimeExtensionIn1_5) {
   EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_query), 32u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_attach), 40u);
   EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_comm_times), 48u);
-  EXPECT_EQ(DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE, 56u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_roles), 56u);
+  EXPECT_EQ(offsetof(dlhost_tool_runtime_ext, runtime_serve), 64u);
+  EXPECT_EQ(DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE, 72u);
 }
 
 // A struct from a host or network plugin before 1.4 ends at clip_norm: the C++ layer reads what

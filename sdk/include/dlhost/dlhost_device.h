@@ -303,9 +303,17 @@ typedef struct dlhost_tensor_read_ext {
  * `compile` gets the host-set option "tool_runtime" = the runtime's name (a model may be built
  * otherwise for it, e.g. with every gradient through the framework's own autograd hooks). */
 
-/* What a process is to the runtime. Only workers so far (ranks that train); values are
- * allocated here when a runtime with other roles (parameter servers, a scheduler) is backed. */
-typedef enum dlhost_runtime_role { DLHOST_RUNTIME_WORKER = 1 } dlhost_runtime_role;
+/* What a process is to the runtime: a worker (a rank that trains: dlhost's own rank), or an
+ * extra role the runtime needs beside its workers, which dlhost starts for the case (each in a
+ * process of its own, `dlhost runtime-role`, on a test host of its own where the case has test
+ * hosts) when `runtime_roles` asks for it, and runs through `runtime_serve`. */
+typedef enum dlhost_runtime_role {
+  DLHOST_RUNTIME_WORKER = 1,
+  DLHOST_RUNTIME_PARAMETER_SERVER = 2, /* TensorFlow's ps task, MXNet's (ps-lite's) server */
+  DLHOST_RUNTIME_SCHEDULER = 3         /* MXNet's (ps-lite's) scheduler */
+} dlhost_runtime_role;
+/* The length of runtime_roles' `counts`: indexed by dlhost_runtime_role, room for roles to come. */
+#define DLHOST_RUNTIME_ROLE_LIMIT 8
 
 /* Host-owned; borrowed for runtime_attach (the backend copies what it keeps). */
 typedef struct dlhost_tool_runtime_args {
@@ -323,8 +331,21 @@ typedef struct dlhost_tool_runtime_args {
   const char* host;
   int64_t timeout_ms; /* the longest any wait for a peer may block (the case's startup limit) */
   const dlhost_options* options; /* the case's options for the backend, as compile had them */
+  /* Every process of the job and where it listens, when the runtime has extra roles
+   * (runtime_roles gave one or more), else NULL: roles separated by ';', each "NAME=" and its
+   * processes' "ADDRESS:PORT" separated by ',' in index order; NAME is "worker" (workers by
+   * rank), "ps" (DLHOST_RUNTIME_PARAMETER_SERVER) or "scheduler"; a role without processes is
+   * left out. E.g. "worker=127.0.0.1:40101,127.0.0.1:40102;ps=127.0.0.1:40103". The host picks
+   * every port (free when picked) so that every process knows every address up front
+   * (TensorFlow's ServerDef needs them): the process at that place listens on it. Lives for the
+   * call. */
+  const char* cluster;
+  /* The case's optimizer, as compile had it (a parameter server that applies the update needs
+   * it); borrowed for the call. */
+  const dlhost_optimizer_desc* optimizer;
 } dlhost_tool_runtime_args;
-#define DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_tool_runtime_args, options)
+#define DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE \
+  DLHOST_STRUCT_SIZE(dlhost_tool_runtime_args, optimizer)
 
 /* Filled by the backend into a host-owned struct (the host sets struct_size; the backend fills
  * only the fields it covers). Strings live as long as the model. */
@@ -362,9 +383,25 @@ typedef struct dlhost_tool_runtime_ext {
    * *count. UNIMPLEMENTED when the runtime exposes none. */
   dlhost_status* (*runtime_comm_times)(dlhost_model* model, double* ms, size_t capacity,
                                        size_t* count);
+  /* The extra roles `runtime` needs beside `workers` workers with these options (the case's for
+   * the backend): counts[role] processes of each dlhost_runtime_role, in an array of
+   * DLHOST_RUNTIME_ROLE_LIMIT the host zeroed (counts[DLHOST_RUNTIME_WORKER] is not read). NULL
+   * (the function): workers only. A status (INVALID_ARGUMENT) for options it refuses: the case
+   * FAILS with it. Called by dlhost before it starts the case. Thread-safe; no model. */
+  dlhost_status* (*runtime_roles)(const char* runtime, int32_t workers,
+                                  const dlhost_options* options, int32_t* counts);
+  /* Runs one process of an extra role, in a process dlhost started for it and nothing else (no
+   * model is compiled there): args->role and args->rank (its index among that role's
+   * processes), world_size (the workers), cluster, options, optimizer, store_prefix (the same
+   * store as the workers'), host, timeout_ms. Blocks until the job is over and returns NULL, or
+   * a status: the case then ends FAILED naming the role. It may also never return (a server
+   * that cannot stop): dlhost ends the process (SIGTERM, then SIGKILL) once the ranks are done. A
+   * process that exits or dies while the ranks run ends the case, named. NULL when
+   * runtime_roles is. */
+  dlhost_status* (*runtime_serve)(const dlhost_tool_runtime_args* args);
 } dlhost_tool_runtime_ext;
 #define DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE \
-  DLHOST_STRUCT_SIZE(dlhost_tool_runtime_ext, runtime_comm_times)
+  DLHOST_STRUCT_SIZE(dlhost_tool_runtime_ext, runtime_serve)
 
 /* Finds the extension of `type` in a chain, or NULL. A reader then checks struct_size against
  * the part it needs. */

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -236,6 +237,32 @@ TEST(launch_roles, EachProcessIsToldItsRolePlaceAndOwnVariables) {
     EXPECT_EQ(wait_for_text(dir / "1"), "server 1 2 7001");
   }
   std::filesystem::remove_all(dir);
+}
+
+// A tool runtime's roles: their output kept in a file (for the record's stderr tail), and each
+// process run under its own wrapper (a test host's `ip netns exec NS`).
+TEST(launch_roles, OutputGoesToTheFileAndEachProcessRunsUnderItsWrapper) {
+  const auto dir = scratch("output");
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "roles.log").string();
+  RoleSpec r = shell_role("ps", "echo \"out $DLHOST_ROLE_INDEX $WRAP\"; echo err >&2", 2);
+  r.run_under = {{"env", "WRAP=first"}, {}};  // the second runs as it is
+  {
+    RoleProcesses roles({r}, nullptr, 1, out);
+    for (int i = 0; i < 200 && roles.running() != ""; ++i) {
+      (void)roles.failed();
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    EXPECT_FALSE(roles.failed());
+  }
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("out 0 first\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("out 1 \n"), std::string::npos) << text;
+  EXPECT_NE(text.find("err\n"), std::string::npos) << text;
+  std::filesystem::remove_all(dir);
+  EXPECT_THROW(RoleProcesses({r}, nullptr, 1, (dir / "no" / "such" / "file").string()),
+               std::runtime_error);
 }
 
 TEST(launch_roles, ARoleThatExitsNonZeroIsNamedWithItsCode) {
