@@ -21,7 +21,9 @@
 // fed back as they are.
 //
 // A tool runtime (tool_runtime.h, ABI 1.5: `comm: tf_collective`) replaces the fetched gradients
-// in backward, before it returns, by what the update is to apply (their mean over the ranks).
+// in backward, before it returns, by what the update is to apply (their mean over the ranks);
+// `tf_ps` pulls the variables before each forward and pushes the gradients in backward, and the
+// update is then the parameter servers'.
 // Thread-safety: one host thread at a time per model; TensorFlow's pools run the ops.
 #include <algorithm>
 #include <cmath>
@@ -134,6 +136,7 @@ class TfModel final : public sdk::Model, public RuntimeHost {
   }
 
   void forward() override {
+    if (runtime_) runtime_->before_forward();
     assign_staged_values();
     std::vector<TF_Output> feeds;
     std::vector<TF_Tensor*> values;
@@ -180,7 +183,8 @@ class TfModel final : public sdk::Model, public RuntimeHost {
   }
 
   void update() override {
-    if (fused_) return;  // forward's run applied the update
+    if (fused_) return;                                  // forward's run applied the update
+    if (runtime_ && runtime_->applies_update()) return;  // tf_ps: the parameter servers did
     assign_staged_values();
     std::vector<tf::TensorPtr> borrowed;
     std::vector<TF_Tensor*> values;

@@ -13,13 +13,18 @@ namespace {
 
 namespace sdk = dlhost::sdk;
 
+#ifdef DLHOST_RUNTIME_ROLE_LIMIT  // the ABI has extra roles: the host starts tf_ps's ps tasks
+constexpr const char* kRuntimes = "tf_collective,tf_ps";
+#else
 constexpr const char* kRuntimes = "tf_collective";
+#endif
 
 dlhost_status* query(const char* runtime) {
   return sdk::guard([&] {
-    if (runtime == nullptr || std::string(runtime) != "tf_collective")
-      sdk::unimplemented("cpu_tensorflow: no runtime '" + std::string(runtime ? runtime : "") +
-                         "' (owns: " + kRuntimes + ")");
+    const std::string name = runtime != nullptr ? runtime : "";
+    if (("," + std::string(kRuntimes) + ",").find("," + name + ",") == std::string::npos ||
+        name.empty())
+      sdk::unimplemented("cpu_tensorflow: no runtime '" + name + "' (owns: " + kRuntimes + ")");
   });
 }
 
@@ -42,6 +47,13 @@ dlhost_status* attach(dlhost_model* model, const dlhost_tool_runtime_args* args,
     RuntimeHost& h = host_of(model);
     if (h.runtime() != nullptr)
       sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "cpu_tensorflow: a runtime is already attached");
+#ifdef DLHOST_RUNTIME_ROLE_LIMIT
+    if (std::string(args->runtime) == "tf_ps") {
+      h.set_runtime(attach_ps(h, *args));
+      sdk::fill_runtime_info(info, ps_text().mode, ps_text().library, ps_text().comm_time);
+      return;
+    }
+#endif
     h.set_runtime(attach_collective(h, *args));
     const RuntimeText& text = collective_text();
     sdk::fill_runtime_info(info, text.mode, text.library, text.comm_time);
@@ -57,11 +69,40 @@ dlhost_status* comm_times(dlhost_model* model, double* ms, size_t capacity, size
   });
 }
 
+#ifdef DLHOST_RUNTIME_ROLE_LIMIT
+// tf_ps: one parameter server beside the workers; tf_collective: workers only.
+dlhost_status* roles(const char* runtime, int32_t workers, const dlhost_options*, int32_t* counts) {
+  return sdk::guard([&] {
+    if (workers < 1 || counts == nullptr)
+      sdk::invalid("cpu_tensorflow: runtime_roles: bad arguments");
+    sdk::check(query(runtime));
+    if (std::string(runtime) == "tf_ps") counts[DLHOST_RUNTIME_PARAMETER_SERVER] = 1;
+  });
+}
+
+dlhost_status* serve(const dlhost_tool_runtime_args* args) {
+  return sdk::guard([&] {
+    if (args == nullptr || !DLHOST_HAS_FIELD(args, dlhost_tool_runtime_args, optimizer))
+      sdk::invalid("cpu_tensorflow: runtime_serve: args missing or too short");
+    if (args->runtime == nullptr || std::string(args->runtime) != "tf_ps" ||
+        args->role != DLHOST_RUNTIME_PARAMETER_SERVER)
+      sdk::invalid("cpu_tensorflow: runtime_serve: only tf_ps's parameter servers are served");
+    serve_ps(*args);
+  });
+}
+#endif
+
 }  // namespace
 
 void link_tool_runtime(sdk::ExtensionChain& chain) {
-  static dlhost_tool_runtime_ext ext =
-      sdk::tool_runtime_extension(kRuntimes, query, attach, comm_times);
+  static dlhost_tool_runtime_ext ext = [] {
+    dlhost_tool_runtime_ext e = sdk::tool_runtime_extension(kRuntimes, query, attach, comm_times);
+#ifdef DLHOST_RUNTIME_ROLE_LIMIT
+    e.runtime_roles = roles;
+    e.runtime_serve = serve;
+#endif
+    return e;
+  }();
   chain.link(&ext);
 }
 

@@ -70,8 +70,24 @@ TensorPtr borrowed_tensor(float* data, const std::vector<int64_t>& dims) {
       static_cast<size_t>(elements(dims)) * sizeof(float), [](void*, size_t, void*) {}, nullptr));
 }
 
+namespace {
+thread_local const std::function<std::string(const std::string&)>* device_for = nullptr;
+}  // namespace
+
+DeviceScope::DeviceScope(std::function<std::string(const std::string& op)> f) {
+  device_for = new std::function<std::string(const std::string&)>(std::move(f));
+}
+DeviceScope::~DeviceScope() {
+  delete device_for;
+  device_for = nullptr;
+}
+
 Op::Op(TF_Graph* graph, const char* type, const std::string& name)
-    : desc_(TF_NewOperation(graph, type, name.c_str())), name_(name) {}
+    : desc_(TF_NewOperation(graph, type, name.c_str())), name_(name) {
+  if (device_for != nullptr)
+    if (const std::string device = (*device_for)(name); !device.empty())
+      TF_SetDevice(desc_, device.c_str());
+}
 
 Op& Op::in(TF_Output x) {
   TF_AddInput(desc_, x);

@@ -9,6 +9,7 @@
 #include <tensorflow/c/c_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,17 @@ TensorPtr int_tensor(const std::vector<int64_t>& dims);
 // it without copying): feeds the plugin's own buffers as they are.
 TensorPtr borrowed_tensor(float* data, const std::vector<int64_t>& dims);
 int64_t elements(const std::vector<int64_t>& dims);
+
+// While one is alive on this thread, every Op added whose name `device_for` maps to a device
+// ("" none) is placed there (TF_SetDevice): how a runtime puts variables and the ops named after
+// them on another task (tf_ps: /job:ps/...). Scopes do not nest.
+class DeviceScope {
+ public:
+  explicit DeviceScope(std::function<std::string(const std::string& op)> device_for);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+};
 
 // Adds one operation: Op(graph, "Conv2D", "conv1").in(x).in(w).attr_ints(...).out().
 class Op {

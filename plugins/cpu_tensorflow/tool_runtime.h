@@ -2,8 +2,9 @@
 // DLHOST_EXT_TOOL_RUNTIME): plugin.cpp links the extension, whose table is runtime_ext.cpp's;
 // collective.cpp implements `comm: tf_collective`, MultiWorkerMirroredStrategy's synchronous
 // all-reduce from the C API (a TensorFlow server per rank, job "worker", one task per rank, and
-// CollectiveReduceV2 on every gradient between backward and update); model.cpp offers its
-// variables, its gradients and a call in each backward.
+// CollectiveReduceV2 on every gradient between backward and update), ps.cpp `comm: tf_ps`
+// (parameter servers, asynchronous); model.cpp offers its variables, its gradients and calls in
+// forward and backward.
 // Thread-safety: one host thread per model, as the ABI's calls.
 #ifndef DLHOST_CPU_TENSORFLOW_TOOL_RUNTIME_H
 #define DLHOST_CPU_TENSORFLOW_TOOL_RUNTIME_H
@@ -31,6 +32,11 @@ class ModelRuntime {
   virtual void reduce_gradients(std::vector<tf::TensorPtr>& grads) = 0;
   // The communication time of every step so far, ms, oldest first (what RuntimeText says).
   virtual const std::vector<double>& comm_times() const = 0;
+  // At the start of every forward (tf_ps: pulls the variables from the parameter servers).
+  virtual void before_forward() {}
+  // True when the runtime applies the update itself (tf_ps: on the parameter servers, in
+  // reduce_gradients): the model's update then does nothing.
+  virtual bool applies_update() const { return false; }
 };
 
 // What a runtime tells the host at attach (dlhost_tool_runtime_info); static strings.
@@ -63,6 +69,13 @@ RuntimeHost* runtime_host(sdk::Model& model);
 std::unique_ptr<ModelRuntime> attach_collective(RuntimeHost& host,
                                                 const dlhost_tool_runtime_args& args);
 const RuntimeText& collective_text();
+
+#ifdef DLHOST_RUNTIME_ROLE_LIMIT  // ABI 1.5's extra roles (the host starts the ps tasks)
+// `comm: tf_ps` (ps.cpp): a worker joins the parameter servers (args.cluster); a ps task serves.
+std::unique_ptr<ModelRuntime> attach_ps(RuntimeHost& host, const dlhost_tool_runtime_args& args);
+void serve_ps(const dlhost_tool_runtime_args& args);
+const RuntimeText& ps_text();
+#endif
 
 }  // namespace dlhost::cpu_tensorflow
 

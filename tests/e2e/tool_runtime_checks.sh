@@ -53,11 +53,12 @@ print(n)" "$1")
   [ "$left" -eq 0 ] || fail "$left process(es) of $2 outlived it"
 }
 
-# kill_rank_mid_run DLHOST WORK BACKEND RUNTIME RANK SETTLE_S STRICT
+# kill_rank_mid_run DLHOST WORK BACKEND RUNTIME WHO SETTLE_S STRICT
 # Runs WORK/kill.yaml (lenet on BACKEND with RUNTIME, 2 ranks, endless steps, timeout 120 s) to
-# kill.yaml.jsonl / .txt, SIGKILLs rank RANK SETTLE_S seconds after it appears (start-up done,
-# steps running), and checks the record: not OK, TIMEOUT or SKIPPED, within the timeout, naming a
-# rank; with STRICT=strict, CRASHED naming rank RANK.
+# kill.yaml.jsonl / .txt, SIGKILLs WHO (a rank's number, or an extra role's name: its process 0)
+# SETTLE_S seconds after it appears (start-up done, steps running), and checks the record: not
+# OK, TIMEOUT or SKIPPED, within the timeout, naming a rank or the role; with STRICT=strict,
+# CRASHED naming WHO ("rank 1", "role ps 0").
 kill_rank_mid_run() {
   dl="$1" suite="$2/kill.yaml" rank="$5" settle="$6" limit=120 strict="$7"
   cat > "$suite" <<YAML
@@ -73,14 +74,15 @@ YAML
   for _ in $(seq 1 600); do
     victim=$(/usr/bin/python3 - "$suite" "$rank" <<'PY'
 import os, sys
-want = f"DLHOST_RANK={sys.argv[2]}".encode()
+who = sys.argv[2]
+want = (f"DLHOST_RANK={who}" if who.isdigit() else f"DLHOST_ROLE={who}").encode()
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
         cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
         env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
     except OSError:
         continue
-    if sys.argv[1] in cmd and want in env:
+    if sys.argv[1] in cmd and want in env and (who.isdigit() or "runtime-role" in cmd):
         print(pid)
         break
 PY
@@ -88,19 +90,20 @@ PY
     if [ -n "$victim" ]; then sleep "$settle"; break; fi
     sleep 0.2
   done
-  [ -n "$victim" ] || { kill "$run" 2> /dev/null; fail "rank $rank of $suite never started"; }
+  [ -n "$victim" ] || { kill "$run" 2> /dev/null; fail "$rank of $suite never started"; }
   kill -9 "$victim" 2> /dev/null || true
   wait "$run" || true
   cat "$suite.txt"
   /usr/bin/python3 - "$suite.jsonl" "$rank" "$limit" "$strict" <<'PY' || fail "a killed rank did not end its case"
 import json, sys
 (r,) = [json.loads(l) for l in open(sys.argv[1])]
-rank, limit, strict = sys.argv[2], float(sys.argv[3]), sys.argv[4] == "strict"
-print(f"rank {rank} killed: {r['status']} after {r['duration_s']:.1f} s: {r['reason']}")
+who, limit, strict = sys.argv[2], float(sys.argv[3]), sys.argv[4] == "strict"
+name = f"rank {who}" if who.isdigit() else f"role {who} 0"
+print(f"{name} killed: {r['status']} after {r['duration_s']:.1f} s: {r['reason']}")
 assert r["status"] not in ("OK", "TIMEOUT", "SKIPPED"), (r["status"], r["reason"])
-assert f"rank {rank}" in r["reason"] or "rank 0" in r["reason"], r["reason"]
+assert name in r["reason"] or "rank 0" in r["reason"], r["reason"]
 if strict:
-    assert r["status"] == "CRASHED" and f"rank {rank}" in r["reason"], (r["status"], r["reason"])
+    assert r["status"] == "CRASHED" and name in r["reason"], (r["status"], r["reason"])
 assert r["duration_s"] < limit, r["duration_s"]
 PY
   sleep 0.5
