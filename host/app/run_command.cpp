@@ -210,7 +210,7 @@ CaseRuntimeRoles case_runtime_roles(const CaseSpec& c, const RunContext& ctx) {
 json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const RunContext& ctx,
              RunConsole& console) {
   if (o.in_process || !c.skip_reason.empty()) return run_case(c, ctx);
-  CaseJob job{c, suite.name, suite.path, o.plugin_folders, o.unsafe_plugins, {}, ""};
+  CaseJob job{c, suite.name, suite.path, o.plugin_folders, o.unsafe_plugins, {}, "", ""};
   job.plugin_files = case_plugin_files(c, ctx);
   CaseLimits limits;
   double timeout = case_value<double>(c.params, "timeout");

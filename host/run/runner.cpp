@@ -710,18 +710,16 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   // starts after compile: a device comm needs the model's stream.
   Distributed d;
   std::unique_ptr<ToolRuntime> tool;  // the backend's own runtime (tool_runtime.h)
-  if (const std::string comm = case_value<std::string>(p, "comm"); is_tool_runtime(comm)) {
-    if (ctx.on_stage) ctx.on_stage("comm");
+  const std::string comm = case_value<std::string>(p, "comm");
+  if (comm != "none" && ctx.on_stage) ctx.on_stage("comm");
+  if (is_tool_runtime(comm))
     tool = std::make_unique<ToolRuntime>(*plan.backend, m.model.get(), world, comm,
                                          backend_options(p, plan.backend->name),
                                          case_value_if<double>(p, "startup_timeout").value_or(60),
                                          RuntimeJob{ctx.runtime_cluster, &m.optimizer});
-    if (ctx.on_stage) ctx.on_stage("ready");
-  } else if (comm != "none") {
-    if (ctx.on_stage) ctx.on_stage("comm");
+  else if (comm != "none")
     start_data_parallel(p, ctx, plan, device, m, d);
-    if (ctx.on_stage) ctx.on_stage("ready");
-  }
+  if (comm != "none" && ctx.on_stage) ctx.on_stage("ready");
   DataParallel* dp = d.dp.get();
 
   // Real data: mini-batches from the input pipeline; `epochs` sets the number of steps.
