@@ -19,6 +19,7 @@
 // Deviation from TensorFlow's between-graph replication: there the forward reads the remote
 // variables inside the step's graph (transfers overlapping compute); here the pull is a run of its
 // own into local copies, then the forward runs locally as on one rank.
+// Thread-safety: one host thread per model (a worker); serve_ps blocks its process for good.
 #include "tool_runtime.h"
 
 #ifdef DLHOST_RUNTIME_ROLE_LIMIT

@@ -53,20 +53,21 @@ print(n)" "$1")
   [ "$left" -eq 0 ] || fail "$left process(es) of $2 outlived it"
 }
 
-# kill_rank_mid_run DLHOST WORK BACKEND RUNTIME WHO SETTLE_S STRICT
-# Runs WORK/kill.yaml (lenet on BACKEND with RUNTIME, 2 ranks, endless steps, timeout 120 s) to
+# kill_rank_mid_run DLHOST WORK BACKEND RUNTIME WHO SETTLE_S STRICT [LR]
+# Runs WORK/kill.yaml (lenet on BACKEND with RUNTIME, 2 ranks, endless steps at learning rate LR,
+# 0.1 by default, timeout 120 s) to
 # kill.yaml.jsonl / .txt, SIGKILLs WHO (a rank's number, or an extra role's name: its process 0)
 # SETTLE_S seconds after it appears (start-up done, steps running), and checks the record: not
 # OK, TIMEOUT or SKIPPED, within the timeout, naming a rank or the role; with STRICT=strict,
 # CRASHED naming WHO ("rank 1", "role ps 0").
 kill_rank_mid_run() {
-  dl="$1" suite="$2/kill.yaml" rank="$5" settle="$6" limit=120 strict="$7"
+  dl="$1" suite="$2/kill.yaml" rank="$5" settle="$6" limit=120 strict="$7" lr="${8:-0.1}"
   cat > "$suite" <<YAML
 name: ${4}_kill
 defaults: {backend: $3, comm: $4, network: lenet, batch: 16, launcher: local, ranks: 2,
            warmup: 0, iterations: 100000, threads: 1, timeout: $limit}
 cases:
-  - {lr: 0.1}
+  - {lr: $lr}
 YAML
   "$dl" run "$suite" -o "$suite.jsonl" > "$suite.txt" 2>&1 &
   run=$!
