@@ -38,9 +38,9 @@ constexpr const char* kLeader = "/job:worker/replica:0/task:0";
 // One group (every rank's CPU), its collectives told apart by instance keys: the broadcast of
 // parameter p is kBroadcastKey + p, the all-reduce of its gradient kReduceKey + p.
 constexpr int64_t kGroupKey = 1, kBroadcastKey = 1, kReduceKey = 1000000;
-// RunOptions.experimental.collective_graph_key of each of the two runs with collectives: every
-// rank's master then takes the run's step id from the group leader's sequence for that key, so
-// that the ranks' collectives meet (a graph with V2 collectives gets no key of its own).
+// RunOptions.experimental.collective_graph_key of each of the two runs with collectives, the
+// same on every rank (as TensorFlow's graph-mode collective tests set it): a master takes the
+// step id of a run with a key from the group leader's sequence for it, so the ranks' runs agree.
 constexpr int64_t kBroadcastGraphKey = 4101, kReduceGraphKey = 4102;
 
 // This rank's server, started, in a cluster of every rank's address (exchanged through the
