@@ -12,9 +12,13 @@
 namespace dlhost {
 
 // "torch_ddp": PyTorch's DistributedDataParallel (c10d's Reducer over Gloo), cpu_libtorch2's;
-// "mxnet_kvstore": MXNet's kvstore dist_sync (ps-lite: a scheduler and servers), cpu_mxnet's.
+// "mxnet_kvstore": MXNet's kvstore dist_sync (ps-lite: a scheduler and servers), cpu_mxnet's;
+// "tf_collective": TensorFlow's CollectiveReduceV2 over its gRPC servers (MultiWorkerMirrored
+// Strategy's all-reduce), cpu_tensorflow's; "tf_ps": TensorFlow's parameter servers
+// (asynchronous; its ps tasks are extra roles), cpu_tensorflow's.
 inline const std::vector<std::string>& tool_runtime_names() {
-  static const std::vector<std::string> names = {"torch_ddp", "mxnet_kvstore"};
+  static const std::vector<std::string> names = {"torch_ddp", "mxnet_kvstore", "tf_collective",
+                                                 "tf_ps"};
   return names;
 }
 

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "dlhost/dlhost.hpp"
+#include "dlhost/tool_runtime_kit.hpp"
 #include "tool_runtime.h"
 
 #ifdef DLHOST_TORCH_DDP
@@ -242,14 +243,7 @@ dlhost_status* attach(dlhost_model* model, const dlhost_tool_runtime_args* args,
     } catch (const c10::Error& e) {
       sdk::fail(DLHOST_CODE_UNAVAILABLE, std::string("torch_ddp: ") + e.what_without_backtrace());
     }
-    if (info != nullptr) {
-      if (DLHOST_HAS_FIELD(info, dlhost_tool_runtime_info, mode)) info->mode = "sync";
-      if (DLHOST_HAS_FIELD(info, dlhost_tool_runtime_info, library))
-        info->library = library_text().c_str();
-      if (DLHOST_HAS_FIELD(info, dlhost_tool_runtime_info, comm_time)) info->comm_time = kCommTime;
-      if (DLHOST_HAS_FIELD(info, dlhost_tool_runtime_info, no_comm_time))
-        info->no_comm_time = nullptr;
-    }
+    sdk::fill_runtime_info(info, "sync", library_text().c_str(), kCommTime);
   });
 }
 
@@ -258,11 +252,7 @@ dlhost_status* comm_times(dlhost_model* model, double* ms, size_t capacity, size
     auto* ddp = dynamic_cast<Ddp*>(host_of(model).runtime());
     if (ddp == nullptr)
       sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, DLHOST_TORCH_PLUGIN_NAME ": no runtime attached");
-    if (count == nullptr || (ms == nullptr && capacity > 0))
-      sdk::invalid(DLHOST_TORCH_PLUGIN_NAME ": runtime_comm_times: null output");
-    const std::vector<double> times = ddp->comm_times();
-    for (size_t k = 0; k < times.size() && k < capacity; ++k) ms[k] = times[k];
-    *count = times.size();
+    sdk::copy_comm_times(ddp->comm_times(), ms, capacity, count, DLHOST_TORCH_PLUGIN_NAME);
   });
 }
 
@@ -290,16 +280,8 @@ dlhost_status* comm_times(dlhost_model*, double*, size_t, size_t*) { return quer
 }  // namespace
 
 void link_tool_runtime(sdk::ExtensionChain& chain) {
-  static dlhost_tool_runtime_ext ext = [] {
-    dlhost_tool_runtime_ext e{};
-    e.struct_size = DLHOST_TOOL_RUNTIME_EXT_STRUCT_SIZE;
-    e.type = DLHOST_EXT_TOOL_RUNTIME;
-    e.runtimes = kRuntime;
-    e.runtime_query = query;
-    e.runtime_attach = attach;
-    e.runtime_comm_times = comm_times;
-    return e;
-  }();
+  static dlhost_tool_runtime_ext ext =
+      sdk::tool_runtime_extension(kRuntime, query, attach, comm_times);
   chain.link(&ext);
 }
 

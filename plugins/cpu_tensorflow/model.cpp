@@ -19,6 +19,11 @@
 // reads it (the host broadcasts rank 0's weights into it before the first step); it is not kept
 // current after updates. Without param_buffers nothing is copied: the fetched gradient tensors are
 // fed back as they are.
+//
+// A tool runtime (tool_runtime.h, ABI 1.5: `comm: tf_collective`) replaces the fetched gradients
+// in backward, before it returns, by what the update is to apply (their mean over the ranks);
+// `tf_ps` pulls the variables before each forward and pushes the gradients in backward, and the
+// update is then the parameter servers'.
 // Thread-safety: one host thread at a time per model; TensorFlow's pools run the ops.
 #include <algorithm>
 #include <cmath>
@@ -34,6 +39,7 @@
 #include "lower.h"
 #include "optimizer.h"
 #include "tf_api.h"
+#include "tool_runtime.h"
 
 namespace dlhost::cpu_tensorflow {
 namespace {
@@ -66,7 +72,7 @@ constexpr const char* kMomentumDeparture =
     "Measured 2026-12-06 on a 2-core Xeon with AVX-512 under load "
     "(bench/results/2026-12-06-quiet-fairness)";
 
-class TfModel final : public sdk::Model {
+class TfModel final : public sdk::Model, public RuntimeHost {
  public:
   TfModel(const Context& context, const dlhost_graph& g, const dlhost_optimizer_desc& opt,
           const sdk::HostSettings& host)
@@ -144,6 +150,7 @@ class TfModel final : public sdk::Model {
   }
 
   void forward() override {
+    if (runtime_) runtime_->before_forward();
     assign_staged_values();
     std::vector<TF_Output> feeds;
     std::vector<TF_Tensor*> values;
@@ -179,12 +186,19 @@ class TfModel final : public sdk::Model {
   void backward(const dlhost_grad_ready* ready) override {
     if (forward_calls_ == 0)
       sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "cpu_tensorflow: backward before forward");
+    if (runtime_ && !fused_) {
+      runtime_->reduce_gradients(grads_);
+      for (size_t p = 0; p < grad_buffers_.size(); ++p)
+        std::memcpy(grad_buffers_[p].get(), data_of(grads_[p]),
+                    size_t(lowered_.params[p].count) * sizeof(float));
+    }
     if (ready == nullptr || ready->fn == nullptr) return;
     for (int32_t p : params_.ready_order()) ready->fn(ready->user, p);
   }
 
   void update() override {
-    if (fused_) return;  // forward's run applied the update
+    if (fused_) return;                                  // forward's run applied the update
+    if (runtime_ && runtime_->applies_update()) return;  // tf_ps: the parameter servers did
     assign_staged_values();
     std::vector<tf::TensorPtr> borrowed;
     std::vector<TF_Tensor*> values;
@@ -272,6 +286,25 @@ class TfModel final : public sdk::Model {
     return i;
   }
 
+  // RuntimeHost (tool_runtime.h).
+  const Context& context() const override { return context_; }
+  const std::vector<Variable>& variables() const override { return lowered_.params; }
+  std::vector<int32_t> ready_order() const override { return params_.ready_order(); }
+  bool fused() const override { return fused_; }
+  tf::TensorPtr read_value(int32_t id) override {
+    assign_staged_values();
+    return read_variable(lowered_.params[params_.index(id)]);
+  }
+  void assign_value(int32_t id, TF_Tensor* value) override {
+    assign_staged_values();
+    const Variable& v = lowered_.params[params_.index(id)];
+    run({v.value}, {value}, {}, {v.assign}, "assigning " + v.name);
+  }
+  void set_runtime(std::unique_ptr<ModelRuntime> runtime) override {
+    runtime_ = std::move(runtime);
+  }
+  ModelRuntime* runtime() const override { return runtime_.get(); }
+
  private:
   std::vector<tf::TensorPtr> run(const std::vector<TF_Output>& feeds,
                                  const std::vector<TF_Tensor*>& values,
@@ -356,10 +389,13 @@ class TfModel final : public sdk::Model {
   float loss_ = 0;
   uint64_t param_bytes_ = 0, workspace_bytes_ = 0;
   std::string implementation_;
-  std::string departures_;  // model_info's departures: the lowering's, one a line
+  std::string departures_;                 // model_info's departures: the lowering's, one a line
+  std::unique_ptr<ModelRuntime> runtime_;  // the tool runtime attached, if any
 };
 
 }  // namespace
+
+RuntimeHost* runtime_host(sdk::Model& model) { return dynamic_cast<TfModel*>(&model); }
 
 std::unique_ptr<sdk::Model> compile_model(const Context& context, const dlhost_graph& graph,
                                           const dlhost_optimizer_desc& optimizer,

@@ -3,7 +3,8 @@
 // dispatches, so the CPU's best), the library string (TensorFlow's version, whether its oneDNN
 // rewrite is on, the layout), the options schema (mode graph|xla, inter_op_threads), contexts
 // and compile, on the framework kit (dlhost/framework_kit.hpp: the host-set options, the
-// precision and optimizer refused at compile). The model is model.cpp's.
+// precision and optimizer refused at compile), and its own distributed runtime (tool_runtime.h).
+// The model is model.cpp's.
 // Thread-safety: the kit's.
 #include <tensorflow/c/c_api.h>
 
@@ -14,6 +15,7 @@
 
 #include "backend.h"
 #include "dlhost/framework_kit.hpp"
+#include "tool_runtime.h"
 
 // Exported by libtensorflow_framework (tensorflow/core/util/util.h): whether the oneDNN graph
 // rewrite runs, which TF_ENABLE_ONEDNN_OPTS decides once per process.
@@ -52,6 +54,9 @@ class TensorFlowBackend final : public sdk::FrameworkBackend<Context> {
     caps.optimizers |= sdk::bit(DLHOST_OPTIMIZER_ADAMW);
     return caps;
   }
+
+  // ABI 1.5: `comm: tf_collective` (collective.cpp).
+  void link_extensions(sdk::ExtensionChain& chain) const override { link_tool_runtime(chain); }
 
   std::unique_ptr<Context> open_context(int32_t, const sdk::HostSettings& host,
                                         const sdk::Options& options) override {

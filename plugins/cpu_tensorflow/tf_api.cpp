@@ -15,9 +15,10 @@ void check(TF_Status* status, const std::string& what) {
             "cpu_tensorflow: " + what + ": " + TF_Message(status));
 }
 
-Session::Session(TF_Graph* graph, const std::string& config) {
+Session::Session(TF_Graph* graph, const std::string& config, const std::string& target) {
   StatusPtr status(TF_NewStatus());
   TF_SessionOptions* options = TF_NewSessionOptions();
+  if (!target.empty()) TF_SetTarget(options, target.c_str());
   TF_SetConfig(options, config.data(), config.size(), status.get());
   if (TF_GetCode(status.get()) == TF_OK) session_ = TF_NewSession(graph, options, status.get());
   TF_DeleteSessionOptions(options);
@@ -32,12 +33,15 @@ Session::~Session() {
 
 void Session::run(const std::vector<TF_Output>& feeds, const std::vector<TF_Tensor*>& values,
                   const std::vector<TF_Output>& fetches, std::vector<TensorPtr>& outputs,
-                  const std::vector<TF_Operation*>& targets, const std::string& what) {
+                  const std::vector<TF_Operation*>& targets, const std::string& what,
+                  const std::string& run_options) {
   StatusPtr status(TF_NewStatus());
   std::vector<TF_Tensor*> got(fetches.size(), nullptr);
-  TF_SessionRun(session_, nullptr, feeds.data(), values.data(), static_cast<int>(feeds.size()),
-                fetches.data(), got.data(), static_cast<int>(fetches.size()), targets.data(),
-                static_cast<int>(targets.size()), nullptr, status.get());
+  TF_Buffer options{run_options.data(), run_options.size(), nullptr};
+  TF_SessionRun(session_, run_options.empty() ? nullptr : &options, feeds.data(), values.data(),
+                static_cast<int>(feeds.size()), fetches.data(), got.data(),
+                static_cast<int>(fetches.size()), targets.data(), static_cast<int>(targets.size()),
+                nullptr, status.get());
   outputs.resize(got.size());
   for (size_t k = 0; k < got.size(); ++k) outputs[k].reset(got[k]);
   check(status.get(), what);
@@ -66,8 +70,24 @@ TensorPtr borrowed_tensor(float* data, const std::vector<int64_t>& dims) {
       static_cast<size_t>(elements(dims)) * sizeof(float), [](void*, size_t, void*) {}, nullptr));
 }
 
+namespace {
+thread_local const std::function<std::string(const std::string&)>* device_for = nullptr;
+}  // namespace
+
+DeviceScope::DeviceScope(std::function<std::string(const std::string& op)> f) {
+  device_for = new std::function<std::string(const std::string&)>(std::move(f));
+}
+DeviceScope::~DeviceScope() {
+  delete device_for;
+  device_for = nullptr;
+}
+
 Op::Op(TF_Graph* graph, const char* type, const std::string& name)
-    : desc_(TF_NewOperation(graph, type, name.c_str())), name_(name) {}
+    : desc_(TF_NewOperation(graph, type, name.c_str())), name_(name) {
+  if (device_for != nullptr)
+    if (const std::string device = (*device_for)(name); !device.empty())
+      TF_SetDevice(desc_, device.c_str());
+}
 
 Op& Op::in(TF_Output x) {
   TF_AddInput(desc_, x);
@@ -124,6 +144,7 @@ TF_Operation* Op::finish() {
   return done_;
 }
 
+namespace pb {
 namespace {
 
 // Protocol buffer wire format: varint-encoded key (field << 3 | wire type) and value.
@@ -134,19 +155,24 @@ void varint(std::string& out, uint64_t v) {
   }
   out.push_back(static_cast<char>(v));
 }
+
+}  // namespace
+
 void int_field(std::string& out, int field, uint64_t v) {
   varint(out, static_cast<uint64_t>(field) << 3);
   varint(out, v);
 }
-void message_field(std::string& out, int field, const std::string& body) {
+void bytes_field(std::string& out, int field, const std::string& body) {
   varint(out, static_cast<uint64_t>(field) << 3 | 2);
   varint(out, body.size());
   out += body;
 }
 
-}  // namespace
+}  // namespace pb
 
 std::string config_proto(int32_t intra_op_threads, int32_t inter_op_threads, bool xla_jit) {
+  using pb::bytes_field;
+  using pb::int_field;
   std::string config;
   if (intra_op_threads > 0) int_field(config, 2, uint64_t(intra_op_threads));  // intra_op_...
   if (inter_op_threads > 0) int_field(config, 5, uint64_t(inter_op_threads));  // inter_op_...
@@ -155,8 +181,8 @@ std::string config_proto(int32_t intra_op_threads, int32_t inter_op_threads, boo
     int_field(optimizer, 5, 1);  // OptimizerOptions.global_jit_level = ON_1
     int_field(optimizer, 7, 1);  // OptimizerOptions.cpu_global_jit = true
     std::string graph;
-    message_field(graph, 3, optimizer);  // GraphOptions.optimizer_options
-    message_field(config, 10, graph);    // ConfigProto.graph_options
+    bytes_field(graph, 3, optimizer);  // GraphOptions.optimizer_options
+    bytes_field(config, 10, graph);    // ConfigProto.graph_options
   }
   return config;
 }

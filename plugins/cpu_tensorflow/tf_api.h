@@ -9,6 +9,7 @@
 #include <tensorflow/c/c_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,17 +32,19 @@ using TensorPtr = std::unique_ptr<TF_Tensor, TensorDeleter>;
 // Throws the host's INTERNAL error "cpu_tensorflow: <what>: <TensorFlow's message>" unless OK.
 void check(TF_Status* status, const std::string& what);
 
-// A session over a graph, closed and deleted together.
+// A session over a graph, closed and deleted together; `target` empty: in-process (a
+// DirectSession), else a server's (TF_ServerTarget: "grpc://host:port").
 class Session {
  public:
-  Session(TF_Graph* graph, const std::string& config);
+  Session(TF_Graph* graph, const std::string& config, const std::string& target = "");
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
   // One TF_SessionRun; `outputs` receives owned tensors. `what` names the call in errors.
   void run(const std::vector<TF_Output>& feeds, const std::vector<TF_Tensor*>& values,
            const std::vector<TF_Output>& fetches, std::vector<TensorPtr>& outputs,
-           const std::vector<TF_Operation*>& targets, const std::string& what);
+           const std::vector<TF_Operation*>& targets, const std::string& what,
+           const std::string& run_options = "");
 
  private:
   TF_Session* session_ = nullptr;
@@ -54,6 +57,17 @@ TensorPtr int_tensor(const std::vector<int64_t>& dims);
 // it without copying): feeds the plugin's own buffers as they are.
 TensorPtr borrowed_tensor(float* data, const std::vector<int64_t>& dims);
 int64_t elements(const std::vector<int64_t>& dims);
+
+// While one is alive on this thread, every Op added whose name `device_for` maps to a device
+// ("" none) is placed there (TF_SetDevice): how a runtime puts variables and the ops named after
+// them on another task (tf_ps: /job:ps/...). Scopes do not nest.
+class DeviceScope {
+ public:
+  explicit DeviceScope(std::function<std::string(const std::string& op)> device_for);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+};
 
 // Adds one operation: Op(graph, "Conv2D", "conv1").in(x).in(w).attr_ints(...).out().
 class Op {
@@ -78,6 +92,13 @@ class Op {
   std::string name_;
   TF_Operation* done_ = nullptr;
 };
+
+// Protocol buffer wire format, for the few messages the C API takes serialized (ConfigProto,
+// ServerDef, RunOptions): a varint field, a length-delimited one (a string or a message).
+namespace pb {
+void int_field(std::string& out, int field, uint64_t v);
+void bytes_field(std::string& out, int field, const std::string& body);
+}  // namespace pb
 
 // serialized tensorflow.ConfigProto: the thread pools and, for XLA, the global JIT level with
 // cpu_global_jit. Field numbers from tensorflow/core/protobuf/config.proto.

@@ -43,9 +43,11 @@ struct FakeBackend {
 TEST(ToolRuntime, NamesAreTheBackedRuntimesOnly) {
   EXPECT_TRUE(is_tool_runtime("torch_ddp"));
   EXPECT_TRUE(is_tool_runtime("mxnet_kvstore"));
+  EXPECT_TRUE(is_tool_runtime("tf_collective"));
+  EXPECT_TRUE(is_tool_runtime("tf_ps"));
   EXPECT_FALSE(is_tool_runtime("none"));
   EXPECT_FALSE(is_tool_runtime("gloo"));
-  EXPECT_FALSE(is_tool_runtime("tf_ps"));  // not backed yet: not accepted
+  EXPECT_FALSE(is_tool_runtime("tf_ps_sync"));  // not backed: not accepted
 }
 
 TEST(ToolRuntime, ABackendThatOwnsItAndAcceptsRunsIt) {

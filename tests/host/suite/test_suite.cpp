@@ -492,7 +492,8 @@ TEST_F(suite_loader, OptionalNamesAreSkippedWithTheReason) {
             "network 'resnet50' is not installed here (available: fcn5, fcn8, lenet); "
             "backend 'gpu_cudnn' is not installed here (available: cpu_onednn, cpu_ref)");
   EXPECT_EQ(s.cases[4].skip_reason,
-            "comm 'nccl' is not installed here (available: none, gloo, torch_ddp, mxnet_kvstore)");
+            "comm 'nccl' is not installed here (available: none, gloo, torch_ddp, mxnet_kvstore, "
+            "tf_collective, tf_ps)");
 }
 
 // A backend the build left out (no wheel for it) is skipped with the build's own reason.
