@@ -27,7 +27,7 @@
 #include "core/plugin_registry.h"
 #include "core/stats.h"
 #include "data/synthetic.h"
-#include "distributed/control_plane.h"
+#include "control_plane/control_plane.h"
 #include "record/record.h"
 #include "run/data_feed.h"
 #include "run/data_parallel.h"
