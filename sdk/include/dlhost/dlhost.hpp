@@ -135,40 +135,99 @@ inline void log(dlhost_log_level level, const char* source, const std::string& m
   if (host() != nullptr && host()->log_enabled(level)) host()->log(level, source, message.c_str());
 }
 
-// Per-case options.
-inline std::optional<std::string> option(const dlhost_options* options, const char* key) {
-  const char* value = host()->option_get(options, key);
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
-inline int64_t option_int(const dlhost_options* options, const char* key, int64_t fallback) {
-  auto value = option(options, key);
-  if (!value) return fallback;
-  char* end = nullptr;
-  long long parsed = std::strtoll(value->c_str(), &end, 10);
-  // strtoll skips leading blanks: " 8" is text, not the 8 a case id would print as "-8".
-  if (end == value->c_str() || *end != '\0' ||
-      std::isspace(static_cast<unsigned char>((*value)[0])))
-    invalid(std::string("option '") + key + "' must be an integer, got '" + *value + "'");
-  return parsed;
-}
-inline double option_double(const dlhost_options* options, const char* key, double fallback) {
-  auto value = option(options, key);
-  if (!value) return fallback;
-  char* end = nullptr;
-  double parsed = std::strtod(value->c_str(), &end);
-  if (end == value->c_str() || *end != '\0' ||
-      std::isspace(static_cast<unsigned char>((*value)[0])))
-    invalid(std::string("option '") + key + "' must be a number, got '" + *value + "'");
-  return parsed;
+namespace detail {
+
+// The plugin's name for error messages, set by the entry (plugin_kit.hpp) before any other call.
+inline const char*& plugin_name() {
+  static const char* name = "plugin";
+  return name;
 }
 
+// "option 'KEY' must be WHAT, got 'VALUE'" (INVALID_ARGUMENT).
+[[noreturn]] inline void bad_option(const char* key, const char* what, const std::string& value) {
+  invalid(std::string("option '") + key + "' must be " + what + ", got '" + value + "'");
+}
+
+// strtoll and strtod skip leading blanks: " 8" is text, not the 8 a case id would print as "-8".
+inline bool parsed_whole(const std::string& value, const char* end) {
+  return end != value.c_str() && *end == '\0' &&
+         !std::isspace(static_cast<unsigned char>(value[0]));
+}
+
+}  // namespace detail
+
+// The per-case options of one call, borrowed for that call (`dlhost_options` is host-owned): the
+// SDK's one API for reading them. Every typed read refuses a value not of its type with
+// INVALID_ARGUMENT naming the key ("option 'seq' must be an integer, got 'x'").
+class Options {
+ public:
+  explicit Options(const dlhost_options* options) : options_(options) {}
+  std::optional<std::string> get(const char* key) const {
+    if (options_ == nullptr) return std::nullopt;
+    const char* value = host()->option_get(options_, key);
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  }
+  // The integer value of `key`, or nullopt when absent.
+  std::optional<int64_t> get_int(const char* key) const {
+    auto value = get(key);
+    if (!value) return std::nullopt;
+    char* end = nullptr;
+    const long long parsed = std::strtoll(value->c_str(), &end, 10);
+    if (!detail::parsed_whole(*value, end)) detail::bad_option(key, "an integer", *value);
+    return parsed;
+  }
+  int64_t get_int(const char* key, int64_t fallback) const {
+    return get_int(key).value_or(fallback);
+  }
+  // The integer value of `key` in [lo, hi], or `fallback` when absent; INVALID_ARGUMENT naming
+  // the plugin, the key, the value and the range otherwise ("cpu_mxnet: option threads=5000 out
+  // of range [0, 4096]"). E.g. the host-set threads: get_int_in("threads", 0, 0, kMaxThreads).
+  int64_t get_int_in(const char* key, int64_t fallback, int64_t lo, int64_t hi) const {
+    const int64_t value = get_int(key, fallback);
+    if (value < lo || value > hi)
+      invalid(std::string(detail::plugin_name()) + ": option " + key + "=" + std::to_string(value) +
+              " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return value;
+  }
+  // A number, a flag ("true"/"false"/"1"/"0") or a string, or `fallback` when absent.
+  double get_double(const char* key, double fallback) const {
+    auto value = get(key);
+    if (!value) return fallback;
+    char* end = nullptr;
+    const double parsed = std::strtod(value->c_str(), &end);
+    if (!detail::parsed_whole(*value, end)) detail::bad_option(key, "a number", *value);
+    return parsed;
+  }
+  bool get_bool(const char* key, bool fallback) const {
+    auto value = get(key);
+    if (!value) return fallback;
+    if (*value == "true" || *value == "1") return true;
+    if (*value == "false" || *value == "0") return false;
+    detail::bad_option(key, "true or false", *value);
+  }
+  std::string get_string(const char* key, const std::string& fallback) const {
+    return get(key).value_or(fallback);
+  }
+  const dlhost_options* raw() const { return options_; }
+
+ private:
+  const dlhost_options* options_;
+};
+
+// The same reads as free functions of the raw options: thin aliases of Options, kept so that a
+// plugin written against them still compiles. New code reads through Options.
+inline std::optional<std::string> option(const dlhost_options* options, const char* key) {
+  return Options(options).get(key);
+}
+inline int64_t option_int(const dlhost_options* options, const char* key, int64_t fallback) {
+  return Options(options).get_int(key, fallback);
+}
+inline double option_double(const dlhost_options* options, const char* key, double fallback) {
+  return Options(options).get_double(key, fallback);
+}
 inline bool option_bool(const dlhost_options* options, const char* key, bool fallback) {
-  auto value = option(options, key);
-  if (!value) return fallback;
-  if (*value == "true" || *value == "1") return true;
-  if (*value == "false" || *value == "0") return false;
-  invalid(std::string("option '") + key + "' must be true or false, got '" + *value + "'");
+  return Options(options).get_bool(key, fallback);
 }
 
 // Bytes per element of a dlhost_dtype; 0 for a value the ABI does not define.
