@@ -23,7 +23,7 @@
 
 #include <string>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "tool_runtime.h"
 
 #ifdef DLHOST_TORCH_DDP

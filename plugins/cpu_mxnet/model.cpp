@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "backend.h"
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "executor.h"
 #include "optimizer.h"
 #include "program.h"

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <utility>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 
 namespace dlhost::cpu_onednn {
 

@@ -5,7 +5,7 @@
 // throws) and the one cache that makes a version string outlive the call that reported it.
 //
 // backend_kit.hpp and comm_kit.hpp build on it; a plugin includes one of those, not this file.
-// Per-case options are read through dlhost.hpp's Options, which this header brings.
+// Per-case options are read through common.hpp's Options, which this header brings.
 // Header-only and compiled into the plugin; no C++ type crosses the ABI.
 // Thread-safety: the entry runs once, from one thread (dlhost_abi.h).
 #ifndef DLHOST_PLUGIN_KIT_HPP
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/dlhost_device.h"
 
 namespace dlhost::sdk {
