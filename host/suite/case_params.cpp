@@ -69,13 +69,14 @@ class Reader {
     auto it = params_.find(key);
     return it == params_.end() ? std::nullopt : typed<T>(key, *it, t);
   }
-  // The same for a key that the table gives a default or an unset value.
+  // optional()'s value for a key that the table gives a default or an unset value.
   template <class T>
   T value(const char* key, Type t) const {
     std::optional<T> v = optional<T>(key, t);
     if (!v) throw std::logic_error(std::string("case key '") + key + "' has no default");
     return *v;
   }
+  // `v` (a value of `key`) as a T; nullopt for null; CaseParamError when it is not of type `t`.
   template <class T>
   std::optional<T> typed(const char* key, const json& v, Type t) const {
     if (v.is_null()) return std::nullopt;
