@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 
 namespace dlhost::bench_null {
 namespace {

@@ -13,6 +13,7 @@
 #include "core/host_api.h"
 #include "dlhost/cpu_info.hpp"
 #include "run/runtime_settings.h"
+#include "suite/case_params.h"
 #include "suite/schema.h"
 
 namespace dlhost {
@@ -88,7 +89,7 @@ Command add_case_env_command(CLI::App& app) {
       return 2;
     }
     const CaseEnvironment env =
-        case_environment(params, allocator_folders(), sdk::cpu_info().flags);
+        case_environment(case_params(params), allocator_folders(), sdk::cpu_info().flags);
     json out = case_environment_json(env);
     std::printf("%s\n", out.dump(2).c_str());
     return env.allocator.skip_reason.empty() ? 0 : 3;

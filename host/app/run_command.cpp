@@ -40,7 +40,7 @@
 #include "run/resume.h"
 #include "run/runner.h"
 #include "suite/case_names.h"
-#include "suite/schema.h"
+#include "suite/case_params.h"
 #include "suite/skip.h"
 #include "suite/suite.h"
 #include "suite/tool_runtimes.h"
@@ -184,12 +184,12 @@ std::vector<std::string> case_plugin_files(const CaseSpec& c, const RunContext& 
       if (p.kind == kind && p.name == name) return &p;
     return nullptr;
   };
-  auto named = [&](const char* key) { return case_value_if<std::string>(c.params, key); };
-  if (auto b = named("backend")) add(loaded(DLHOST_PLUGIN_BACKEND, *b));
-  if (auto m = named("comm"); m && *m != "none" && !is_tool_runtime(*m))
-    add(loaded(DLHOST_PLUGIN_COMM, *m));
-  if (auto n = named("network"); n && ctx.networks != nullptr)
-    if (const NetworkRef* net = find_network(*ctx.networks, *n)) add(net->plugin);
+  const CaseParams keys = case_params(c.params, c.source);
+  if (!keys.backend.empty()) add(loaded(DLHOST_PLUGIN_BACKEND, keys.backend));
+  if (keys.comm != "none" && !is_tool_runtime(keys.comm))
+    add(loaded(DLHOST_PLUGIN_COMM, keys.comm));
+  if (!keys.network.empty() && ctx.networks != nullptr)
+    if (const NetworkRef* net = find_network(*ctx.networks, keys.network)) add(net->plugin);
   return files;
 }
 
@@ -213,11 +213,12 @@ json run_one(const CaseSpec& c, const Suite& suite, const RunOptions& o, const R
   CaseJob job{c, suite.name, suite.path, o.plugin_folders, o.unsafe_plugins, {}, "", ""};
   job.plugin_files = case_plugin_files(c, ctx);
   CaseLimits limits;
-  double timeout = case_value<double>(c.params, "timeout");
+  const CaseParams keys = case_params(c.params, c.source);
+  double timeout = keys.timeout;
   // The case stops itself at its timeout (keeping its steps); the kill is the backstop.
   limits.timeout_s = timeout * 1.1 + 5.0;
   limits.case_timeout_s = timeout;
-  limits.memory_limit_mb = case_value<int64_t>(c.params, "memory_limit_mb");
+  limits.memory_limit_mb = keys.memory_limit_mb;
   limits.launcher_args = o.launcher_args;
   limits.to_console = [&console](const std::string& line) { console.error(line); };
   limits.show_library_output = spdlog::should_log(spdlog::level::debug);
@@ -283,9 +284,10 @@ std::map<std::string, std::string> display_names(const Suite& suite) {
 std::vector<PlannedCase> console_plan(const std::vector<const CaseSpec*>& shown,
                                       const std::map<std::string, std::string>& names) {
   std::vector<PlannedCase> plan;
-  for (const auto* c : shown)
-    plan.push_back({names.at(c->id), case_value<int64_t>(c->params, "warmup"),
-                    case_value<int64_t>(c->params, "iterations"), c->skip_reason.empty()});
+  for (const auto* c : shown) {
+    const CaseParams keys = case_params(c->params, c->source);
+    plan.push_back({names.at(c->id), keys.warmup, keys.iterations, c->skip_reason.empty()});
+  }
   return plan;
 }
 

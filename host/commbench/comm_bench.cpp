@@ -54,7 +54,7 @@
 #include "core/handles.h"
 #include "core/host_api.h"
 #include "core/link_profiles.h"
-#include "distributed/control_plane.h"
+#include "control_plane/control_plane.h"
 #include "distributed/rank_env.h"
 #include "launch/launcher.h"
 #include "launch/process_group.h"

@@ -1,8 +1,6 @@
 // case_job.cpp — see case_job.h.
 #include "isolate/case_job.h"
 
-#include "suite/schema.h"
-
 namespace dlhost {
 
 using json = nlohmann::ordered_json;
@@ -51,15 +49,12 @@ CaseJob job_from_json(const nlohmann::json& j) {
   return job;
 }
 
-Interconnect case_interconnect(const json& params) {
-  return link_profile(case_value<std::string>(params, "interconnect"),
-                      case_value<double>(params, "link_gbit"),
-                      case_value<double>(params, "link_latency_us"));
+Interconnect case_interconnect(const CaseParams& params) {
+  return link_profile(params.interconnect, params.link_gbit, params.link_latency_us);
 }
 
-int test_host_count(const json& params) {
-  return test_host_count(case_value<int64_t>(params, "ranks"),
-                         case_value<int64_t>(params, "ranks_per_node"));
+int test_host_count(const CaseParams& params) {
+  return test_host_count(params.ranks, params.ranks_per_node);
 }
 
 }  // namespace dlhost

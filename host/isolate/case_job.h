@@ -9,6 +9,7 @@
 #include "core/plugin_registry.h"
 #include "launch/test_hosts.h"
 #include "run/runner.h"
+#include "suite/case_params.h"
 
 namespace dlhost {
 
@@ -36,11 +37,11 @@ CaseJob job_from_json(const nlohmann::json& j);
 nlohmann::ordered_json job_to_json(const CaseJob& job);
 CaseJob job_from_json(const nlohmann::json& j);
 
-// The case's interconnect (params after defaults); loopback when the key is absent.
-Interconnect case_interconnect(const nlohmann::ordered_json& params);
+// The case's interconnect; loopback when the key is absent.
+Interconnect case_interconnect(const CaseParams& params);
 
 // The test hosts a multi-rank case with an emulated interconnect runs on: ranks / ranks_per_node
 // (1 rank per host unless the case sets ranks_per_node), rounded up.
-int test_host_count(const nlohmann::ordered_json& params);
+int test_host_count(const CaseParams& params);
 
 }  // namespace dlhost

@@ -32,7 +32,7 @@
 #include "record/record.h"
 #include "run/memory_need.h"
 #include "run/runtime_settings.h"
-#include "suite/schema.h"
+#include "suite/case_params.h"
 #include "suite/skip.h"
 
 namespace dlhost {
@@ -52,10 +52,8 @@ std::string signal_name(int sig) {
 }
 
 // The launcher's own arguments: the case's launcher_args, then the command line's.
-std::vector<std::string> case_launcher_args(const json& p, const CaseLimits& limits) {
-  std::vector<std::string> args;
-  if (auto it = p.find("launcher_args"); it != p.end() && it->is_array())
-    for (const auto& a : *it) args.push_back(a.get<std::string>());
+std::vector<std::string> case_launcher_args(const CaseParams& p, const CaseLimits& limits) {
+  std::vector<std::string> args = p.launcher_args;
   args.insert(args.end(), limits.launcher_args.begin(), limits.launcher_args.end());
   return args;
 }
@@ -86,17 +84,16 @@ json read_record_file(const std::string& path) {
 
 std::vector<std::string> case_command(const std::string& exe, const CaseJob& job,
                                       const CaseLimits& limits, int host_cores) {
-  const json& p = job.input.params;
-  const int64_t ranks = case_value<int64_t>(p, "ranks");
+  const CaseParams p = case_params(job.input.params, job.input.source);
+  const int64_t ranks = p.ranks;
   std::vector<std::string> worker{exe, "case-worker", job_to_json(job).dump()};
   if (ranks <= 1) return worker;
   LaunchSpec spec;
-  spec.launcher = case_value<std::string>(p, "launcher");
+  spec.launcher = p.launcher;
   spec.ranks = ranks;
-  spec.threads = case_value<int64_t>(p, "threads");
-  spec.oversubscribe = case_value<bool>(p, "oversubscribe");
-  if (auto it = p.find("ranks_per_node"); it != p.end() && it->is_number_integer())
-    spec.ranks_per_node = it->get<int64_t>();
+  spec.threads = p.threads;
+  spec.oversubscribe = p.oversubscribe;
+  spec.ranks_per_node = p.ranks_per_node_given;
   // Rendezvous store: run_case_in_child serves one for every multi-rank case.
   spec.store = true;
   spec.extra_args = case_launcher_args(p, limits);
@@ -261,11 +258,11 @@ std::pair<std::string, std::string> failure(const Outcome& o, const CaseOutput& 
 // Where a case's ranks run: its test hosts (an emulated interconnect, made for this case and
 // removed when it ends, however it ends), or none; a record instead when they cannot be made.
 // A tool runtime's role processes get one more host each (isolate/runtime_roles.h).
-std::unique_ptr<TestHosts> case_hosts(const CaseJob& job, const json& environment,
-                                      const std::string& started_at, json& refused,
-                                      int role_hosts) {
-  const int ranks = static_cast<int>(case_value<int64_t>(job.input.params, "ranks"));
-  const Interconnect link = case_interconnect(job.input.params);
+std::unique_ptr<TestHosts> case_hosts(const CaseJob& job, const CaseParams& keys,
+                                      const json& environment, const std::string& started_at,
+                                      json& refused, int role_hosts) {
+  const int ranks = static_cast<int>(keys.ranks);
+  const Interconnect link = case_interconnect(keys);
   if (ranks <= 1 || link.profile == "loopback") return nullptr;
   if (std::string why = test_hosts_unavailable(link); !why.empty()) {
     refused = parent_record(job, environment, kStatusSkipped,
@@ -273,9 +270,8 @@ std::unique_ptr<TestHosts> case_hosts(const CaseJob& job, const json& environmen
     return nullptr;
   }
   try {
-    return std::make_unique<TestHosts>(
-        test_host_count(job.input.params) + role_hosts,
-        static_cast<int>(case_value<int64_t>(job.input.params, "ranks_per_node")), link);
+    return std::make_unique<TestHosts>(test_host_count(keys) + role_hosts,
+                                       static_cast<int>(keys.ranks_per_node), link);
   } catch (const std::exception& e) {
     refused =
         parent_record(job, environment, kStatusFailed,
@@ -302,16 +298,16 @@ void finish_record(json& rec, const TestHosts* hosts, const std::string& tail) {
 // The rendezvous store of a case of several ranks (none for one rank); what stops it is thrown,
 // worded for the case's FAILED record. Its address: the parent's on the test hosts' bridge (the
 // one address of this host that ranks in the namespaces reach), else as store_address.h chooses.
-std::unique_ptr<ServedStore> serve_store(const CaseJob& job, const CaseLimits& limits, int ranks,
-                                         const TestHosts* hosts) {
+std::unique_ptr<ServedStore> serve_store(const CaseParams& keys, const CaseLimits& limits,
+                                         int ranks, const TestHosts* hosts) {
   if (ranks <= 1) return nullptr;
   try {
     std::string address = hosts ? hosts->parent_address() : std::string();
     if (address.empty())
-      address = launcher_named(case_value<std::string>(job.input.params, "launcher"))
+      address = launcher_named(keys.launcher)
                     .store_endpoint(std::getenv("DLHOST_STORE_HOST"),
-                                    spans_other_hosts(job.input.params, limits.launcher_args),
-                                    case_launcher_args(job.input.params, limits))
+                                    spans_other_hosts(keys, limits.launcher_args),
+                                    case_launcher_args(keys, limits))
                     .address;
     return std::make_unique<ServedStore>(address);
   } catch (const std::exception& e) {
@@ -349,14 +345,14 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   std::remove(job.record_file.c_str());
   const std::string started_at = utc_now();
   const auto start = Clock::now();
-  const int ranks = static_cast<int>(case_value<int64_t>(job.input.params, "ranks"));
+  const CaseParams keys = case_params(job.input.params, job.input.source);
+  const int ranks = static_cast<int>(keys.ranks);
   // The allocator the case names must be here (its worker preloads it: runtime_settings.h).
-  if (AllocatorChoice a = choose_allocator(job.input.params, allocator_folders());
-      !a.skip_reason.empty())
+  if (AllocatorChoice a = choose_allocator(keys, allocator_folders()); !a.skip_reason.empty())
     return parent_record(job, environment, kStatusSkipped, a.skip_reason, 0.0, started_at);
   json refused;
   std::unique_ptr<TestHosts> hosts =
-      case_hosts(job, environment, started_at, refused, limits.runtime_roles.processes());
+      case_hosts(job, keys, environment, started_at, refused, limits.runtime_roles.processes());
   if (!refused.is_null()) return refused;
   CaseLimits launch = limits;
   if (hosts) {
@@ -378,7 +374,7 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
   SpawnOptions spawn;
   spawn.memory_limit_mb = limits.memory_limit_mb;
   try {
-    store = serve_store(job, limits, ranks, hosts.get());
+    store = serve_store(keys, limits, ranks, hosts.get());
     spawn.env = store ? store->job_environment() : nullptr;
     roles = start_extra_roles(launch, spawn.env, job.record_file + ".roles");
   } catch (const std::exception& e) {
@@ -390,14 +386,13 @@ json run_case_in_child(const CaseJob& given, const CaseLimits& limits, const jso
           ? limits.to_console
           : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
       limits.show_library_output);
-  const std::string comm = case_value<std::string>(job.input.params, "comm");
+  const std::string& comm = keys.comm;
   RankPlace place;
   if (hosts)
     place = [&hosts](int rank, bool processes) {
       return " (" + hosts->rank_host(rank, processes) + ")";
     };
-  StartupWatch watch{ranks, case_value<double>(job.input.params, "startup_timeout"), comm, place,
-                     Clock::now()};
+  StartupWatch watch{ranks, keys.startup_timeout, comm, place, Clock::now()};
   Outcome outcome = supervise(group, output, limits, start, interrupted,
                               ranks > 1 ? &watch : nullptr, roles.get());
   if (roles) {

@@ -25,7 +25,7 @@
 #include "launch/process_group.h"
 #include "run/memory_need.h"
 #include "run/runtime_settings.h"
-#include "suite/schema.h"
+#include "suite/case_params.h"
 
 namespace dlhost {
 
@@ -95,8 +95,13 @@ constexpr const char* kAppliedMark = "DLHOST_CASE_ENVIRONMENT";
 void run_under_case_environment(const CaseJob& job, const std::string& job_json) {
   const char* applied = std::getenv(kAppliedMark);
   if (applied != nullptr && job.input.id == applied) return;
-  const CaseEnvironment env =
-      case_environment(job.input.params, allocator_folders(), sdk::cpu_info().flags);
+  CaseParams keys;
+  try {
+    keys = case_params(job.input.params, job.input.source);
+  } catch (const CaseParamError&) {
+    return;  // the case runs as it is, and its record says which key is wrong (run_case)
+  }
+  const CaseEnvironment env = case_environment(keys, allocator_folders(), sdk::cpu_info().flags);
   for (const auto& [variable, value] : env.set) setenv(variable.c_str(), value.c_str(), 1);
   for (const std::string& variable : env.unset) unsetenv(variable.c_str());
   setenv(kAppliedMark, job.input.id.c_str(), 1);

@@ -25,7 +25,7 @@
 #include "isolate/case_output.h"
 #include "isolate/case_process.h"
 #include "run/runner.h"
-#include "suite/schema.h"
+#include "suite/case_params.h"
 #include "suite/skip.h"
 
 namespace dlhost {
@@ -80,9 +80,9 @@ RuntimeRolePlan plan_runtime_roles(const std::string& exe, const CaseJob& job,
                                    const std::vector<std::string>& cli_launcher_args) {
   RuntimeRolePlan plan;
   if (roles.counts.empty()) return plan;
-  const json& p = job.input.params;
-  const int ranks = static_cast<int>(case_value<int64_t>(p, "ranks"));
-  if (hosts == nullptr && ranks > 1 && spans_other_hosts(p, cli_launcher_args))
+  const CaseParams keys = case_params(job.input.params, job.input.source);
+  const int ranks = static_cast<int>(keys.ranks);
+  if (hosts == nullptr && ranks > 1 && spans_other_hosts(keys, cli_launcher_args))
     throw std::runtime_error(
         "the runtime's extra roles need every worker's address up front, and the launcher may "
         "place the ranks on other machines: run it on this machine or on test hosts "
@@ -150,7 +150,7 @@ json add_runtime_roles(CaseJob& job, CaseLimits& launch, const TestHosts* hosts)
   try {
     plan = plan_runtime_roles(
         self_exe(), job, launch.runtime_roles, hosts,
-        static_cast<int>(case_value_if<int64_t>(job.input.params, "ranks_per_node").value_or(1)),
+        static_cast<int>(case_params(job.input.params, job.input.source).ranks_per_node),
         launch.launcher_args);
   } catch (const std::exception& e) {
     throw Error(DLHOST_CODE_FAILED_PRECONDITION, e.what());

@@ -10,7 +10,6 @@
 #include "data/error.h"
 #include "data/score.h"
 #include "run/data_parallel.h"
-#include "suite/schema.h"
 
 namespace dlhost {
 
@@ -69,11 +68,9 @@ data::HostAllocator allocator_for(const BackendDevice& device, dlhost_context* c
 
 }  // namespace
 
-bool uses_real_data(const json& params) {
-  return case_value<std::string>(params, "data") != "synthetic";
-}
+bool uses_real_data(const CaseParams& params) { return params.data != "synthetic"; }
 
-DataFeed::DataFeed(const json& p, const Graph& graph, const BackendDevice& device,
+DataFeed::DataFeed(const CaseParams& p, const Graph& graph, const BackendDevice& device,
                    dlhost_context* context, dlhost_model* model, int64_t batch,
                    const RankEnv& world)
     : device_(device),
@@ -82,8 +79,8 @@ DataFeed::DataFeed(const json& p, const Graph& graph, const BackendDevice& devic
       graph_(graph),
       batch_(batch),
       world_(world),
-      seed_(static_cast<uint64_t>(case_value<int64_t>(p, "seed"))) {
-  const std::string setting = case_value<std::string>(p, "data");
+      seed_(static_cast<uint64_t>(p.seed)) {
+  const std::string& setting = p.data;
   const auto family = data::family_for_network(graph.network());
   if (!family)
     throw Error(DLHOST_CODE_INVALID_ARGUMENT,
@@ -119,8 +116,8 @@ DataFeed::DataFeed(const json& p, const Graph& graph, const BackendDevice& devic
 
   data::PipelineOptions o;
   o.batch = batch;
-  o.epochs = case_value<int64_t>(p, "epochs");
-  o.epoch_size = case_value<int64_t>(p, "epoch_size");
+  o.epochs = p.epochs;
+  o.epoch_size = p.epoch_size;
   o.seed = seed_;
   o.rank = world.rank;
   o.world = world.size;

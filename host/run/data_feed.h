@@ -22,13 +22,14 @@
 #include "data/feed.h"
 #include "data/pipeline.h"
 #include "distributed/rank_env.h"
+#include "suite/case_params.h"
 
 namespace dlhost {
 
 class DataParallel;
 
 // Whether the case trains on real data (its `data` key is not "synthetic").
-bool uses_real_data(const nlohmann::ordered_json& params);
+bool uses_real_data(const CaseParams& params);
 
 class DataFeed {
  public:
@@ -36,7 +37,7 @@ class DataFeed {
   // pipeline (seeded shuffle per epoch, this rank's share of every global mini-batch). Throws
   // data::DataError naming the file and what is wrong with it, or Error(INVALID_ARGUMENT) when
   // the data set does not fit the network.
-  DataFeed(const nlohmann::ordered_json& params, const Graph& graph, const BackendDevice& device,
+  DataFeed(const CaseParams& params, const Graph& graph, const BackendDevice& device,
            dlhost_context* context, dlhost_model* model, int64_t batch, const RankEnv& world);
   ~DataFeed();
   DataFeed(const DataFeed&) = delete;

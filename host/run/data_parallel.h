@@ -30,7 +30,7 @@
 
 #include "core/device.h"
 #include "core/host_api.h"
-#include "distributed/control_plane.h"
+#include "control_plane/control_plane.h"
 #include "dlhost/dlhost.h"
 
 namespace dlhost {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/host_api.h"
-#include "suite/schema.h"
+#include "suite/case_params.h"
 
 namespace dlhost {
 
@@ -29,10 +29,10 @@ const dlhost_step_loop_ext* find_step_loop(const LoadedPlugin& backend) {
   return e != nullptr && e->struct_size >= DLHOST_STEP_LOOP_EXT_STRUCT_SIZE ? e : nullptr;
 }
 
-Samples OwnedLoop::train(StepLoop& loop, dlhost_model* model, const json& p,
+Samples OwnedLoop::train(StepLoop& loop, dlhost_model* model, const CaseParams& p,
                          Clock::time_point case_start) {
-  const int64_t warmup = case_value<int64_t>(p, "warmup");
-  const int64_t iterations = case_value<int64_t>(p, "iterations");
+  const int64_t warmup = p.warmup;
+  const int64_t iterations = p.iterations;
   std::vector<double> step_ms(static_cast<size_t>(iterations));
   std::vector<float> loss(static_cast<size_t>(warmup + iterations));
   dlhost_owned_steps steps{};
@@ -65,8 +65,7 @@ Samples OwnedLoop::train(StepLoop& loop, dlhost_model* model, const json& p,
     s.allreduce.push_back(0.0);
   }
   loop.sample_memory(s.memory);
-  s.timed_out =
-      std::chrono::duration<double>(t1 - case_start).count() > case_value<double>(p, "timeout");
+  s.timed_out = std::chrono::duration<double>(t1 - case_start).count() > p.timeout;
   return s;
 }
 

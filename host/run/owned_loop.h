@@ -31,7 +31,7 @@ class OwnedLoop {
   // The case's warm-up and timed steps in one call; the samples as train() gives them (step and
   // loss per timed step, the warm-up's losses), the phases empty. timed_out when the call ended
   // past the case's time limit; a non-finite loss throws INTERNAL as train() does.
-  Samples train(StepLoop& loop, dlhost_model* model, const nlohmann::ordered_json& params,
+  Samples train(StepLoop& loop, dlhost_model* model, const CaseParams& params,
                 std::chrono::steady_clock::time_point case_start);
   // What timing_json adds: the tool's clock and loop lines and the host clock over the call.
   void describe(nlohmann::ordered_json& timing) const;

@@ -7,6 +7,7 @@
 #include "record/blocks.h"
 #include "run/results.h"
 #include "run/runner.h"
+#include "suite/case_params.h"
 #include "suite/schema.h"
 
 namespace dlhost {
@@ -77,7 +78,7 @@ void ScalingBaselines::add(const json& params, json& rec) {
   const RecordSummary r = RecordSummary::of(rec);
   if (r.status != kStatusOk) return;
   std::string key = scaling_key(params);
-  if (case_value<int64_t>(params, "ranks") == 1) {
+  if (case_params(params).ranks == 1) {
     one_rank_.emplace(key, r);
   } else if (rec.contains("distributed") && one_rank_.count(key)) {
     add_scaling(rec, r, one_rank_[key]);

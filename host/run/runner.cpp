@@ -19,6 +19,7 @@
 #include <fstream>
 #include <memory>
 
+#include "control_plane/control_plane.h"
 #include "core/compatibility.h"
 #include "core/device.h"
 #include "core/environment.h"
@@ -29,7 +30,6 @@
 #include "core/plugin_registry.h"
 #include "core/stats.h"
 #include "data/synthetic.h"
-#include "distributed/control_plane.h"
 #include "record/blocks.h"
 #include "record/record.h"
 #include "run/data_feed.h"
@@ -39,7 +39,7 @@
 #include "run/owned_loop.h"
 #include "run/step_loop.h"
 #include "run/tool_runtime.h"
-#include "suite/schema.h"
+#include "suite/case_params.h"
 #include "suite/skip.h"
 
 namespace dlhost {
@@ -97,10 +97,11 @@ dlhost_options plugin_options(const json& params, const std::string& plugin) {
 }
 
 // A backend also gets the keys every backend must honour.
-dlhost_options backend_options(const json& params, const std::string& backend) {
+dlhost_options backend_options(const json& params, const CaseParams& keys,
+                               const std::string& backend) {
   dlhost_options opts = plugin_options(params, backend);
-  opts.values["threads"] = std::to_string(case_value<int64_t>(params, "threads"));
-  opts.values["seed"] = std::to_string(case_value<int64_t>(params, "seed"));
+  opts.values["threads"] = std::to_string(keys.threads);
+  opts.values["seed"] = std::to_string(keys.seed);
   add_precision_options(params, opts);
   return opts;
 }
@@ -130,8 +131,8 @@ const LoadedPlugin* usable_plugin(const RunContext& ctx, dlhost_plugin_kind kind
   return plugin;
 }
 
-void check_world(const json& p, const RankEnv& world, const std::string& comm_name) {
-  const int64_t ranks = case_value<int64_t>(p, "ranks");
+void check_world(const CaseParams& p, const RankEnv& world, const std::string& comm_name) {
+  const int64_t ranks = p.ranks;
   if (ranks != world.size)
     throw Skip{"the case asks for " + std::to_string(ranks) + " ranks but runs in a world of " +
                std::to_string(world.size) +
@@ -143,12 +144,12 @@ void check_world(const json& p, const RankEnv& world, const std::string& comm_na
 
 // Strong scaling (the paper's choice) splits a fixed global mini-batch over the ranks; weak
 // scaling gives every rank the whole `batch`. Unset, the batch is the network's for the device.
-void resolve_batch(const json& p, const RankEnv& world, Plan& plan) {
-  plan.global_batch = case_value_if<int64_t>(p, "batch").value_or(0);
+void resolve_batch(const CaseParams& p, const RankEnv& world, Plan& plan) {
+  plan.global_batch = p.batch.value_or(0);
   if (plan.global_batch <= 0)
     plan.global_batch =
         plan.dev->kind == DLHOST_DEVICE_GPU ? plan.net->info->gpu_batch : plan.net->info->cpu_batch;
-  plan.weak = case_value<std::string>(p, "scaling") == "weak";
+  plan.weak = p.scaling == "weak";
   plan.batch = plan.global_batch;
   if (plan.weak) {
     plan.global_batch = plan.batch * world.size;
@@ -161,11 +162,11 @@ void resolve_batch(const json& p, const RankEnv& world, Plan& plan) {
   }
 }
 
-Plan resolve(const json& p, const RunContext& ctx) {
+Plan resolve(const CaseParams& p, const RunContext& ctx) {
   Plan plan;
-  const std::string network_name = case_value_if<std::string>(p, "network").value_or("");
-  const std::string backend_name = case_value<std::string>(p, "backend");
-  const std::string comm_name = case_value<std::string>(p, "comm");
+  const std::string& network_name = p.network;
+  const std::string& backend_name = p.backend;
+  const std::string& comm_name = p.comm;
   check_world(p, ctx.rank, comm_name);
   plan.net = find_network(*ctx.networks, network_name);
   if (plan.net == nullptr) throw Skip{"network '" + network_name + "' is not installed here"};
@@ -175,7 +176,7 @@ Plan resolve(const json& p, const RunContext& ctx) {
   const dlhost_backend_api* api = plan.backend->table->backend;
   const int32_t devices = api->device_count();
   // The ranks of a node share its devices round-robin, unless the suite names one.
-  if (auto d = case_value_if<int64_t>(p, "device")) {
+  if (const std::optional<int64_t>& d = p.device) {
     plan.device = static_cast<int32_t>(*d);
   } else {
     plan.device = devices > 0 ? ctx.rank.local_rank % devices : 0;
@@ -221,18 +222,18 @@ record::Backend backend_of(const Plan& plan, bool by_priority) {
 }
 
 // The network's optimizer defaults, overridden per case.
-dlhost_optimizer_desc case_optimizer(const json& p, const NetworkRef& net) {
+dlhost_optimizer_desc case_optimizer(const CaseParams& p, const NetworkRef& net) {
   // A network plugin older than ABI 1.4 hands a shorter struct: read what it has.
   dlhost_optimizer_desc opt = sdk::whole_optimizer(*net.info->optimizer);
-  if (auto kind = case_value_if<std::string>(p, "optimizer"))
-    opt.kind = *kind == "adamw" ? DLHOST_OPTIMIZER_ADAMW : DLHOST_OPTIMIZER_SGD;
-  opt.beta1 = case_value_if<float>(p, "beta1").value_or(opt.beta1);
-  opt.beta2 = case_value_if<float>(p, "beta2").value_or(opt.beta2);
-  opt.epsilon = case_value_if<float>(p, "adam_epsilon").value_or(opt.epsilon);
-  opt.learning_rate = case_value_if<float>(p, "lr").value_or(opt.learning_rate);
-  opt.momentum = case_value_if<float>(p, "momentum").value_or(opt.momentum);
-  opt.weight_decay = case_value_if<float>(p, "weight_decay").value_or(opt.weight_decay);
-  opt.clip_norm = case_value_if<float>(p, "clip_norm").value_or(opt.clip_norm);
+  if (p.optimizer)
+    opt.kind = *p.optimizer == "adamw" ? DLHOST_OPTIMIZER_ADAMW : DLHOST_OPTIMIZER_SGD;
+  opt.beta1 = p.beta1.value_or(opt.beta1);
+  opt.beta2 = p.beta2.value_or(opt.beta2);
+  opt.epsilon = p.adam_epsilon.value_or(opt.epsilon);
+  opt.learning_rate = p.lr.value_or(opt.learning_rate);
+  opt.momentum = p.momentum.value_or(opt.momentum);
+  opt.weight_decay = p.weight_decay.value_or(opt.weight_decay);
+  opt.clip_norm = p.clip_norm.value_or(opt.clip_norm);
   return opt;
 }
 
@@ -267,9 +268,9 @@ void stage_input(const BackendDevice& device, const InputData& input, Prepared& 
   m.uploads.push_back(std::move(u));
 }
 
-void load_weights_and_data(const Plan& plan, const json& p, int rank, Prepared& m) {
+void load_weights_and_data(const Plan& plan, const CaseParams& p, int rank, Prepared& m) {
   const dlhost_backend_api* api = plan.backend->table->backend;
-  const uint64_t seed = static_cast<uint64_t>(case_value<int64_t>(p, "seed"));
+  const uint64_t seed = static_cast<uint64_t>(p.seed);
   const Graph& graph = *m.graph;
   // One parameter at a time: the host's copy of all of them on top of the backend's buffers
   // was the case's memory peak (FCN-8: +522 MB; now at most its largest parameter, 219 MB).
@@ -279,7 +280,7 @@ void load_weights_and_data(const Plan& plan, const json& p, int rank, Prepared& 
                                   graph.param_bytes(i)),
                  "write_param " + std::string(graph.param(i).name));
   }
-  const bool upload = case_value<std::string>(p, "input") == "upload";
+  const bool upload = p.input == "upload";
   const BackendDevice device(*plan.backend);
   for (const auto& input : synthetic_inputs(graph, seed, plan.batch * rank)) {
     // Uploaded inputs reach the device only through the steps' uploads.
@@ -295,7 +296,7 @@ void load_weights_and_data(const Plan& plan, const json& p, int rank, Prepared& 
 }
 
 // `built`: told the graph before the backend sees it (a compile may run out of memory).
-Prepared prepare(const Plan& plan, const json& p, int rank,
+Prepared prepare(const Plan& plan, const json& p, const CaseParams& keys, int rank,
                  const std::function<void(const Graph&)>& built) {
   Prepared m;
   auto t = Clock::now();
@@ -303,18 +304,16 @@ Prepared prepare(const Plan& plan, const json& p, int rank,
   m.graph = build_network(*plan.net->plugin, plan.net->index, plan.batch, &net_opts);
   m.build_ms = ms_since(t);
   built(*m.graph);
-  m.optimizer = case_optimizer(p, *plan.net);
-  dlhost_options opts = backend_options(p, plan.backend->name);
+  m.optimizer = case_optimizer(keys, *plan.net);
+  dlhost_options opts = backend_options(p, keys, plan.backend->name);
   m.context = create_context(*plan.backend, plan.device, opts);
   // No host code reads the gradient buffers on one rank without comm (DLHOST_DUMP_PARAMS_DIR
   // reads the weights after the last step; conform runs its own loop and never sets this).
-  m.fused_step = fused_step_allowed(
-      plan.backend->speaks_minor, case_value<std::string>(p, "fused_step"),
-      case_value<int64_t>(p, "ranks"), case_value<std::string>(p, "comm"), false);
+  m.fused_step =
+      fused_step_allowed(plan.backend->speaks_minor, keys.fused_step, keys.ranks, keys.comm, false);
   if (m.fused_step) opts.values["fused_step"] = "1";
   // The model is built for the backend's own runtime (ABI 1.5, DLHOST_EXT_TOOL_RUNTIME).
-  if (const std::string comm = case_value<std::string>(p, "comm"); is_tool_runtime(comm))
-    opts.values["tool_runtime"] = comm;
+  if (is_tool_runtime(keys.comm)) opts.values["tool_runtime"] = keys.comm;
   t = Clock::now();
   m.model = compile_model(*plan.backend, m.context.get(), m.graph->view(), m.optimizer, opts);
   m.compile_ms = ms_since(t);
@@ -323,7 +322,7 @@ Prepared prepare(const Plan& plan, const json& p, int rank,
   check_status(plan.backend->table->backend->model_info(m.model.get(), &info), "model_info");
   m.fused = step_was_fused(plan.backend->speaks_minor, m.fused_step, info);
   t = Clock::now();
-  load_weights_and_data(plan, p, rank, m);
+  load_weights_and_data(plan, keys, rank, m);
   m.init_ms = ms_since(t);
   return m;
 }
@@ -347,15 +346,15 @@ record::Optimizer optimizer_of(const dlhost_optimizer_desc& opt) {
 
 // resolved.departures (ABI 1.5): where the backend says this model is knowingly faster than the
 // framework's own users get it; the report marks the figure with them.
-record::Resolved resolved_of(const Plan& plan, const json& p, const Prepared& m) {
+record::Resolved resolved_of(const Plan& plan, const CaseParams& p, const Prepared& m) {
   dlhost_model_info info{};
   info.struct_size = DLHOST_MODEL_INFO_STRUCT_SIZE;
   check_status(plan.backend->table->backend->model_info(m.model.get(), &info), "model_info");
   return record::Resolved{plan.batch,
                           plan.global_batch,
-                          case_value<int64_t>(p, "threads"),
+                          p.threads,
                           info.threads,
-                          case_value<std::string>(p, "precision"),
+                          p.precision,
                           optimizer_of(m.optimizer),
                           info.implementation ? info.implementation : "",
                           departures_of(plan.backend->speaks_minor, info)};
@@ -400,7 +399,7 @@ void dump_params(const std::string& case_id, const dlhost_backend_api* api, dlho
 
 // --- the record's parts ------------------------------------------------------------------------
 
-record::Timing timing_of(const Samples& s, const json& p, const Prepared& m, const Plan& plan,
+record::Timing timing_of(const Samples& s, const CaseParams& p, const Prepared& m, const Plan& plan,
                          int world_size, const char* timer, const DataFeed* feed) {
   const Summary step = summarize(s.step);
   const bool upload = !m.uploads.empty() || feed != nullptr;
@@ -414,7 +413,7 @@ record::Timing timing_of(const Samples& s, const json& p, const Prepared& m, con
     t.upload_pinned = m.uploads.front().memory->pinned();
     t.upload_via = m.uploads.front().device ? "copy_from_host" : "set_input";
   }
-  t.warmup = case_value<int64_t>(p, "warmup");
+  t.warmup = p.warmup;
   t.iterations = static_cast<int64_t>(s.step.size());
   t.build_ms = m.build_ms;
   t.compile_ms = m.compile_ms;
@@ -497,9 +496,9 @@ struct Distributed {
 
 // The comm of the case, handed the model's stream when the backend exports one (ABI 1.2), so a
 // device comm orders its collectives on it.
-void start_comm(const json& p, const RunContext& ctx, const Plan& plan, const BackendDevice& device,
-                dlhost_model* model, Distributed& d) {
-  const std::string name = case_value<std::string>(p, "comm");
+void start_comm(const json& p, const CaseParams& keys, const RunContext& ctx, const Plan& plan,
+                const BackendDevice& device, dlhost_model* model, Distributed& d) {
+  const std::string& name = keys.comm;
   const LoadedPlugin& plugin = *usable_plugin(ctx, DLHOST_PLUGIN_COMM, "comm", name);
   dlhost_comm_stream_ext ext{};
   CommDevice where;
@@ -516,9 +515,10 @@ void start_comm(const json& p, const RunContext& ctx, const Plan& plan, const Ba
   d.on_stream = where.extensions != nullptr;
 }
 
-void start_data_parallel(const json& p, const RunContext& ctx, const Plan& plan,
-                         const BackendDevice& device, Prepared& m, Distributed& d) {
-  start_comm(p, ctx, plan, device, m.model.get(), d);
+void start_data_parallel(const json& p, const CaseParams& keys, const RunContext& ctx,
+                         const Plan& plan, const BackendDevice& device, Prepared& m,
+                         Distributed& d) {
+  start_comm(p, keys, ctx, plan, device, m.model.get(), d);
   const RankEnv& world = ctx.rank;
   // A comm on device memory only cannot carry the host's own figures: the store does.
   d.control = d.comm->caps().host_memory
@@ -530,9 +530,8 @@ void start_data_parallel(const json& p, const RunContext& ctx, const Plan& plan,
                             m.context.get(),
                             m.model.get(),
                             m.graph->num_params(),
-                            gradient_memory_from(case_value<std::string>(p, "comm_memory"))};
-  d.dp = std::make_unique<DataParallel>(target, *d.control, case_value<double>(p, "bucket_mb"),
-                                        case_value<bool>(p, "overlap"));
+                            gradient_memory_from(keys.comm_memory)};
+  d.dp = std::make_unique<DataParallel>(target, *d.control, keys.bucket_mb, keys.overlap);
   if (ctx.on_stage) ctx.on_stage("weights");
   d.dp->broadcast_parameters();
   int64_t mine = plan.device;
@@ -554,7 +553,7 @@ record::Distributed distributed_base(const Samples& s, const Plan& plan, const R
   return d;
 }
 
-record::Distributed distributed_of(const Samples& s, const json& p, const Plan& plan,
+record::Distributed distributed_of(const Samples& s, const CaseParams& p, const Plan& plan,
                                    const RankEnv& world, const Distributed& d) {
   const CommSession& comm = *d.comm;
   record::Distributed out = distributed_base(s, plan, world);
@@ -564,8 +563,8 @@ record::Distributed distributed_of(const Samples& s, const json& p, const Plan& 
                               gradient_path_name(d.dp->path()),
                               d.control->kind(),
                               d.devices,
-                              case_value<bool>(p, "overlap"),
-                              case_value<double>(p, "bucket_mb"),
+                              p.overlap,
+                              p.bucket_mb,
                               static_cast<int64_t>(s.dp.buckets),
                               static_cast<int64_t>(s.dp.bytes)};
   out.allreduce = figures_of(s.allreduce);
@@ -618,15 +617,14 @@ Clock::time_point case_deadline(Clock::time_point start, double timeout_s) {
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
 }
 
-void finish_status(const Samples& s, const json& p, json& rec) {
+void finish_status(const Samples& s, const CaseParams& p, json& rec) {
   if (s.timed_out) {
     rec["status"] = kStatusTimeout;
     char why[200];
     std::snprintf(why, sizeof(why),
                   "case exceeded its timeout of %g s after %zu of %lld timed "
                   "iterations",
-                  case_value<double>(p, "timeout"), s.step.size(),
-                  static_cast<long long>(case_value<int64_t>(p, "iterations")));
+                  p.timeout, s.step.size(), static_cast<long long>(p.iterations));
     rec["reason"] = why;
   } else if (s.step.empty()) {
     throw Error(DLHOST_CODE_INVALID_ARGUMENT, "no timed iterations");
@@ -636,12 +634,12 @@ void finish_status(const Samples& s, const json& p, json& rec) {
 // --- real data ---------------------------------------------------------------------------------
 
 // With `epochs`, the whole epochs are the run: warm-up steps first, the rest timed.
-int64_t timed_steps(const json& p, const DataFeed& feed) {
-  const int64_t total = feed.total_steps(), warmup = case_value<int64_t>(p, "warmup");
-  if (total < 0) return case_value<int64_t>(p, "iterations");
+int64_t timed_steps(const CaseParams& p, const DataFeed& feed) {
+  const int64_t total = feed.total_steps(), warmup = p.warmup;
+  if (total < 0) return p.iterations;
   if (total <= warmup)
-    throw Error(DLHOST_CODE_INVALID_ARGUMENT, std::to_string(case_value<int64_t>(p, "epochs")) +
-                                                  " epoch(s) of " + std::to_string(total) +
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT, std::to_string(p.epochs) + " epoch(s) of " +
+                                                  std::to_string(total) +
                                                   " steps leave no timed step after " +
                                                   std::to_string(warmup) + " warm-up steps");
   return total - warmup;
@@ -664,50 +662,58 @@ json evaluation(DataFeed& feed, DataParallel* dp) {
 
 // --- the case, step by step ---------------------------------------------------------------------
 
+// The case's keys typed (suite/case_params.h); a key of the wrong type fails the case naming it
+// and the suite line the case came from.
+CaseParams typed_keys(const CaseSpec& in) {
+  try {
+    return case_params(in.params, in.source);
+  } catch (const CaseParamError& e) {
+    throw Error(DLHOST_CODE_INVALID_ARGUMENT, e.what());
+  }
+}
+
 void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& need) {
   const json& p = in.params;
   if (!in.skip_reason.empty()) throw Skip{in.skip_reason};
+  CaseParams keys = typed_keys(in);
   const RankEnv& world = ctx.rank;
-  Plan plan = resolve(p, ctx);
+  Plan plan = resolve(keys, ctx);
   rec["backend"] = record::to_json(backend_of(plan, in.backend_by_priority));
-  resolve_batch(p, world, plan);
+  resolve_batch(keys, world, plan);
   auto case_start = Clock::now();
 
   const BackendDevice device(*plan.backend);
-  Prepared m = prepare(plan, p, world.rank, [&](const Graph& graph) {
-    need =
-        largest_tensor(*graph.view(), least_element_bytes(case_value<std::string>(p, "precision")));
+  Prepared m = prepare(plan, p, keys, world.rank, [&](const Graph& graph) {
+    need = largest_tensor(*graph.view(), least_element_bytes(keys.precision));
     if (ctx.on_need) ctx.on_need(need);
   });
   rec["network"] = record::to_json(network_of(plan, *m.graph));
-  rec["resolved"] = record::to_json(resolved_of(plan, p, m));
+  rec["resolved"] = record::to_json(resolved_of(plan, keys, m));
 
   // Data parallelism: the same weights everywhere, gradients averaged every step. The comm
   // starts after compile: a device comm needs the model's stream.
   Distributed d;
   std::unique_ptr<ToolRuntime> tool;  // the backend's own runtime (tool_runtime.h)
-  const std::string comm = case_value<std::string>(p, "comm");
+  const std::string& comm = keys.comm;
   if (comm != "none" && ctx.on_stage) ctx.on_stage("comm");
   if (is_tool_runtime(comm)) {
-    dlhost_options runtime_options = backend_options(p, plan.backend->name);
-    if (takes_bucket_mb(comm))
-      runtime_options.values["bucket_mb"] = fmt("%.17g", case_value<double>(p, "bucket_mb"));
+    dlhost_options runtime_options = backend_options(p, keys, plan.backend->name);
+    if (takes_bucket_mb(comm)) runtime_options.values["bucket_mb"] = fmt("%.17g", keys.bucket_mb);
     tool = std::make_unique<ToolRuntime>(*plan.backend, m.model.get(), world, comm, runtime_options,
-                                         case_value_if<double>(p, "startup_timeout").value_or(60),
+                                         keys.startup_timeout,
                                          RuntimeJob{ctx.runtime_cluster, &m.optimizer});
   } else if (comm != "none") {
-    start_data_parallel(p, ctx, plan, device, m, d);
+    start_data_parallel(p, keys, ctx, plan, device, m, d);
   }
   if (comm != "none" && ctx.on_stage) ctx.on_stage("ready");
   DataParallel* dp = d.dp.get();
 
   // Real data: mini-batches from the input pipeline; `epochs` sets the number of steps.
   std::unique_ptr<DataFeed> feed;
-  json params = p;
-  if (uses_real_data(p)) {
-    feed = std::make_unique<DataFeed>(p, *m.graph, device, m.context.get(), m.model.get(),
+  if (uses_real_data(keys)) {
+    feed = std::make_unique<DataFeed>(keys, *m.graph, device, m.context.get(), m.model.get(),
                                       plan.batch, world);
-    params["iterations"] = timed_steps(p, *feed);
+    keys.iterations = timed_steps(keys, *feed);
   }
 
   const dlhost_backend_api* api = device.api();
@@ -716,23 +722,23 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   std::optional<OwnedLoop> owned;
   if (const dlhost_step_loop_ext* ext = dp || tool ? nullptr : find_step_loop(*plan.backend))
     owned.emplace(*ext);
-  Samples s = owned ? owned->train(loop, m.model.get(), params, case_start)
-                    : train(loop, dp, params, case_start);
+  Samples s = owned ? owned->train(loop, m.model.get(), keys, case_start)
+                    : train(loop, dp, keys, case_start);
   uint64_t backend_bytes = 0;
   check_status(api->memory_in_use(m.model.get(), &backend_bytes), "memory_in_use");
   if (world.rank == 0) dump_params(in.id, api, m.model.get(), *m.graph);
   reduce_over_ranks(s, dp, world.size);
   if (tool) tool->reduce(s);
 
-  rec["timing"] = record::to_json(timing_of(s, params, m, plan, world.size,
+  rec["timing"] = record::to_json(timing_of(s, keys, m, plan, world.size,
                                             owned ? OwnedLoop::kTimer : loop.timer(), feed.get()));
   if (owned) owned->describe(rec["timing"]);
   // After the timed steps, so it cannot disturb them; every rank measures its own device, in
   // what is left of the case's time.
-  if (int64_t size = case_value_if<int64_t>(p, "matmul_peak").value_or(0); size > 0 && !s.timed_out)
-    rec["matmul_peak"] = measure_matmul_peak(
-        *plan.backend, plan.device, backend_options(p, plan.backend->name), size, 3, 10,
-        case_deadline(case_start, case_value<double>(p, "timeout")));
+  if (int64_t size = keys.matmul_peak; size > 0 && !s.timed_out)
+    rec["matmul_peak"] = measure_matmul_peak(*plan.backend, plan.device,
+                                             backend_options(p, keys, plan.backend->name), size, 3,
+                                             10, case_deadline(case_start, keys.timeout));
   // Not under the fused step: the backend may then do backward's work in another call and skip
   // some or all grad_ready callbacks, and the profile must be the split step's, which data
   // parallelism runs (a partial one would project too few gradient bytes).
@@ -740,15 +746,15 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
           m.fused ? json() : backward_profile_json(s, *m.graph, api, m.model.get(), loop.timer());
       !profile.is_null())
     rec["backward_profile"] = profile;
-  if (dp) rec["distributed"] = record::to_json(distributed_of(s, p, plan, world, d));
+  if (dp) rec["distributed"] = record::to_json(distributed_of(s, keys, plan, world, d));
   if (tool) rec["distributed"] = record::to_json(tool_runtime_of(s, plan, world, *tool));
   rec["loss"] = record::to_json(loss_of(s));
   rec["memory"] = record::to_json(memory_of(s.memory, backend_bytes));
   if (feed) {
     rec["data"] = feed->describe();
-    if (case_value<bool>(p, "evaluate") && !s.timed_out) rec["evaluation"] = evaluation(*feed, dp);
+    if (keys.evaluate && !s.timed_out) rec["evaluation"] = evaluation(*feed, dp);
   }
-  finish_status(s, params, rec);
+  finish_status(s, keys, rec);
   if (d.comm) d.comm->goodbye();  // only on this clean path (a failure leaves at once)
 }
 
@@ -816,8 +822,8 @@ nlohmann::ordered_json run_case(const CaseSpec& input, const RunContext& ctx) {
 
 std::optional<std::string> network_options_error(const std::vector<NetworkRef>& networks,
                                                  const json& params) {
-  auto network_name = case_value_if<std::string>(params, "network");
-  const NetworkRef* net = network_name ? find_network(networks, *network_name) : nullptr;
+  const std::string network_name = case_params(params).network;
+  const NetworkRef* net = network_name.empty() ? nullptr : find_network(networks, network_name);
   if (net == nullptr) return std::nullopt;
   auto options = params.find("options");
   if (options == params.end() || !options->is_object() || !options->contains(net->plugin->name))
@@ -834,47 +840,42 @@ std::optional<std::string> network_options_error(const std::vector<NetworkRef>& 
 
 void serve_runtime_role(const CaseSpec& in, const RunContext& ctx, int32_t role, int index) {
   const json& p = in.params;
-  const std::string network_name = case_value_if<std::string>(p, "network").value_or("");
-  const NetworkRef* net = find_network(*ctx.networks, network_name);
+  const CaseParams keys = case_params(p, in.source);
+  const NetworkRef* net = find_network(*ctx.networks, keys.network);
   if (net == nullptr)
-    throw Error(DLHOST_CODE_NOT_FOUND, "network '" + network_name + "' is not installed here");
+    throw Error(DLHOST_CODE_NOT_FOUND, "network '" + keys.network + "' is not installed here");
   const LoadedPlugin* backend = nullptr;
   try {
-    backend =
-        usable_plugin(ctx, DLHOST_PLUGIN_BACKEND, "backend", case_value<std::string>(p, "backend"));
+    backend = usable_plugin(ctx, DLHOST_PLUGIN_BACKEND, "backend", keys.backend);
   } catch (const Skip& s) {
     throw Error(DLHOST_CODE_NOT_FOUND, s.reason);
   }
-  const dlhost_optimizer_desc optimizer = case_optimizer(p, *net);
-  serve_tool_runtime_role(*backend, case_value<std::string>(p, "comm"), role, index,
-                          static_cast<int>(case_value<int64_t>(p, "ranks")),
+  const dlhost_optimizer_desc optimizer = case_optimizer(keys, *net);
+  serve_tool_runtime_role(*backend, keys.comm, role, index, static_cast<int>(keys.ranks),
                           RuntimeJob{ctx.runtime_cluster, &optimizer},
-                          backend_options(p, backend->name),
-                          case_value_if<double>(p, "startup_timeout").value_or(60));
+                          backend_options(p, keys, backend->name), keys.startup_timeout);
 }
 
 std::vector<RuntimeRoleCount> case_runtime_role_counts(const json& p, const RunContext& ctx) {
-  auto comm = case_value_if<std::string>(p, "comm");
-  auto backend_name = case_value_if<std::string>(p, "backend");
-  if (!comm || !backend_name || !is_tool_runtime(*comm)) return {};
-  const LoadedPlugin* backend = ctx.registry->find(DLHOST_PLUGIN_BACKEND, *backend_name);
-  if (backend == nullptr || !backend->usable || tool_runtime_refusal(*backend, *comm)) return {};
-  return tool_runtime_roles(*backend, *comm, static_cast<int>(case_value<int64_t>(p, "ranks")),
-                            backend_options(p, backend->name));
+  const CaseParams keys = case_params(p);
+  if (keys.comm.empty() || keys.backend.empty() || !is_tool_runtime(keys.comm)) return {};
+  const LoadedPlugin* backend = ctx.registry->find(DLHOST_PLUGIN_BACKEND, keys.backend);
+  if (backend == nullptr || !backend->usable || tool_runtime_refusal(*backend, keys.comm))
+    return {};
+  return tool_runtime_roles(*backend, keys.comm, static_cast<int>(keys.ranks),
+                            backend_options(p, keys, backend->name));
 }
 
 std::string capability_skip_reason(const PluginRegistry& registry,
                                    const std::vector<NetworkRef>& networks, const json& params) {
-  auto backend_name = case_value_if<std::string>(params, "backend");
-  auto network_name = case_value_if<std::string>(params, "network");
-  if (!backend_name || !network_name) return "";
-  const LoadedPlugin* backend = registry.find(DLHOST_PLUGIN_BACKEND, *backend_name);
-  const NetworkRef* net = find_network(networks, *network_name);
+  const CaseParams keys = case_params(params);
+  if (keys.backend.empty() || keys.network.empty()) return "";
+  const LoadedPlugin* backend = registry.find(DLHOST_PLUGIN_BACKEND, keys.backend);
+  const NetworkRef* net = find_network(networks, keys.network);
   if (backend == nullptr || net == nullptr || !backend->usable) return "";
-  const std::string precision = case_value_if<std::string>(params, "precision").value_or("fp32");
-  if (auto why = precision_gap(*backend, precision)) return *why;
-  if (auto comm = case_value_if<std::string>(params, "comm"); comm && is_tool_runtime(*comm))
-    if (auto why = tool_runtime_refusal(*backend, *comm)) return *why;
+  if (auto why = precision_gap(*backend, keys.precision)) return *why;
+  if (is_tool_runtime(keys.comm))
+    if (auto why = tool_runtime_refusal(*backend, keys.comm)) return *why;
   try {
     dlhost_options net_opts = plugin_options(params, net->plugin->name);
     std::unique_ptr<Graph> graph = build_network(*net->plugin, net->index, 1, &net_opts);

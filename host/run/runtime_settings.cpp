@@ -9,8 +9,6 @@
 #include <filesystem>
 #include <map>
 
-#include "suite/schema.h"
-
 namespace dlhost {
 
 using json = nlohmann::ordered_json;
@@ -108,9 +106,10 @@ std::string find_allocator_library(const std::string& name,
   return "";
 }
 
-AllocatorChoice choose_allocator(const json& params, const std::vector<std::string>& folders) {
+AllocatorChoice choose_allocator(const CaseParams& params,
+                                 const std::vector<std::string>& folders) {
   AllocatorChoice a;
-  a.requested = case_value<std::string>(params, "allocator");
+  a.requested = params.allocator;
   if (a.requested == "system" || kSanitizerMalloc) {
     a.name = "system";
     if (a.requested != "system" && a.requested != "auto")
@@ -162,11 +161,11 @@ std::string openblas_coretype_setting(const std::string& key_value,
   return key_value == "auto" ? openblas_core_for(flags) : key_value;
 }
 
-CaseEnvironment case_environment(const json& params, const std::vector<std::string>& folders,
+CaseEnvironment case_environment(const CaseParams& params, const std::vector<std::string>& folders,
                                  const std::set<std::string>& cpu_flags) {
   CaseEnvironment env;
-  const std::string backend = case_value_if<std::string>(params, "backend").value_or("");
-  const int64_t threads = case_value<int64_t>(params, "threads");
+  const std::string& backend = params.backend;
+  const int64_t threads = params.threads;
   std::map<std::string, std::string> chosen;  // variable -> value ("" unsets)
   std::vector<std::string> order;
   auto put = [&](const std::string& variable, const std::string& value) {
@@ -180,13 +179,11 @@ CaseEnvironment case_environment(const json& params, const std::vector<std::stri
     if (value.find("{threads}") != std::string::npos && threads <= 0) continue;
     put(s.variable, with_threads(value, threads));
   }
-  if (std::string core = openblas_coretype_setting(
-          case_value<std::string>(params, "openblas_coretype"), cpu_flags);
+  if (std::string core = openblas_coretype_setting(params.openblas_coretype, cpu_flags);
       !core.empty())
     put("OPENBLAS_CORETYPE", core);
-  if (auto policy = case_value_if<std::string>(params, "omp_wait_policy");
-      policy && *policy != "inherit")
-    put("OMP_WAIT_POLICY", *policy == "passive" ? "PASSIVE" : "ACTIVE");
+  if (const std::string& policy = params.omp_wait_policy; policy != "inherit")
+    put("OMP_WAIT_POLICY", policy == "passive" ? "PASSIVE" : "ACTIVE");
   env.allocator = choose_allocator(params, folders);
   if (!env.allocator.library.empty()) {
     put("LD_PRELOAD", appended(std::getenv("LD_PRELOAD"), env.allocator.library));

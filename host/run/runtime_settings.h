@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "suite/case_params.h"
+
 namespace dlhost {
 
 // The allocator a case runs on.
@@ -43,8 +45,7 @@ std::string find_allocator_library(const std::string& name,
                                    const std::vector<std::string>& folders);
 
 // The case's allocator: the key's, else (unset, "auto") tcmalloc where installed, else system.
-AllocatorChoice choose_allocator(const nlohmann::ordered_json& params,
-                                 const std::vector<std::string>& folders);
+AllocatorChoice choose_allocator(const CaseParams& params, const std::vector<std::string>& folders);
 
 // One row of the table: a variable a framework's guide sets, for the backends it names ("*":
 // every backend). `value` may hold {threads}; an empty value unsets the variable.
@@ -78,7 +79,7 @@ struct CaseEnvironment {
 };
 
 // Everything above for the case's params, on a CPU with `cpu_flags`.
-CaseEnvironment case_environment(const nlohmann::ordered_json& params,
+CaseEnvironment case_environment(const CaseParams& params,
                                  const std::vector<std::string>& allocator_folders,
                                  const std::set<std::string>& cpu_flags);
 

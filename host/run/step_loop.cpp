@@ -5,14 +5,12 @@
 #include <cmath>
 
 #include "core/host_api.h"
-#include "suite/schema.h"
 
 namespace dlhost {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using json = nlohmann::ordered_json;
 
 double ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -202,10 +200,10 @@ void StepLoop::progress(int phase) {
   if (ctx_.on_progress) ctx_.on_progress(step_, phase);
 }
 
-Samples train(StepLoop& loop, DataParallel* dp, const json& p, Clock::time_point case_start) {
-  const int64_t warmup = case_value<int64_t>(p, "warmup");
-  const int64_t iterations = case_value<int64_t>(p, "iterations");
-  const double timeout_s = case_value<double>(p, "timeout");
+Samples train(StepLoop& loop, DataParallel* dp, const CaseParams& p, Clock::time_point case_start) {
+  const int64_t warmup = p.warmup;
+  const int64_t iterations = p.iterations;
+  const double timeout_s = p.timeout;
   Samples s;
   for (auto* v : {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce,
                   &s.loss, &s.upload, &s.wall_step, &s.data})

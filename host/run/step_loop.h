@@ -26,6 +26,7 @@
 #include "run/data_feed.h"
 #include "run/data_parallel.h"
 #include "run/runner.h"
+#include "suite/case_params.h"
 
 namespace dlhost {
 
@@ -113,7 +114,7 @@ class StepLoop {
 };
 
 // Warm-up then timed steps; every rank stops at the same step when the case runs out of time.
-Samples train(StepLoop& loop, DataParallel* dp, const nlohmann::ordered_json& params,
+Samples train(StepLoop& loop, DataParallel* dp, const CaseParams& params,
               std::chrono::steady_clock::time_point case_start);
 
 }  // namespace dlhost

@@ -17,7 +17,7 @@
 
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
-#include "distributed/control_plane.h"
+#include "control_plane/control_plane.h"
 #include "distributed/rank_env.h"
 #include "record/blocks.h"
 #include "run/step_loop.h"

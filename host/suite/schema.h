@@ -1,8 +1,9 @@
 // schema.h — the one table of case keys: every key a suite may set, its type, its bounds, its
 // default, what leaving it unset means and whether it only says how the ranks are launched; and
 // the table of the named interconnects' links. The suite loader validates and fills cases from
-// it; everything that reads a case's parameters (the runner, the case processes, the skip rules,
-// the projection) takes a missing key's value from here, so a default is written once.
+// it; everything that reads a case's parameters takes a missing key's value from here, so a
+// default is written once: the runner, the case processes, the skip rules and the console through
+// suite/case_params.h (each key typed, read once), the projection through key_default.
 // docs/suite-format.md lists the same keys (tests/host/suite/test_suite.cpp checks the two agree).
 // Thread-safe: the table is built once, on first use, and read-only afterwards.
 #pragma once
@@ -58,7 +59,9 @@ std::vector<std::string> case_key_names();
 std::vector<std::string> launch_only_keys();
 
 // The case's value of `key`, else the schema's default, else what unset means (`unset`);
-// std::nullopt for a key with neither that the case leaves unset (batch, lr, ...).
+// std::nullopt for a key with neither that the case leaves unset (batch, lr, ...). The key
+// table's own reads (its tests, key_default); the host reads cases through CaseParams
+// (suite/case_params.h), which checks each value's type.
 template <class T>
 std::optional<T> case_value_if(const nlohmann::ordered_json& params, const std::string& key) {
   auto it = params.find(key);

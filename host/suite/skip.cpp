@@ -12,24 +12,19 @@
 #include "data/catalog.h"
 #include "data/error.h"
 #include "launch/launchers.h"
-#include "suite/schema.h"
 
 namespace dlhost {
-
-using ordered_json = nlohmann::ordered_json;
 
 namespace {
 
 // The launcher may place the ranks on machines other than this one, as its object says
 // (launch/launchers.h): mpirun with launcher arguments (a hostfile; the case's or the command
 // line's) or inside a Slurm job, srun always, `launcher: local` never.
-bool may_leave_this_machine(const ordered_json& params,
+bool may_leave_this_machine(const CaseParams& params,
                             const std::vector<std::string>& cli_launcher_args) {
-  const Launcher& launcher = launcher_named(case_value<std::string>(params, "launcher"));
-  auto args = params.find("launcher_args");
+  const Launcher& launcher = launcher_named(params.launcher);
   PlacementFacts facts;
-  facts.launcher_args =
-      (args != params.end() && args->is_array() && !args->empty()) || !cli_launcher_args.empty();
+  facts.launcher_args = !params.launcher_args.empty() || !cli_launcher_args.empty();
   facts.slurm_job = std::getenv("SLURM_JOB_ID") != nullptr;
   return launcher.may_leave_this_machine(facts);
 }
@@ -40,9 +35,9 @@ std::string count_of(int64_t n, const char* thing) {
 
 // The ranks of the case that run on this machine; nullopt when they may go to other hosts whose
 // GPUs this machine cannot count. Emulated interconnects put every test host on this machine.
-std::optional<int64_t> ranks_here(const ordered_json& params,
+std::optional<int64_t> ranks_here(const CaseParams& params,
                                   const std::vector<std::string>& cli_launcher_args) {
-  const int64_t ranks = case_value<int64_t>(params, "ranks");
+  const int64_t ranks = params.ranks;
   if (ranks <= 1) return ranks;  // one rank runs here, without a launcher
   if (may_leave_this_machine(params, cli_launcher_args)) return std::nullopt;
   return ranks;
@@ -50,43 +45,41 @@ std::optional<int64_t> ranks_here(const ordered_json& params,
 
 }  // namespace
 
-bool spans_other_hosts(const ordered_json& params,
+bool spans_other_hosts(const CaseParams& params,
                        const std::vector<std::string>& cli_launcher_args) {
-  return may_leave_this_machine(params, cli_launcher_args) ||
-         case_value<std::string>(params, "interconnect") != "loopback";
+  return may_leave_this_machine(params, cli_launcher_args) || params.interconnect != "loopback";
 }
 
-std::string thread_skip_reason(const ordered_json& params, int host_cores) {
-  const int64_t threads = case_value<int64_t>(params, "threads");
-  if (host_cores <= 0 || threads <= host_cores || case_value<bool>(params, "oversubscribe"))
-    return "";
+std::string thread_skip_reason(const CaseParams& params, int host_cores) {
+  const int64_t threads = params.threads;
+  if (host_cores <= 0 || threads <= host_cores || params.oversubscribe) return "";
   return "needs " + std::to_string(threads) + " threads; this machine has " +
          std::to_string(host_cores) + " cores";
 }
 
-std::string rank_skip_reason(const ordered_json& params, int host_cores,
+std::string rank_skip_reason(const CaseParams& params, int host_cores,
                              const std::vector<std::string>& cli_launcher_args) {
-  const int64_t ranks = case_value<int64_t>(params, "ranks");
-  const int64_t threads = std::max<int64_t>(case_value<int64_t>(params, "threads"), 1);
+  const int64_t ranks = params.ranks;
+  const int64_t threads = std::max<int64_t>(params.threads, 1);
   const int64_t need = ranks * threads;
-  if (ranks <= 1 || host_cores <= 0 || need <= host_cores ||
-      case_value<bool>(params, "oversubscribe") || spans_other_hosts(params, cli_launcher_args))
+  if (ranks <= 1 || host_cores <= 0 || need <= host_cores || params.oversubscribe ||
+      spans_other_hosts(params, cli_launcher_args))
     return "";
   return "needs " + std::to_string(need) + " cores (" + std::to_string(ranks) + " ranks x " +
          std::to_string(threads) + " threads); this machine has " + std::to_string(host_cores) +
          " (run it under Slurm or with a hostfile)";
 }
 
-std::string data_skip_reason(const ordered_json& params) {
-  const std::string data = case_value<std::string>(params, "data");
+std::string data_skip_reason(const CaseParams& params) {
+  const std::string& data = params.data;
   if (data == "synthetic") {
-    if (case_value<bool>(params, "evaluate"))
+    if (params.evaluate)
       throw std::invalid_argument("'evaluate: true' needs real data (data: real or a directory)");
-    if (case_value<int64_t>(params, "epochs") > 0)
+    if (params.epochs > 0)
       throw std::invalid_argument("'epochs' needs real data (data: real or a directory)");
     return "";
   }
-  const std::string network = case_value_if<std::string>(params, "network").value_or("");
+  const std::string& network = params.network;
   const auto family = data::family_for_network(network);
   if (!family)
     throw std::invalid_argument("network '" + network +
@@ -110,12 +103,12 @@ std::string gpu_shortfall(int64_t need, const std::string& because, const std::s
   return why;
 }
 
-std::string gpu_skip_reason(const ordered_json& params, const BackendDevices& devices,
+std::string gpu_skip_reason(const CaseParams& params, const BackendDevices& devices,
                             const std::vector<std::string>& cli_launcher_args) {
   if (!devices.gpu) return "";
-  const std::string backend = case_value_if<std::string>(params, "backend").value_or("");
+  const std::string& backend = params.backend;
   // A suite that names the device puts every rank of the node on it (shared on purpose).
-  if (auto d = case_value_if<int64_t>(params, "device"))
+  if (const std::optional<int64_t>& d = params.device)
     return gpu_shortfall(*d + 1, "device: " + std::to_string(*d), "this machine", backend, devices);
   const std::optional<int64_t> ranks = ranks_here(params, cli_launcher_args);
   if (!ranks) return "";
@@ -130,20 +123,19 @@ std::string device_memory_refusal(const std::string& comm, const std::string& li
          "gradients through host memory instead";
 }
 
-std::string comm_memory_skip_reason(const ordered_json& params, const BackendDevices& devices,
+std::string comm_memory_skip_reason(const CaseParams& params, const BackendDevices& devices,
                                     const CommMemory& comm) {
-  const std::string name = case_value<std::string>(params, "comm");
+  const std::string& name = params.comm;
   if (name == "none" || !devices.device_memory || comm.device_memory ||
-      case_value<std::string>(params, "comm_memory") != "device")
+      params.comm_memory != "device")
     return "";
   return device_memory_refusal(name, comm.library);
 }
 
-std::string machine_skip_reason(const ordered_json& params, const MachineFacts& facts,
+std::string machine_skip_reason(const CaseParams& params, const MachineFacts& facts,
                                 const std::vector<std::string>& cli_launcher_args) {
   std::optional<BackendDevices> devices;
-  if (facts.backend)
-    if (auto name = case_value_if<std::string>(params, "backend")) devices = facts.backend(*name);
+  if (facts.backend && !params.backend.empty()) devices = facts.backend(params.backend);
   std::vector<std::string> reasons;
   auto add = [&](std::string why) {
     if (!why.empty()) reasons.push_back(std::move(why));
@@ -153,7 +145,7 @@ std::string machine_skip_reason(const ordered_json& params, const MachineFacts& 
     add(gpu_skip_reason(params, *devices, cli_launcher_args));
   else
     add(rank_skip_reason(params, facts.cores, cli_launcher_args));
-  const std::string comm = case_value<std::string>(params, "comm");
+  const std::string& comm = params.comm;
   if (devices && facts.comm && comm != "none")
     if (auto memory = facts.comm(comm)) add(comm_memory_skip_reason(params, *devices, *memory));
   std::string joined;
@@ -165,7 +157,8 @@ void apply_rank_skips(Suite& suite, const MachineFacts& facts,
                       const std::vector<std::string>& cli_launcher_args) {
   for (CaseSpec& c : suite.cases)
     if (c.skip_reason.empty())
-      c.skip_reason = machine_skip_reason(c.params, facts, cli_launcher_args);
+      c.skip_reason =
+          machine_skip_reason(case_params(c.params, c.source), facts, cli_launcher_args);
 }
 
 }  // namespace dlhost

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "suite/case_params.h"
 #include "suite/suite.h"
 
 namespace dlhost {
@@ -26,22 +27,21 @@ namespace dlhost {
 // Slurm job, or the launcher is srun; or its interconnect is emulated (test hosts on this machine,
 // which share its cores: oversubscribed). Decides both whether a multi-rank case is skipped for
 // this machine's cores and whether the rendezvous store listens beyond this host.
-bool spans_other_hosts(const nlohmann::ordered_json& params,
-                       const std::vector<std::string>& cli_launcher_args);
+bool spans_other_hosts(const CaseParams& params, const std::vector<std::string>& cli_launcher_args);
 
 // "" when the case's threads fit `host_cores` (unknown when <= 0) or it may oversubscribe.
-std::string thread_skip_reason(const nlohmann::ordered_json& params, int host_cores);
+std::string thread_skip_reason(const CaseParams& params, int host_cores);
 
 // "" unless the case has several ranks that need more cores than `host_cores` and may neither
 // oversubscribe nor go to other hosts.
-std::string rank_skip_reason(const nlohmann::ordered_json& params, int host_cores,
+std::string rank_skip_reason(const CaseParams& params, int host_cores,
                              const std::vector<std::string>& cli_launcher_args);
 
 // "" for synthetic data or when the case's data set is all there; else why not, naming the path
 // (`data: real` with $DLHOST_DATA unset, a directory that is not one, a file of the network's
 // data set that is missing). Throws std::invalid_argument when the network trains on no real
 // data set: an error of the suite, not of this machine.
-std::string data_skip_reason(const nlohmann::ordered_json& params);
+std::string data_skip_reason(const CaseParams& params);
 
 // A backend's devices as its plugin reports them before any case runs (run/machine_facts.h fills
 // it from the plugin registry).
@@ -80,7 +80,7 @@ std::string gpu_shortfall(int64_t need, const std::string& because, const std::s
 // "" unless the case is on a GPU backend and needs more GPUs than it sees here: one per rank on
 // this machine (all ranks, unless they may go to other hosts: then each node's ranks check their
 // own node when they start), or GPUs 0..d when the suite names device d for all its ranks.
-std::string gpu_skip_reason(const nlohmann::ordered_json& params, const BackendDevices& devices,
+std::string gpu_skip_reason(const CaseParams& params, const BackendDevices& devices,
                             const std::vector<std::string>& cli_launcher_args);
 
 // Why comm `comm` (`library`) cannot take a device backend's gradients in device memory, for
@@ -89,13 +89,13 @@ std::string device_memory_refusal(const std::string& comm, const std::string& li
 
 // "" unless the case asks `comm_memory: device` for a device-memory backend and its comm takes
 // host memory only.
-std::string comm_memory_skip_reason(const nlohmann::ordered_json& params,
-                                    const BackendDevices& devices, const CommMemory& comm);
+std::string comm_memory_skip_reason(const CaseParams& params, const BackendDevices& devices,
+                                    const CommMemory& comm);
 
 // Every rule above that needs the plugin registry, for one case: the GPU rule for a GPU backend
 // (in place of the core rule: its ranks' limit is GPUs, each rank's host thread mostly waits on
 // its GPU), the core rule otherwise, then the comm-memory rule; reasons joined with "; ".
-std::string machine_skip_reason(const nlohmann::ordered_json& params, const MachineFacts& facts,
+std::string machine_skip_reason(const CaseParams& params, const MachineFacts& facts,
                                 const std::vector<std::string>& cli_launcher_args);
 
 // Sets machine_skip_reason on every case that has no skip reason yet.

@@ -7,6 +7,7 @@
 // the entry the user has to edit.
 #include "suite/suite.h"
 
+#include "suite/case_params.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
 
@@ -1011,6 +1012,13 @@ class Loader {
         }
       }
     }
+    // The case's keys typed, once it is whole; a value of the wrong type points at the case.
+    CaseParams typed;
+    try {
+      typed = case_params(params);
+    } catch (const CaseParamError& e) {
+      fail(entry.where, e.what());
+    }
     std::vector<std::string> reasons;
     for (const std::string& key : kCatalogKeys) {
       const std::string name = params[key].get<std::string>();
@@ -1022,11 +1030,11 @@ class Loader {
                                     available_text(key) + ")");
       }
     }
-    if (std::string why = thread_skip_reason(params, host_cores_); !why.empty()) {
+    if (std::string why = thread_skip_reason(typed, host_cores_); !why.empty()) {
       reasons.push_back(why);
     }
     try {
-      if (std::string why = data_skip_reason(params); !why.empty()) reasons.push_back(why);
+      if (std::string why = data_skip_reason(typed); !why.empty()) reasons.push_back(why);
     } catch (const std::invalid_argument& e) {
       fail(entry.where, e.what());
     }

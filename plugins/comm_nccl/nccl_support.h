@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 
 namespace dlhost::comm_nccl {
 

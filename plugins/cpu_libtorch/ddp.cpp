@@ -24,7 +24,7 @@
 
 #include <string>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/tool_runtime_kit.hpp"
 #include "tool_runtime.h"
 

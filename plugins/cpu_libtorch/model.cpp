@@ -33,7 +33,7 @@
 #include <utility>
 
 #include "backend.h"
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/graph_access.hpp"
 #include "ops.h"
 #include "optimizer.h"

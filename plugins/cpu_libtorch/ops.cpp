@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/framework_kit.hpp"
 #include "dlhost/graph_access.hpp"
 

@@ -11,7 +11,7 @@
 #include <limits>
 #include <string>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/graph_access.hpp"
 #include "ops.h"
 

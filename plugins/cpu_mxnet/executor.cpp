@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 
 namespace dlhost::cpu_mxnet {
 namespace {

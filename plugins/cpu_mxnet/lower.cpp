@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/graph_access.hpp"
 #include "program.h"
 

@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "backend.h"
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "executor.h"
 #include "kvstore.h"
 #include "optimizer.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "fusion_plan.h"
 #include "layers.h"
 #include "model.h"

@@ -6,12 +6,13 @@
 #ifndef DLHOST_CPU_ONEDNN_LAYERS_H
 #define DLHOST_CPU_ONEDNN_LAYERS_H
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/graph_access.hpp"
 #include "model.h"
 
@@ -118,15 +119,17 @@ inline dnnl::primitive_attr accumulating_attr() {
   return attr_with(ops);
 }
 
-// The ABI's pinned inverted-dropout mask over `n` elements in logical (row-major) order:
-// 1 / (1 - p) where dlhost_dropout_keep(seed, node, step, i, p), else 0.
+// The ABI's pinned inverted-dropout mask over `n` elements in logical (row-major) order, as the
+// framework kit makes it (sdk::DropoutMask: 1 / (1 - p) where dlhost_dropout_keep(seed, node,
+// step, i, p), else 0), its blocks split over the OpenMP threads.
 inline void fill_dropout_mask(float* mask, int64_t n, uint64_t seed, uint32_t node, uint64_t step,
                               float p) {
-  const float keep_scale = 1.0f / (1.0f - p);
+  const sdk::DropoutMask keep{seed, node, step, p};
+  constexpr int64_t kBlock = 4096;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i)
-    mask[i] =
-        dlhost_dropout_keep(seed, node, step, static_cast<uint64_t>(i), p) ? keep_scale : 0.0f;
+  for (int64_t begin = 0; begin < n; begin += kBlock)
+    keep.fill(mask, static_cast<uint64_t>(begin),
+              static_cast<uint64_t>(std::min(n, begin + kBlock)));
 }
 
 // The node's attribute struct, checked to be present and at least `needed` bytes long.

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "fusion_plan.h"
 #include "layers.h"
 #include "model.h"

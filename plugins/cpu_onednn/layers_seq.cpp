@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "layers.h"
 #include "model.h"
 

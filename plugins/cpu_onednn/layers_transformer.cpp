@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "layers.h"
 #include "model.h"
 

@@ -16,14 +16,14 @@
 #include <cstring>
 #include <utility>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 
 namespace dlhost::cpu_onednn {
 
 namespace sdk = dlhost::sdk;
 
 void Context::apply_threads() const {
-  if (threads_requested > 0) omp_set_num_threads(threads_requested);
+  if (host.threads > 0) omp_set_num_threads(host.threads);
 }
 
 void with_dnnl(const std::string& what, const std::function<void()>& body) {
@@ -82,11 +82,6 @@ Model::Model(const Context& context, const dlhost_graph* graph,
       !(optimizer_.beta1 >= 0 && optimizer_.beta1 < 1 && optimizer_.beta2 >= 0 &&
         optimizer_.beta2 < 1 && optimizer_.epsilon >= 0))
     sdk::invalid("cpu_onednn: AdamW needs beta1 and beta2 in [0, 1) and epsilon >= 0");
-  if (optimizer_.kind != DLHOST_OPTIMIZER_SGD && optimizer_.kind != DLHOST_OPTIMIZER_ADAMW)
-    sdk::unimplemented("cpu_onednn: optimizer kind " + std::to_string(optimizer_.kind) +
-                       " not supported");
-  if (optimizer_.momentum < 0 || optimizer_.clip_norm < 0)
-    sdk::invalid("cpu_onednn: negative momentum or clip_norm");
   // One scratchpad for every primitive: they run one after another on one stream.
   attr_.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
@@ -202,11 +197,7 @@ Tensor& Model::tensor(int32_t id) {
   return tensors_[id];
 }
 
-Param& Model::param(int32_t id) {
-  if (id < 0 || id >= static_cast<int32_t>(params_.size()))
-    sdk::invalid("cpu_onednn: parameter id " + std::to_string(id) + " out of range");
-  return params_[id];
-}
+Param& Model::param(int32_t id) { return params_[sdk::param_index(id, params_.size())]; }
 
 dnnl::memory Model::alloc(const Md& md, bool is_param) {
   dnnl::memory mem(md, context_.engine);
@@ -705,25 +696,22 @@ void Model::param_buffers(int32_t id, dlhost_buffer* value, dlhost_buffer* grad)
 
 namespace {
 
-const dnnl::memory& part_of(const Param& p, int32_t part) {
-  if (part == DLHOST_PARAM_VALUE) return p.value;
-  if (part == DLHOST_PARAM_GRAD) return p.grad;
-  sdk::invalid("cpu_onednn: parameter part " + std::to_string(part) + " unknown");
-}
-
-void check_param_bytes(const Param& p, const void* data, size_t bytes, const char* call) {
-  if (data == nullptr) sdk::invalid(std::string("cpu_onednn: ") + call + ": null data");
-  if (bytes != static_cast<size_t>(p.count) * 4)
-    sdk::invalid(std::string("cpu_onednn: ") + call + ": " + p.name + " holds " +
-                 std::to_string(p.count * 4) + " bytes, got " + std::to_string(bytes));
+// read_param/write_param's arguments checked in the framework kit's order and words (the id,
+// then exactly the parameter's F32 bytes, then the part); the part's memory.
+const dnnl::memory& checked_part(int32_t id, const Param& p, int32_t part, const void* data,
+                                 size_t bytes) {
+  sdk::expect_bytes("parameter " + std::to_string(id), data != nullptr, bytes,
+                    static_cast<size_t>(p.count) * sizeof(float));
+  sdk::expect_param_part(part);
+  return part == DLHOST_PARAM_VALUE ? p.value : p.grad;
 }
 
 }  // namespace
 
 void Model::read_param(int32_t id, int32_t part, void* data, size_t bytes) {
   Param& p = param(id);
-  dnnl::memory internal = part_of(p, part);  // a handle copy: execute() wants non-const
-  check_param_bytes(p, data, bytes, "read_param");
+  // A handle copy: execute() wants non-const.
+  dnnl::memory internal = checked_part(id, p, part, data, bytes);
   with_dnnl("read_param " + p.name, [&] {
     dnnl::memory user(p.user_md, context_.engine, data);
     dnnl::reorder(internal, user).execute(context_.stream, internal, user);
@@ -759,8 +747,8 @@ void Model::read_tensor(int32_t id, void* data, size_t bytes) {
 
 void Model::write_param(int32_t id, int32_t part, const void* data, size_t bytes) {
   Param& p = param(id);
-  dnnl::memory internal = part_of(p, part);  // a handle copy: execute() wants non-const
-  check_param_bytes(p, data, bytes, "write_param");
+  // A handle copy: execute() wants non-const.
+  dnnl::memory internal = checked_part(id, p, part, data, bytes);
   with_dnnl("write_param " + p.name, [&] {
     // The reorder only reads from `user`.
     dnnl::memory user(p.user_md, context_.engine, const_cast<void*>(data));

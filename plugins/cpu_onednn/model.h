@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "dlhost/backend_kit.hpp"
+#include "dlhost/framework_kit.hpp"
 #include "fusion_plan.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "onednn_compat.h"
@@ -44,9 +45,10 @@ using Md = dnnl::memory::desc;
 struct Context {
   dnnl::engine engine;
   dnnl::stream stream;
-  int threads_requested = 0;  // 0: OpenMP's default
-  int threads = 1;            // what OpenMP really gives
-  int64_t seed = 42;          // the "seed" option; 42 is the runner's default
+  // The host-set options it was opened with (threads 0: OpenMP's default; the seed), the
+  // fallback of each compile's (the framework kit's HostSettings).
+  sdk::HostSettings host;
+  int threads = 1;  // what OpenMP really gives
   // OpenMP's thread count is per calling thread, so every entry point re-applies it.
   void apply_threads() const;
 };
@@ -102,8 +104,10 @@ class Layer;
 // The kit's model interface (dlhost/backend_kit.hpp): plugin.cpp hands it to the host as is.
 class Model final : public sdk::Model {
  public:
-  // `seed` is the case's "seed" option: it picks the dropout masks. `bf16`: precision mode bf16
-  // (the caller has checked that the CPU has bf16 products: has_bf16_isa()). `fused_step`: the
+  // The caller has refused an optimizer kind, precision or negative setting the backend lacks
+  // (plugin.cpp, the framework kit's check_compile). `seed` is the case's "seed" option: it
+  // picks the dropout masks. `bf16`: precision mode bf16 (the caller has checked that the CPU
+  // has bf16 products: has_bf16_isa()). `fused_step`: the
   // host's compile option "fused_step" = "1" (ABI 1.4): nothing reads or changes the gradients
   // between backward and update, so a layer may apply the optimizer where it computes them.
   Model(const Context& context, const dlhost_graph* graph, const dlhost_optimizer_desc& optimizer,

@@ -57,10 +57,8 @@ class OnednnBackend final : public sdk::Backend<Context> {
   bool reads_tensors() const override { return true; }
 
   std::unique_ptr<Context> open(int32_t, const sdk::Options& options) override {
-    const int64_t threads = options.get_int_in("threads", 0, 0, sdk::kMaxThreads);
     auto context = std::make_unique<Context>();
-    context->threads_requested = static_cast<int>(threads);
-    context->seed = options.get_int("seed", context->seed);
+    context->host = sdk::host_settings(options);
     context->apply_threads();
     context->threads = omp_get_max_threads();
     with_dnnl("engine", [&] {
@@ -74,19 +72,17 @@ class OnednnBackend final : public sdk::Backend<Context> {
                                       const dlhost_optimizer_desc& optimizer,
                                       const sdk::Options& options) override {
     // The compile options are the case's; the context's are the fallback for a host that
-    // passes the seed only there.
-    const int64_t seed = options.get_int("seed", context.seed);
-    const std::string precision = options.get_string("precision", "fp32");
-    if (precision == "bf16" && !has_bf16_isa())
+    // passes the seed only there. fused_step (ABI 1.4, never declared) is "1" when nothing reads
+    // the gradients between backward and update (one rank, no comm, no gradient hook).
+    const sdk::HostSettings host = sdk::host_settings(options, context.host);
+    // bf16 without bf16 products names the ISA; the kit's refusal would say only the mode.
+    if (host.precision == "bf16" && !has_bf16_isa())
       sdk::unimplemented(std::string(DLHOST_ONEDNN_PLUGIN_NAME) + ": " + bf16_isa_gap());
-    if (precision != "fp32" && precision != "bf16")
-      sdk::unimplemented(std::string(DLHOST_ONEDNN_PLUGIN_NAME) + ": precision " + precision +
-                         " not implemented (fp32, and bf16 on CPUs with bf16 products)");
-    // Host-set (ABI 1.4), never declared: "1" when nothing reads the gradients between backward
-    // and update (one rank, no comm, no gradient hook).
-    const bool fused_step = options.get("fused_step").value_or("0") == "1";
-    return std::make_unique<Model>(context, &graph, optimizer, static_cast<uint64_t>(seed),
-                                   precision == "bf16", fused_step);
+    // A precision or optimizer kind the capabilities lack, negative optimizer settings: refused
+    // as every framework backend refuses them.
+    sdk::check_compile(*capabilities(), host, optimizer);
+    return std::make_unique<Model>(context, &graph, optimizer, static_cast<uint64_t>(host.seed),
+                                   host.precision == "bf16", host.fused_step);
   }
 };
 

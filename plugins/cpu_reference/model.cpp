@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/graph_access.hpp"
 #include "ops.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "model.h"
 #include "ops.h"
 #include "ops_transformer.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "ops.h"
 
 namespace cpu_reference {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "ops.h"
 
 namespace cpu_reference {

@@ -21,7 +21,7 @@
 #include <numeric>
 #include <string>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/graph_access.hpp"
 
 namespace dlhost::cpu_tensorflow {

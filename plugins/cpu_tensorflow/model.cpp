@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "lower.h"
 #include "optimizer.h"
 #include "tf_api.h"

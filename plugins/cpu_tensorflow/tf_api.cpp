@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 
 namespace dlhost::cpu_tensorflow::tf {
 

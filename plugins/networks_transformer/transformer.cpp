@@ -59,17 +59,18 @@ int32_t encoder_block(sdk::Builder& b, const std::string& at, int32_t x, const S
 
 }  // namespace
 
-void build(sdk::Builder& b, const Shape& s, const dlhost_options* options) {
-  const int64_t steps = sdk::option_int(options, "seq", s.sequence);
+void build(sdk::Builder& b, const Shape& s, const dlhost_options* raw) {
+  const sdk::Options options(raw);
+  const int64_t steps = options.get_int("seq", s.sequence);
   if (steps <= 0 || steps > s.max_positions)
     sdk::invalid("option seq=" + std::to_string(steps) + " must be in [1, " +
                  std::to_string(s.max_positions) + "] (the position table's rows)");
-  const float dropout = static_cast<float>(sdk::option_double(options, "dropout", 0.1));
+  const float dropout = static_cast<float>(options.get_double("dropout", 0.1));
   // Checked as the float the graph holds (0.99999999 rounds to 1, whose 1 / (1 - p) scale is
   // infinite), printed as written.
   if (!(dropout >= 0 && dropout < 1))
-    sdk::invalid("option dropout=" + sdk::option(options, "dropout").value_or("0.1") +
-                 " must be in [0, 1)" + (dropout == 1 ? " (as a float it is 1)" : ""));
+    sdk::invalid("option dropout=" + options.get_string("dropout", "0.1") + " must be in [0, 1)" +
+                 (dropout == 1 ? " (as a float it is 1)" : ""));
   // GPT-2: tokens and the next token at each position; BERT: tokens and the original token at
   // each position (the masked-LM target; the synthetic batch scores every position).
   int32_t ids = b.input_ids("tokens", {steps});

@@ -456,6 +456,44 @@ TEST(PluginKit, NumbersWithLeadingBlanksAreNotNumbers) {
             "option 'seq' must be an integer, got ' 8'");
   EXPECT_EQ(error_of([&] { sdk::option_double(raw, "dropout", 0); }),
             "option 'dropout' must be a number, got '\t0.5'");
+  // The free functions above are aliases of Options, the one API: the same words.
+  const sdk::Options options(raw);
+  EXPECT_EQ(options.get_int("steps", 0), 8);
+  EXPECT_EQ(error_of([&] { options.get_int("seq"); }), "option 'seq' must be an integer, got ' 8'");
+  EXPECT_EQ(error_of([&] { options.get_double("dropout", 0); }),
+            "option 'dropout' must be a number, got '\t0.5'");
+}
+
+// Options reads every type, each absent key its fallback, and NULL options as all absent; a
+// value not of its type is refused naming the key; the free functions answer the same.
+TEST(PluginKit, OptionsReadEachTypeAndTheAliasesAgree) {
+  ASSERT_NE(backend_plugin(), nullptr);  // the host attached
+  const OptionMap values{
+      {"on", "true"}, {"off", "0"}, {"rate", "0.25"}, {"name", "x"}, {"flag", "yes"}};
+  const auto* raw = reinterpret_cast<const dlhost_options*>(&values);
+  const sdk::Options options(raw);
+  EXPECT_TRUE(options.get_bool("on", false));
+  EXPECT_FALSE(options.get_bool("off", true));
+  EXPECT_TRUE(options.get_bool("absent", true));
+  EXPECT_EQ(options.get_double("rate", 1), 0.25);
+  EXPECT_EQ(options.get_string("name", "y"), "x");
+  EXPECT_EQ(options.get_string("absent", "y"), "y");
+  EXPECT_FALSE(options.get_int("absent"));
+  EXPECT_EQ(sdk::option(raw, "name"), options.get("name"));
+  EXPECT_EQ(sdk::option_bool(raw, "on", false), true);
+  EXPECT_EQ(sdk::option_double(raw, "rate", 1), 0.25);
+  try {
+    options.get_bool("flag", false);
+    ADD_FAILURE() << "'yes' read as a flag";
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), DLHOST_CODE_INVALID_ARGUMENT);
+    EXPECT_STREQ(e.what(), "option 'flag' must be true or false, got 'yes'");
+  }
+  const sdk::Options none(nullptr);
+  EXPECT_FALSE(none.get("name"));
+  EXPECT_EQ(none.get_int("seq", 3), 3);
+  EXPECT_EQ(none.get_double("rate", 1), 1);
+  EXPECT_EQ(none.get_string("name", "y"), "y");
 }
 
 // One NCHW tensor [2, 3, 7, 6] feeding one node, for the graph accessors.

@@ -37,7 +37,7 @@ extern "C" {
 #define DLHOST_PLUGIN_ENTRY_SYMBOL "dlhost_plugin_entry"
 
 /* Optional second export: a NUL-terminated ASCII text saying how the plugin was compiled,
- * "optimized=0|1 ndebug=0|1 compiler=..." (dlhost.hpp defines it in every plugin built on the C++
+ * "optimized=0|1 ndebug=0|1 compiler=..." (common.hpp defines it in every plugin built on the C++
  * layer, from __OPTIMIZE__ and NDEBUG). The host records it and warns when optimized=0: an -O0
  * plugin's times are not benchmark numbers. Absent (a hand-written table): unknown, no warning.
  * A symbol, not a struct field, so that no table changes and any host of major 1 may look. */

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "dlhost/builder.hpp"
 #include "dlhost/dlhost_network.h"
 #include "dlhost/plugin_kit.hpp"
 

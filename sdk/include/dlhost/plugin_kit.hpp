@@ -1,13 +1,13 @@
 // plugin_kit.hpp — what every kind of plugin kit shares: the plugin's identity written once
-// (PluginInfo: name, version, description), per-case options as a C++ object, the options a
-// plugin declares (OptionSpec, published as ABI 1.2's DLHOST_EXT_OPTION_SCHEMA), the extension
-// chain hung on dlhost_plugin.extensions, the entry function's work (attach the host, fill the
-// dlhost_plugin table, catch what construction throws) and the one cache that makes a version
-// string outlive the call that reported it.
+// (PluginInfo: name, version, description), the options a plugin declares (OptionSpec, published as
+// ABI 1.2's DLHOST_EXT_OPTION_SCHEMA), the extension chain hung on dlhost_plugin.extensions, the
+// entry function's work (attach the host, fill the dlhost_plugin table, catch what construction
+// throws) and the one cache that makes a version string outlive the call that reported it.
 //
 // backend_kit.hpp and comm_kit.hpp build on it; a plugin includes one of those, not this file.
+// Per-case options are read through common.hpp's Options, which this header brings.
 // Header-only and compiled into the plugin; no C++ type crosses the ABI.
-// Thread-safety: the entry runs once, from one thread (dlhost_abi.h); Options is read-only.
+// Thread-safety: the entry runs once, from one thread (dlhost_abi.h).
 #ifndef DLHOST_PLUGIN_KIT_HPP
 #define DLHOST_PLUGIN_KIT_HPP
 
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "dlhost/dlhost.hpp"
+#include "dlhost/common.hpp"
 #include "dlhost/dlhost_device.h"
 
 namespace dlhost::sdk {
@@ -30,43 +30,6 @@ struct PluginInfo {
   const char* name;         // [a-z0-9_], what suites and the CLI use
   const char* version;      // the plugin's own version, "1.0.0"
   const char* description;  // one line for `dlhost plugins`
-};
-
-// The per-case options of one call, borrowed for that call (`dlhost_options` is host-owned).
-class Options {
- public:
-  explicit Options(const dlhost_options* options) : options_(options) {}
-  std::optional<std::string> get(const char* key) const {
-    if (options_ == nullptr) return std::nullopt;
-    return option(options_, key);
-  }
-  // The integer value of `key`, or nullopt when absent; INVALID_ARGUMENT when not an integer.
-  std::optional<int64_t> get_int(const char* key) const {
-    if (!get(key)) return std::nullopt;
-    return option_int(options_, key, 0);
-  }
-  int64_t get_int(const char* key, int64_t fallback) const {
-    return get_int(key).value_or(fallback);
-  }
-  // The integer value of `key` in [lo, hi], or `fallback` when absent; INVALID_ARGUMENT naming
-  // the plugin, the key, the value and the range otherwise ("cpu_mxnet: option threads=5000 out
-  // of range [0, 4096]"). E.g. the host-set threads: get_int_in("threads", 0, 0, kMaxThreads).
-  int64_t get_int_in(const char* key, int64_t fallback, int64_t lo, int64_t hi) const;
-  // A number, a flag ("true"/"false"/"1"/"0") or a string, or `fallback` when absent;
-  // INVALID_ARGUMENT naming the key when the value is not of the type.
-  double get_double(const char* key, double fallback) const {
-    return options_ == nullptr ? fallback : option_double(options_, key, fallback);
-  }
-  bool get_bool(const char* key, bool fallback) const {
-    return options_ == nullptr ? fallback : option_bool(options_, key, fallback);
-  }
-  std::string get_string(const char* key, const std::string& fallback) const {
-    return get(key).value_or(fallback);
-  }
-  const dlhost_options* raw() const { return options_; }
-
- private:
-  const dlhost_options* options_;
 };
 
 // One option the plugin reads, declared so that the host lists it (`dlhost plugins -v`) and
@@ -135,12 +98,6 @@ class ExtensionChain {
   const dlhost_extension* head_ = nullptr;
 };
 
-// The plugin's name for error messages, set by the entry before any other call.
-inline const char*& plugin_name() {
-  static const char* name = "plugin";
-  return name;
-}
-
 // "<plugin>: <call>: <what>" as INVALID_ARGUMENT: a NULL handle or out-parameter.
 [[noreturn]] inline void null_argument(const char* call, const char* what) {
   invalid(std::string(plugin_name()) + ": " + call + ": " + what + " is NULL");
@@ -203,15 +160,6 @@ const dlhost_plugin* enter(const dlhost_host_api* host, const PluginInfo& info,
 }
 
 }  // namespace detail
-
-inline int64_t Options::get_int_in(const char* key, int64_t fallback, int64_t lo,
-                                   int64_t hi) const {
-  const int64_t value = get_int(key, fallback);
-  if (value < lo || value > hi)
-    invalid(std::string(detail::plugin_name()) + ": option " + key + "=" + std::to_string(value) +
-            " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return value;
-}
 
 // The chain a backend's link_extensions() hangs its own typed extensions on.
 using ExtensionChain = detail::ExtensionChain;

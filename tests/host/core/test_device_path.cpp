@@ -1,8 +1,8 @@
 // test_device_path.cpp — the host's ABI 1.2 device layer (core/device.h,
-// distributed/control_plane.h) against the async_device fixture, whose memory the host cannot touch
-// and whose stream is a worker thread: events time the stream's work, copies cross only through the
-// backend, and a gradient read before the backward work that writes it is caught (so the
-// data-parallel tests, which use the same fixture, could fail if the host ever did it). Also the
+// control_plane/control_plane.h) against the async_device fixture, whose memory the host cannot
+// touch and whose stream is a worker thread: events time the stream's work, copies cross only
+// through the backend, and a gradient read before the backward work that writes it is caught (so
+// the data-parallel tests, which use the same fixture, could fail if the host ever did it). Also the
 // store control plane across two "ranks" (threads) of one process. And what the skip rules read of
 // these plugins before any rank starts (run/machine_facts.h): the fixture's fake GPUs, a CPU
 // backend's none, gpu_cudnn without a driver, the memory the comms take.
@@ -22,7 +22,7 @@
 #include "core/handles.h"
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
-#include "distributed/control_plane.h"
+#include "control_plane/control_plane.h"
 #include "run/machine_facts.h"
 
 namespace dlhost {

@@ -83,14 +83,14 @@ TEST(case_output, TheTailIsBounded) {
 using json = nlohmann::ordered_json;
 
 TEST(case_job, InterconnectAndHostsFromTheKeys) {
-  EXPECT_EQ(case_interconnect(json{{"ranks", 2}}).profile, "loopback");
-  EXPECT_EQ(case_interconnect(json{{"interconnect", "10gbe"}}).gbit, 10);
+  EXPECT_EQ(case_interconnect(case_params(json{{"ranks", 2}})).profile, "loopback");
+  EXPECT_EQ(case_interconnect(case_params(json{{"interconnect", "10gbe"}})).gbit, 10);
   const Interconnect custom = case_interconnect(
-      json{{"interconnect", "custom"}, {"link_gbit", 0.25}, {"link_latency_us", 40}});
+      case_params(json{{"interconnect", "custom"}, {"link_gbit", 0.25}, {"link_latency_us", 40}}));
   EXPECT_EQ(custom.gbit, 0.25);
   EXPECT_EQ(custom.latency_us, 40);
-  EXPECT_EQ(test_host_count(json{{"ranks", 4}}), 4);
-  EXPECT_EQ(test_host_count(json{{"ranks", 5}, {"ranks_per_node", 2}}), 3);
+  EXPECT_EQ(test_host_count(case_params(json{{"ranks", 4}})), 4);
+  EXPECT_EQ(test_host_count(case_params(json{{"ranks", 5}, {"ranks_per_node", 2}})), 3);
 }
 
 // The launcher passes the run's progress channel on to every rank under the name the channel reads.

@@ -51,11 +51,12 @@ bool sanitizer_keeps_the_system_malloc() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   LibraryFolder both({"libtcmalloc_minimal.so.4", "libjemalloc.so.2"});
   for (const char* asked : {"tcmalloc", "jemalloc"}) {
-    AllocatorChoice a = choose_allocator(json{{"allocator", asked}}, {both.path.string()});
+    AllocatorChoice a =
+        choose_allocator(case_params(json{{"allocator", asked}}), {both.path.string()});
     EXPECT_EQ(a.name, "system") << asked;
     EXPECT_NE(a.skip_reason.find("sanitizer"), std::string::npos) << a.skip_reason;
   }
-  AllocatorChoice a = choose_allocator(json::object(), {both.path.string()});
+  AllocatorChoice a = choose_allocator(case_params(json::object()), {both.path.string()});
   EXPECT_EQ(a.name, "system");
   EXPECT_TRUE(a.skip_reason.empty()) << "an unset key never skips: " << a.skip_reason;
   return true;
@@ -70,11 +71,11 @@ constexpr const char* kSanitizerSkip =
 TEST(RuntimeSettings, UnsetAllocatorTakesTcmallocWhereInstalledElseSystem) {
   if (sanitizer_keeps_the_system_malloc()) GTEST_SKIP() << kSanitizerSkip;
   LibraryFolder with({"libtcmalloc_minimal.so.4"}), without({});
-  AllocatorChoice a = choose_allocator(json::object(), {with.path.string()});
+  AllocatorChoice a = choose_allocator(case_params(json::object()), {with.path.string()});
   EXPECT_EQ(a.requested, "auto");
   EXPECT_EQ(a.name, "tcmalloc");
   EXPECT_EQ(a.library, (with.path / "libtcmalloc_minimal.so.4").string());
-  a = choose_allocator(json::object(), {without.path.string()});
+  a = choose_allocator(case_params(json::object()), {without.path.string()});
   EXPECT_EQ(a.name, "system");
   EXPECT_TRUE(a.skip_reason.empty()) << "an unset key never skips: " << a.skip_reason;
 }
@@ -83,12 +84,12 @@ TEST(RuntimeSettings, ANamedAllocatorThatIsMissingSkipsTheCaseSayingWhatAndWhere
   if (sanitizer_keeps_the_system_malloc()) GTEST_SKIP() << kSanitizerSkip;
   LibraryFolder only_tcmalloc({"libtcmalloc_minimal.so.4"});
   AllocatorChoice a =
-      choose_allocator(json{{"allocator", "jemalloc"}}, {only_tcmalloc.path.string()});
+      choose_allocator(case_params(json{{"allocator", "jemalloc"}}), {only_tcmalloc.path.string()});
   EXPECT_EQ(a.name, "system");
   for (const char* part : {"jemalloc", "libjemalloc.so.2", "not installed", "libjemalloc2"})
     EXPECT_NE(a.skip_reason.find(part), std::string::npos) << part << " in: " << a.skip_reason;
   EXPECT_NE(a.skip_reason.find(only_tcmalloc.path.string()), std::string::npos) << a.skip_reason;
-  a = choose_allocator(json{{"allocator", "system"}}, {only_tcmalloc.path.string()});
+  a = choose_allocator(case_params(json{{"allocator", "system"}}), {only_tcmalloc.path.string()});
   EXPECT_EQ(a.name, "system");
   EXPECT_TRUE(a.library.empty());
 }
@@ -96,8 +97,9 @@ TEST(RuntimeSettings, ANamedAllocatorThatIsMissingSkipsTheCaseSayingWhatAndWhere
 TEST(RuntimeSettings, TheAllocatorIsPreloadedAndHandedToBackendNamespaces) {
   if (sanitizer_keeps_the_system_malloc()) GTEST_SKIP() << kSanitizerSkip;
   LibraryFolder folder({"libjemalloc.so.2"});
-  CaseEnvironment env = case_environment(json{{"allocator", "jemalloc"}, {"threads", 1}},
-                                         {folder.path.string()}, kAvx512);
+  CaseEnvironment env =
+      case_environment(case_params(json{{"allocator", "jemalloc"}, {"threads", 1}}),
+                       {folder.path.string()}, kAvx512);
   const std::string lib = (folder.path / "libjemalloc.so.2").string();
   EXPECT_NE(value_of(env, "LD_PRELOAD").find(lib), std::string::npos);
   EXPECT_EQ(value_of(env, "DLHOST_NAMESPACE_ALLOCATOR"), lib);
@@ -107,25 +109,26 @@ TEST(RuntimeSettings, TheAllocatorIsPreloadedAndHandedToBackendNamespaces) {
   EXPECT_NE(value_of(env, "GLIBC_TUNABLES").find("glibc.rtld.optional_static_tls="),
             std::string::npos);
   // The system allocator: no preload of ours, and no namespace allocator left over.
-  env = case_environment(json{{"allocator", "system"}}, {folder.path.string()}, kAvx512);
+  env =
+      case_environment(case_params(json{{"allocator", "system"}}), {folder.path.string()}, kAvx512);
   EXPECT_EQ(value_of(env, "LD_PRELOAD"), "<not set>");
   EXPECT_TRUE(unsets(env, "DLHOST_NAMESPACE_ALLOCATOR"));
 }
 
 TEST(RuntimeSettings, FrameworksGetTheirGuidesThreadSettings) {
-  CaseEnvironment env =
-      case_environment(json{{"backend", "cpu_libtorch2"}, {"threads", 2}}, {}, kAvx512);
+  CaseEnvironment env = case_environment(
+      case_params(json{{"backend", "cpu_libtorch2"}, {"threads", 2}}), {}, kAvx512);
   EXPECT_EQ(value_of(env, "OMP_NUM_THREADS"), "2");
   EXPECT_EQ(value_of(env, "MKL_NUM_THREADS"), "2");
   EXPECT_EQ(value_of(env, "OPENBLAS_NUM_THREADS"), "2");
   EXPECT_EQ(value_of(env, "MXNET_OMP_MAX_THREADS"), "<not set>");
   // MXNet: its cap, and OMP_NUM_THREADS removed (MXNet would ignore the cap for oneDNN).
-  env = case_environment(json{{"backend", "cpu_mxnet"}, {"threads", 2}}, {}, kAvx512);
+  env = case_environment(case_params(json{{"backend", "cpu_mxnet"}, {"threads", 2}}), {}, kAvx512);
   EXPECT_TRUE(unsets(env, "OMP_NUM_THREADS"));
   EXPECT_EQ(value_of(env, "MXNET_OMP_MAX_THREADS"), "2");
   EXPECT_EQ(value_of(env, "MXNET_ENGINE_TYPE"), "ThreadedEnginePerDevice");
   // threads 0, the backend's default: the thread variables stay as inherited.
-  env = case_environment(json{{"backend", "cpu_onednn"}, {"threads", 0}}, {}, kAvx512);
+  env = case_environment(case_params(json{{"backend", "cpu_onednn"}, {"threads", 0}}), {}, kAvx512);
   EXPECT_EQ(value_of(env, "OMP_NUM_THREADS"), "<not set>");
   EXPECT_FALSE(unsets(env, "OMP_NUM_THREADS"));
 }
@@ -136,26 +139,28 @@ TEST(RuntimeSettings, OpenblasCoretypeAutoTakesTheCoreOfTheCpusWidestIsa) {
   EXPECT_EQ(openblas_coretype_setting("auto", {"avx"}), "Sandybridge");
   EXPECT_EQ(openblas_coretype_setting("auto", {"sse3"}), "");
   EXPECT_EQ(openblas_coretype_setting("Prescott", kAvx512), "Prescott");
-  CaseEnvironment env = case_environment(json::object(), {}, kAvx512);
+  CaseEnvironment env = case_environment(case_params(json::object()), {}, kAvx512);
   EXPECT_EQ(value_of(env, "OPENBLAS_CORETYPE"), "SkylakeX");
   EXPECT_LT(openblas_core_rank("Prescott"), openblas_core_rank("SkylakeX"));
   EXPECT_EQ(openblas_core_rank("haswell"), 3);  // OpenBLAS reads the name in any case
 }
 
 TEST(RuntimeSettings, OmpWaitPolicyIsSetOnlyWhenTheCaseSaysSo) {
-  EXPECT_EQ(value_of(case_environment(json{{"omp_wait_policy", "passive"}}, {}, kAvx512),
-                     "OMP_WAIT_POLICY"),
-            "PASSIVE");
-  EXPECT_EQ(value_of(case_environment(json{{"omp_wait_policy", "active"}}, {}, kAvx512),
-                     "OMP_WAIT_POLICY"),
-            "ACTIVE");
-  EXPECT_EQ(value_of(case_environment(json::object(), {}, kAvx512), "OMP_WAIT_POLICY"),
+  EXPECT_EQ(
+      value_of(case_environment(case_params(json{{"omp_wait_policy", "passive"}}), {}, kAvx512),
+               "OMP_WAIT_POLICY"),
+      "PASSIVE");
+  EXPECT_EQ(
+      value_of(case_environment(case_params(json{{"omp_wait_policy", "active"}}), {}, kAvx512),
+               "OMP_WAIT_POLICY"),
+      "ACTIVE");
+  EXPECT_EQ(value_of(case_environment(case_params(json::object()), {}, kAvx512), "OMP_WAIT_POLICY"),
             "<not set>");
 }
 
 TEST(RuntimeSettings, CaseEnvJsonSaysWhatToSetAndRemove) {
   json j = case_environment_json(
-      case_environment(json{{"backend", "cpu_mxnet"}, {"threads", 1}}, {}, kAvx512));
+      case_environment(case_params(json{{"backend", "cpu_mxnet"}, {"threads", 1}}), {}, kAvx512));
   EXPECT_EQ(j["set"]["MXNET_OMP_MAX_THREADS"], "1");
   EXPECT_NE(std::find(j["unset"].begin(), j["unset"].end(), "OMP_NUM_THREADS"), j["unset"].end());
   EXPECT_EQ(j["allocator"]["name"], "system");  // no folder given: nothing installed

@@ -2,7 +2,8 @@
 // model's tokens per sample and tokens/s, and the `matmul_peak` key's block, from real cases run
 // in this process on cpu_reference; a network without token ids and a case without the key have
 // none of them; a peak slower than what is left of the case's time (the fixture backend `faulty`,
-// sleeping in every forward) stops there, with the case's timing kept.
+// sleeping in every forward) stops there, with the case's timing kept. And a case key of the
+// wrong type (params not from the loader) fails the case naming the key and the case's line.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -24,7 +25,7 @@ const dlhost::PluginRegistry& registry() {
   return *r;
 }
 
-json run(const json& params) {
+json run(const json& params, const std::string& source = "") {
   static const auto networks = dlhost::list_networks(registry());
   dlhost::RunContext ctx;
   ctx.registry = &registry();
@@ -32,6 +33,7 @@ json run(const json& params) {
   dlhost::CaseSpec spec;
   spec.id = "tokens";
   spec.params = params;
+  spec.source = source;
   return dlhost::run_case(spec, ctx);
 }
 
@@ -102,6 +104,15 @@ TEST(TokensAndPeak, APeakThatRunsOutOfTheCasesTimeKeepsTheTimingAndSaysSo) {
             std::string::npos)
       << peak["error"];
   EXPECT_FALSE(peak.contains("gflops")) << peak.dump();
+}
+
+// The keys are typed once (suite/case_params.h): "8" for threads was a JSON type error, INTERNAL.
+TEST(TokensAndPeak, AKeyOfTheWrongTypeFailsTheCaseNamingItsLine) {
+  json rec = run(json{{"network", "lenet"}, {"backend", "cpu_reference"}, {"threads", "8"}},
+                 "suite.yaml:12");
+  EXPECT_EQ(rec["status"], "FAILED");
+  EXPECT_EQ(rec["reason"],
+            "INVALID_ARGUMENT: suite.yaml:12: 'threads' must be an integer, got \"8\"");
 }
 
 }  // namespace

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "launch/launchers.h"
+#include "suite/case_params.h"
 #include "suite/schema.h"
 #include "suite/skip.h"
 
@@ -172,6 +174,121 @@ TEST(key_table, UnsetValuesAreReadNotFilledIn) {
     EXPECT_FALSE(!k.def.is_null() && !k.unset.is_null()) << k.name << ": a default and an unset";
     EXPECT_FALSE(!k.unset.is_null() && k.unset_means.empty()) << k.name << ": unset unexplained";
   }
+}
+
+// Every key a suite sets reaches its typed field (suite/case_params.h) with the type the table
+// gives it: a key read as another type than the loader stores would refuse the suite here.
+TEST_F(suite_loader, TheTypedKeysHoldWhatTheSuiteSet) {
+  const Suite s = load(R"(
+cases:
+  - {network: lenet, backend: cpu_ref, batch: 32, threads: 2, iterations: 7, warmup: 1,
+     timeout: 90.5, startup_timeout: 12, memory_limit_mb: 512, seed: 7, device: 1, comm: gloo,
+     ranks: 4, ranks_per_node: 2, launcher: mpirun, scaling: weak, overlap: false,
+     bucket_mb: 4.5, comm_memory: host, lr: 0.125, momentum: 0.5, weight_decay: 0.25,
+     clip_norm: 2, optimizer: adamw, beta1: 0.75, beta2: 0.875, adam_epsilon: 0.5,
+     precision: bf16, fused_step: "off", matmul_peak: 512, allocator: system,
+     openblas_coretype: Haswell, omp_wait_policy: active, oversubscribe: true, input: upload,
+     launcher_args: [--hostfile, hosts], interconnect: custom, link_gbit: 2.5,
+     link_latency_us: 40, data: /nowhere, epochs: 2, epoch_size: 100, evaluate: true}
+)");
+  ASSERT_EQ(s.cases.size(), 1u);
+  const CaseParams k = case_params(s.cases[0].params, s.cases[0].source);
+  EXPECT_EQ(k.network, "lenet");
+  EXPECT_EQ(k.backend, "cpu_ref");
+  EXPECT_EQ(k.batch, 32);
+  EXPECT_EQ(k.threads, 2);
+  EXPECT_EQ(k.iterations, 7);
+  EXPECT_EQ(k.warmup, 1);
+  EXPECT_EQ(k.timeout, 90.5);
+  EXPECT_EQ(k.startup_timeout, 12);
+  EXPECT_EQ(k.memory_limit_mb, 512);
+  EXPECT_EQ(k.seed, 7);
+  EXPECT_EQ(k.device, 1);
+  EXPECT_EQ(k.comm, "gloo");
+  EXPECT_EQ(k.ranks, 4);
+  EXPECT_EQ(k.ranks_per_node, 2);
+  EXPECT_EQ(k.ranks_per_node_given, 2);
+  EXPECT_EQ(k.launcher, "mpirun");
+  EXPECT_EQ(k.scaling, "weak");
+  EXPECT_FALSE(k.overlap);
+  EXPECT_EQ(k.bucket_mb, 4.5);
+  EXPECT_EQ(k.comm_memory, "host");
+  EXPECT_EQ(k.lr, 0.125f);
+  EXPECT_EQ(k.momentum, 0.5f);
+  EXPECT_EQ(k.weight_decay, 0.25f);
+  EXPECT_EQ(k.clip_norm, 2.0f);
+  EXPECT_EQ(k.optimizer, "adamw");
+  EXPECT_EQ(k.beta1, 0.75f);
+  EXPECT_EQ(k.beta2, 0.875f);
+  EXPECT_EQ(k.adam_epsilon, 0.5f);
+  EXPECT_EQ(k.precision, "bf16");
+  EXPECT_EQ(k.fused_step, "off");
+  EXPECT_EQ(k.matmul_peak, 512);
+  EXPECT_EQ(k.allocator, "system");
+  EXPECT_EQ(k.openblas_coretype, "Haswell");
+  EXPECT_EQ(k.omp_wait_policy, "active");
+  EXPECT_TRUE(k.oversubscribe);
+  EXPECT_EQ(k.input, "upload");
+  EXPECT_EQ(k.launcher_args, (std::vector<std::string>{"--hostfile", "hosts"}));
+  EXPECT_EQ(k.interconnect, "custom");
+  EXPECT_EQ(k.link_gbit, 2.5);
+  EXPECT_EQ(k.link_latency_us, 40);
+  EXPECT_EQ(k.data, "/nowhere");
+  EXPECT_EQ(k.epochs, 2);
+  EXPECT_EQ(k.epoch_size, 100);
+  EXPECT_TRUE(k.evaluate);
+}
+
+// A key the case leaves out takes the table's default or unset value, never one written here.
+TEST(suite_case_params, UnsetKeysTakeTheTablesValues) {
+  const CaseParams k = case_params(nlohmann::ordered_json::object());
+  EXPECT_EQ(k.network, "");
+  EXPECT_EQ(k.backend, "");
+  EXPECT_FALSE(k.batch);
+  EXPECT_FALSE(k.device);
+  EXPECT_FALSE(k.lr);
+  EXPECT_FALSE(k.optimizer);
+  EXPECT_EQ(k.threads, key_default<int64_t>("threads"));
+  EXPECT_EQ(k.iterations, key_default<int64_t>("iterations"));
+  EXPECT_EQ(k.timeout, key_default<double>("timeout"));
+  EXPECT_EQ(k.seed, 42);
+  EXPECT_EQ(k.comm, "none");
+  EXPECT_EQ(k.launcher, launcher_names().front());
+  EXPECT_EQ(k.startup_timeout, 60);
+  EXPECT_EQ(k.ranks_per_node, 1);
+  EXPECT_FALSE(k.ranks_per_node_given);  // unset: the launcher places the ranks
+  EXPECT_EQ(k.interconnect, "loopback");
+  EXPECT_EQ(k.fused_step, "auto");
+  EXPECT_EQ(k.allocator, "auto");
+  EXPECT_EQ(k.omp_wait_policy, "inherit");
+  EXPECT_EQ(k.data, "synthetic");
+  EXPECT_TRUE(k.launcher_args.empty());
+}
+
+// Params that did not come through the loader (a job's JSON, a hand-made case): a key of the
+// wrong type is refused naming the key, the type and the case's source, not read as another.
+TEST(suite_case_params, AKeyOfTheWrongTypeIsRefusedNamingTheCase) {
+  using json = nlohmann::ordered_json;
+  auto refusal = [](const json& params, const std::string& source) -> std::string {
+    try {
+      case_params(params, source);
+    } catch (const CaseParamError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_EQ(refusal(json{{"threads", "8"}}, "suite.yaml:12"),
+            "suite.yaml:12: 'threads' must be an integer, got \"8\"");
+  EXPECT_EQ(refusal(json{{"threads", 2.5}}, ""), "'threads' must be an integer, got 2.5");
+  EXPECT_EQ(refusal(json{{"lr", "fast"}}, "s.yaml:3"),
+            "s.yaml:3: 'lr' must be a number, got \"fast\"");
+  EXPECT_EQ(refusal(json{{"overlap", 1}}, "s.yaml:3"),
+            "s.yaml:3: 'overlap' must be true or false, got 1");
+  EXPECT_EQ(refusal(json{{"launcher_args", {"-x", 1}}}, "s.yaml:3"),
+            "s.yaml:3: 'launcher_args' must be a list of strings, got [\"-x\",1]");
+  EXPECT_EQ(refusal(json{{"ranks_per_node", "2"}}, "s.yaml:3"),
+            "s.yaml:3: 'ranks_per_node' must be an integer, got \"2\"");
+  EXPECT_EQ(refusal(json{{"threads", 8}, {"lr", 1}}, "s.yaml:3"), "(accepted)");
 }
 
 // The keys a multi-rank case may differ in from the 1-rank case it is compared with.

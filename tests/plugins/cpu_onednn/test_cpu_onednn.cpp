@@ -1725,6 +1725,56 @@ TEST(cpu_onednn, SetInputRejectsBadData) {
   EXPECT_EQ(take(s.api()->set_input(s.model(), data, x.data(), 32)).code, DLHOST_CODE_OK);
 }
 
+// The parameter calls and compile refuse as the framework backends do, through the SDK's
+// framework kit (issue 44): the same checks, order and words, naming this build's plugin.
+TEST(cpu_onednn, ParameterCallsAndCompileRefuseInTheFrameworkKitsWords) {
+  auto graph = [] {
+    GraphBuilder b("kit_checks", 2);
+    int32_t labels = -1;
+    return with_ce_head(b, b.input("data", DLHOST_DTYPE_F32, {4}), 3, &labels);
+  };
+  Session s(graph());
+  const std::string who = std::string(DLHOST_TEST_ONEDNN_PLUGIN) + ": ";
+  const int32_t n = s.graph().num_params();
+  std::vector<float> w(static_cast<size_t>(s.count(0)));
+  const size_t bytes = w.size() * 4;
+  auto refusal = [](dlhost_status* status) {
+    Outcome o = take(status);
+    EXPECT_EQ(o.code, DLHOST_CODE_INVALID_ARGUMENT) << o.message;
+    return o.message;
+  };
+  const auto* api = s.api();
+  EXPECT_EQ(
+      refusal(api->read_param(s.model(), n, DLHOST_PARAM_VALUE, w.data(), bytes)),
+      who + "no parameter " + std::to_string(n) + " (the graph has " + std::to_string(n) + ")");
+  EXPECT_EQ(refusal(api->read_param(s.model(), -1, DLHOST_PARAM_GRAD, w.data(), bytes)),
+            who + "no parameter -1 (the graph has " + std::to_string(n) + ")");
+  EXPECT_EQ(refusal(api->write_param(s.model(), 0, DLHOST_PARAM_VALUE, w.data(), 4)),
+            who + "parameter 0 takes " + std::to_string(bytes) + " bytes, got 4");
+  EXPECT_EQ(refusal(api->read_param(s.model(), 0, DLHOST_PARAM_VALUE, nullptr, bytes)),
+            who + "parameter 0 takes " + std::to_string(bytes) + " bytes, got NULL");
+  EXPECT_EQ(refusal(api->write_param(s.model(), 0, 7, w.data(), bytes)),
+            who + "unknown parameter part 7");
+  EXPECT_EQ(take(api->read_param(s.model(), 0, DLHOST_PARAM_GRAD, w.data(), bytes)).code,
+            DLHOST_CODE_OK);
+  auto compile_error = [&](const dlhost_optimizer_desc& opt) -> std::pair<int32_t, std::string> {
+    try {
+      Session bad(opt, graph());
+    } catch (const Error& e) {
+      return {e.code(), e.what()};
+    }
+    return {DLHOST_CODE_OK, "compiled"};
+  };
+  dlhost_optimizer_desc unknown = test_attrs::sgd(0.1f);
+  unknown.kind = 7;
+  EXPECT_EQ(compile_error(unknown),
+            std::make_pair(int32_t{DLHOST_CODE_UNIMPLEMENTED},
+                           "compile: " + who + "optimizer kind 7 (unknown) not supported"));
+  EXPECT_EQ(compile_error(test_attrs::sgd(0.1f, 0.0f, -0.5f)),
+            std::make_pair(int32_t{DLHOST_CODE_INVALID_ARGUMENT},
+                           "compile: " + who + "negative momentum, weight_decay or clip_norm"));
+}
+
 // --- ABI 1.4: the Transformer's ops and AdamW --------------------------------------------------
 
 // [N, T, C] data -> a per-step FC (so a parameter lies upstream) -> body -> CE over the samples.

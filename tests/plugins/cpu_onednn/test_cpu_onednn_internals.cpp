@@ -57,7 +57,7 @@ void follow_running_stats(const std::vector<float>& x, int64_t n, int64_t c, int
 // The backend's context on one thread, and plain SGD, as a model under test gets them.
 cpu_onednn::Context one_thread_context() {
   cpu_onednn::Context context;
-  context.threads_requested = 1;
+  context.host.threads = 1;
   context.apply_threads();
   context.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
   context.stream = dnnl::stream(context.engine);

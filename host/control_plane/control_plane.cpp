@@ -1,5 +1,5 @@
 // control_plane.cpp — see control_plane.h.
-#include "distributed/control_plane.h"
+#include "control_plane/control_plane.h"
 
 #include <algorithm>
 #include <cstring>
