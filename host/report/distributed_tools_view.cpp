@@ -119,10 +119,9 @@ std::string communication_cell(const Record& r, Notes& notes) {
   return "-";
 }
 
-}  // namespace
-
-Section distributed_tools_view(const EnvironmentGroup& g, Plotter& plotter) {
-  Section s{"Distributed tools (" + g.label + ")", {}};
+// The group's distributed cases, in the order of their networks' and tools' first records, then
+// batch, threads, link (fastest first) and ranks.
+std::vector<Row> distributed_rows(const EnvironmentGroup& g) {
   std::vector<Row> rows;
   std::vector<std::string> networks, tools;
   for (const Record* r : g.records) {
@@ -133,6 +132,42 @@ Section distributed_tools_view(const EnvironmentGroup& g, Plotter& plotter) {
     if (std::find(tools.begin(), tools.end(), rows.back().what.tool) == tools.end())
       tools.push_back(rows.back().what.tool);
   }
+  auto position = [](const std::vector<std::string>& order, const std::string& v) {
+    return std::find(order.begin(), order.end(), v) - order.begin();
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    return std::make_tuple(position(networks, a.what.network), position(tools, a.what.tool),
+                           a.what.batch, a.what.threads, link_rank(a.link), a.link, a.ranks) <
+           std::make_tuple(position(networks, b.what.network), position(tools, b.what.tool),
+                           b.what.batch, b.what.threads, link_rank(b.link), b.link, b.ranks);
+  });
+  return rows;
+}
+
+// The speedup lines (each from its tool's own 1 rank) and the ideal one, as the section's plot.
+void add_speedup_plot(Section& s, Plotter& plotter, const std::string& label,
+                      std::map<std::string, Series>& lines,
+                      const std::vector<std::string>& line_order) {
+  std::vector<Series> plotted;
+  double most = 1;
+  for (const std::string& name : line_order) {
+    Series line = lines[name];
+    std::sort(line.points.begin(), line.points.end());
+    most = std::max(most, line.points.back().first);
+    plotted.push_back(line);
+  }
+  if (plotted.empty()) return;
+  plotted.push_back(Series{"ideal", {{1, 1}, {most, most}}, true});
+  s.add(plotter.render(LinePlot{"distributed_tools_" + label,
+                                "Speedup of each tool against its own 1 rank (" + label + ")",
+                                "ranks", "speedup", true, true, false, plotted}));
+}
+
+}  // namespace
+
+Section distributed_tools_view(const EnvironmentGroup& g, Plotter& plotter) {
+  Section s{"Distributed tools (" + g.label + ")", {}};
+  std::vector<Row> rows = distributed_rows(g);
   if (rows.empty()) {
     s.paragraph("No records of cases with a comm or several ranks.");
     return s;
@@ -150,15 +185,6 @@ Section distributed_tools_view(const EnvironmentGroup& g, Plotter& plotter) {
   std::map<ToolCase, const Record*> baseline;
   for (const Row& row : rows)
     if (row.ranks == 1 && is_ok(*row.record)) baseline.emplace(row.what, row.record);
-  auto position = [](const std::vector<std::string>& order, const std::string& v) {
-    return std::find(order.begin(), order.end(), v) - order.begin();
-  };
-  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
-    return std::make_tuple(position(networks, a.what.network), position(tools, a.what.tool),
-                           a.what.batch, a.what.threads, link_rank(a.link), a.link, a.ranks) <
-           std::make_tuple(position(networks, b.what.network), position(tools, b.what.tool),
-                           b.what.batch, b.what.threads, link_rank(b.link), b.link, b.ranks);
-  });
   auto speedup_of = [&](const Row& row) -> double {
     auto base = baseline.find(row.what);
     if (!is_ok(*row.record) || base == baseline.end()) return NAN;
@@ -204,19 +230,7 @@ Section distributed_tools_view(const EnvironmentGroup& g, Plotter& plotter) {
   }
   s.add(t);
   if (const std::string text = notes.text(); !text.empty()) s.paragraph(text);
-  std::vector<Series> plotted;
-  double most = 1;
-  for (const std::string& name : line_order) {
-    Series line = lines[name];
-    std::sort(line.points.begin(), line.points.end());
-    most = std::max(most, line.points.back().first);
-    plotted.push_back(line);
-  }
-  if (plotted.empty()) return s;
-  plotted.push_back(Series{"ideal", {{1, 1}, {most, most}}, true});
-  s.add(plotter.render(LinePlot{"distributed_tools_" + g.label,
-                                "Speedup of each tool against its own 1 rank (" + g.label + ")",
-                                "ranks", "speedup", true, true, false, plotted}));
+  add_speedup_plot(s, plotter, g.label, lines, line_order);
   return s;
 }
 

@@ -660,6 +660,29 @@ json evaluation(DataFeed& feed, DataParallel* dp) {
   }
 }
 
+// The case's comm: a tool's own runtime (tool_runtime.h), returned, or dlhost's data parallelism,
+// into `d`; nothing for comm "none".
+std::unique_ptr<ToolRuntime> start_case_comm(const json& p, const CaseParams& keys,
+                                             const RunContext& ctx, const Plan& plan,
+                                             const BackendDevice& device, Prepared& m,
+                                             Distributed& d) {
+  const std::string& comm = keys.comm;
+  if (comm == "none") return nullptr;
+  if (ctx.on_stage) ctx.on_stage("comm");
+  std::unique_ptr<ToolRuntime> tool;
+  if (is_tool_runtime(comm)) {
+    dlhost_options runtime_options = backend_options(p, keys, plan.backend->name);
+    if (takes_bucket_mb(comm)) runtime_options.values["bucket_mb"] = fmt("%.17g", keys.bucket_mb);
+    tool = std::make_unique<ToolRuntime>(*plan.backend, m.model.get(), ctx.rank, comm,
+                                         runtime_options, keys.startup_timeout,
+                                         RuntimeJob{ctx.runtime_cluster, &m.optimizer});
+  } else {
+    start_data_parallel(p, keys, ctx, plan, device, m, d);
+  }
+  if (ctx.on_stage) ctx.on_stage("ready");
+  return tool;
+}
+
 // --- the case, step by step ---------------------------------------------------------------------
 
 // The case's keys typed (suite/case_params.h); a key of the wrong type fails the case naming it
@@ -693,19 +716,7 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   // Data parallelism: the same weights everywhere, gradients averaged every step. The comm
   // starts after compile: a device comm needs the model's stream.
   Distributed d;
-  std::unique_ptr<ToolRuntime> tool;  // the backend's own runtime (tool_runtime.h)
-  const std::string& comm = keys.comm;
-  if (comm != "none" && ctx.on_stage) ctx.on_stage("comm");
-  if (is_tool_runtime(comm)) {
-    dlhost_options runtime_options = backend_options(p, keys, plan.backend->name);
-    if (takes_bucket_mb(comm)) runtime_options.values["bucket_mb"] = fmt("%.17g", keys.bucket_mb);
-    tool = std::make_unique<ToolRuntime>(*plan.backend, m.model.get(), world, comm, runtime_options,
-                                         keys.startup_timeout,
-                                         RuntimeJob{ctx.runtime_cluster, &m.optimizer});
-  } else if (comm != "none") {
-    start_data_parallel(p, keys, ctx, plan, device, m, d);
-  }
-  if (comm != "none" && ctx.on_stage) ctx.on_stage("ready");
+  std::unique_ptr<ToolRuntime> tool = start_case_comm(p, keys, ctx, plan, device, m, d);
   DataParallel* dp = d.dp.get();
 
   // Real data: mini-batches from the input pipeline; `epochs` sets the number of steps.
