@@ -108,10 +108,12 @@ Distributed tool_distributed(bool comm_time) {
   d.global_batch = 128;
   d.per_rank_batch = 32;
   d.compute = figures(7);
-  d.tool = ToolRuntimeFields{"torch_ddp", "sync", "gloo 2.15", std::nullopt, "no hook"};
+  d.tool =
+      ToolRuntimeFields{"torch_ddp", "sync", "gloo 2.15", std::nullopt, "no hook", std::nullopt};
   d.compute_samples = {7, 8};
   if (comm_time) {
     d.tool->comm_time = "the reducer's wait";
+    d.tool->bucket_mb = 25;  // torch_ddp's bucket_cap_mb
     d.allreduce = figures(2);
     d.allreduce_samples = {2, 2.5};
   }
@@ -310,10 +312,10 @@ TEST(RecordBlocks, TheWritersKeepTheRecordsFieldNamesAndOrder) {
                            "samples",       "vs_1_rank"}));
   EXPECT_EQ(keys(d["samples"]), (Keys{"compute", "allreduce", "exposed_comm"}));
   EXPECT_EQ(keys(d["vs_1_rank"]), (Keys{"baseline_case", "speedup", "efficiency"}));
-  EXPECT_EQ(
-      keys(to_json(tool_distributed(true))),
-      (Keys{"ranks", "launcher", "comm", "scaling", "global_batch", "per_rank_batch", "compute",
-            "runtime", "mode", "runtime_library", "comm_time", "allreduce", "samples"}));
+  EXPECT_EQ(keys(to_json(tool_distributed(true))),
+            (Keys{"ranks", "launcher", "comm", "scaling", "global_batch", "per_rank_batch",
+                  "compute", "runtime", "mode", "runtime_library", "bucket_mb", "comm_time",
+                  "allreduce", "samples"}));
   EXPECT_EQ(keys(to_json(tool_distributed(true))["samples"]), (Keys{"compute", "allreduce"}));
   EXPECT_EQ(keys(to_json(tool_distributed(false))),
             (Keys{"ranks", "launcher", "comm", "scaling", "global_batch", "per_rank_batch",
