@@ -124,9 +124,9 @@ extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_h
 // shadow it, or be shadowed, depending on the search order. Kept in step with the build by
 // new_backend_e2e.sh, which checks every plugin and left-out note the build wrote.
 constexpr const char* kBuiltInPlugins[] = {
-    "comm_gloo",      "comm_mpi",  "comm_mpi_raw",   "comm_nccl",           "cpu_libtorch",
-    "cpu_libtorch2",  "cpu_mxnet", "cpu_onednn",     "cpu_onednn3",         "cpu_reference",
-    "cpu_tensorflow", "gpu_cudnn", "networks_paper", "networks_transformer"};
+    "comm_gloo",     "comm_mpi",       "comm_mpi_raw", "comm_nccl",      "cpu_bigdl",
+    "cpu_libtorch",  "cpu_libtorch2",  "cpu_mxnet",    "cpu_onednn",     "cpu_onednn3",
+    "cpu_reference", "cpu_tensorflow", "gpu_cudnn",    "networks_paper", "networks_transformer"};
 
 // Words the generated source cannot use as a namespace and class-name stem: C++'s keywords and
 // alternative tokens, macros every compiler here predefines or the C library defines, the

@@ -174,8 +174,10 @@ TEST(Pipeline, MeasuresTheDataWait) {
   int64_t n = 0;
   while (auto lease = p.next()) waited += lease.wait_ms(), ++n;
   EXPECT_EQ(n, 10);
-  // The consumer does nothing, so it waits for (about) every fill: at least 9 x 20 ms.
-  EXPECT_GE(waited, 9 * 20.0 * 0.95);
+  // The consumer does nothing, so it waits for (about) every fill, 9 x 20 ms; a consumer the
+  // scheduler set aside while a fill ran waits that much less (168.6 ms of 171 in a fresh check
+  // on 2 loaded cores), so the bound is half of it: a wait that is not measured reads 0.
+  EXPECT_GE(waited, 9 * 20.0 * 0.5);
   EXPECT_NEAR(p.stats().wait_ms, waited, 1e-9);
   EXPECT_GE(p.stats().fill_ms, 10 * 20.0 * 0.95);
 }
