@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "control_plane/control_plane.h"
 #include "core/device.h"
 #include "core/host_api.h"
-#include "control_plane/control_plane.h"
 #include "dlhost/dlhost.h"
 
 namespace dlhost {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "control_plane/control_plane.h"
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
-#include "control_plane/control_plane.h"
 #include "distributed/rank_env.h"
 #include "record/blocks.h"
 #include "run/step_loop.h"

@@ -22,24 +22,23 @@
 namespace dlhost::cpu_mxnet {
 
 // Every MXNet C function cpu_mxnet calls.
-#define DLHOST_MXNET_FUNCTIONS(X)                                                                \
-  X(MXGetLastError)                                                                              \
-  X(MXGetVersion)                                                                                \
-  X(MXLibInfoFeatures)                                                                           \
-  X(MXSetNumOMPThreads)                                                                          \
-  X(MXNDArrayCreateEx)                                                                           \
-  X(MXNDArrayFree) X(MXNDArraySlice) X(MXNDArrayReshape) X(MXNDArrayGetData)                     \
-      X(MXNDArraySyncCopyFromCPU) X(MXNDArraySyncCopyToCPU) X(MXNDArrayWaitToRead)               \
-          X(MXNDArrayWaitAll) X(MXImperativeInvoke) X(MXAutogradSetIsRecording)                  \
-              X(MXAutogradSetIsTraining) X(MXAutogradMarkVariables) X(MXAutogradBackwardEx)      \
-                  X(MXCreateCachedOpEx) X(MXFreeCachedOp) X(MXInvokeCachedOp)                    \
-                      X(MXSymbolCreateAtomicSymbol) X(MXSymbolCreateVariable) X(MXSymbolCompose) \
-                          X(MXSymbolFree) X(MXSymbolGetInternals) X(MXSymbolListOutputs)         \
-                              X(MXSymbolInferShape) X(NNGetOpHandle) X(NNSymbolListInputNames)   \
-                                  X(MXInitPSEnv) X(MXKVStoreCreate) X(MXKVStoreFree)             \
-                                      X(MXKVStoreInit) X(MXKVStorePush) X(MXKVStorePull)         \
-                                          X(MXKVStoreRunServer) X(MXKVStoreSetUpdater)           \
-                                              X(MXKVStoreSendCommmandToServers)
+#define DLHOST_MXNET_FUNCTIONS(X)                                                                 \
+  X(MXGetLastError)                                                                               \
+  X(MXGetVersion)                                                                                 \
+  X(MXLibInfoFeatures)                                                                            \
+  X(MXSetNumOMPThreads)                                                                           \
+  X(MXNDArrayCreateEx)                                                                            \
+  X(MXNDArrayFree)                                                                                \
+  X(MXNDArraySlice) X(MXNDArrayReshape) X(MXNDArrayGetData) X(MXNDArraySyncCopyFromCPU)           \
+      X(MXNDArraySyncCopyToCPU) X(MXNDArrayWaitToRead) X(MXNDArrayWaitAll) X(MXImperativeInvoke)  \
+          X(MXAutogradSetIsRecording) X(MXAutogradSetIsTraining) X(MXAutogradMarkVariables)       \
+              X(MXAutogradBackwardEx) X(MXCreateCachedOpEx) X(MXFreeCachedOp) X(MXInvokeCachedOp) \
+                  X(MXSymbolCreateAtomicSymbol) X(MXSymbolCreateVariable) X(MXSymbolCompose)      \
+                      X(MXSymbolFree) X(MXSymbolGetInternals) X(MXSymbolListOutputs)              \
+                          X(MXSymbolInferShape) X(NNGetOpHandle) X(NNSymbolListInputNames)        \
+                              X(MXInitPSEnv) X(MXKVStoreCreate) X(MXKVStoreFree) X(MXKVStoreInit) \
+                                  X(MXKVStorePush) X(MXKVStorePull) X(MXKVStoreRunServer)         \
+                                      X(MXKVStoreSetUpdater) X(MXKVStoreSendCommmandToServers)
 
 struct Api {
 #define DLHOST_MXNET_POINTER(f) decltype(&::f) f = nullptr;

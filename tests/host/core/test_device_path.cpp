@@ -2,9 +2,9 @@
 // control_plane/control_plane.h) against the async_device fixture, whose memory the host cannot
 // touch and whose stream is a worker thread: events time the stream's work, copies cross only
 // through the backend, and a gradient read before the backward work that writes it is caught (so
-// the data-parallel tests, which use the same fixture, could fail if the host ever did it). Also the
-// store control plane across two "ranks" (threads) of one process. And what the skip rules read of
-// these plugins before any rank starts (run/machine_facts.h): the fixture's fake GPUs, a CPU
+// the data-parallel tests, which use the same fixture, could fail if the host ever did it). Also
+// the store control plane across two "ranks" (threads) of one process. And what the skip rules read
+// of these plugins before any rank starts (run/machine_facts.h): the fixture's fake GPUs, a CPU
 // backend's none, gpu_cudnn without a driver, the memory the comms take.
 #include <gtest/gtest.h>
 
@@ -17,12 +17,12 @@
 #include <thread>
 #include <vector>
 
+#include "control_plane/control_plane.h"
 #include "core/device.h"
 #include "core/graph.h"
 #include "core/handles.h"
 #include "core/host_api.h"
 #include "core/plugin_registry.h"
-#include "control_plane/control_plane.h"
 #include "run/machine_facts.h"
 
 namespace dlhost {
