@@ -15,10 +15,9 @@ DLHOST="$1"; WORK="$2"
 rm -rf "$WORK"; mkdir -p "$WORK"
 fail() { echo "mxnet_kvstore_e2e: FAILED: $*"; exit 1; }
 
-plugins=$("$DLHOST" plugins 2>/dev/null || true)
-if ! echo "$plugins" | grep -q '^cpu_mxnet '; then
-  echo "SKIPPED: cpu_mxnet (the PyPI mxnet wheel) is not built here"; exit 77
-fi
+. "$(dirname "$0")/tool_runtime_checks.sh"
+
+plugin_or_skip "$DLHOST" cpu_mxnet "the PyPI mxnet wheel"
 
 cat > "$WORK/equiv.yaml" <<'YAML'
 name: mxnet_kvstore_equiv
@@ -129,55 +128,7 @@ else
 fi
 
 # The parameter server killed mid-run (SIGKILL, found by its role variable and this test's suite
-# path): the case ends well within its timeout, CRASHED, naming the role; nothing of it is left.
-cat > "$WORK/kill.yaml" <<'YAML'
-name: mxnet_kvstore_kill
-defaults: {backend: cpu_mxnet, comm: mxnet_kvstore, network: lenet, batch: 16, launcher: local,
-           ranks: 2, warmup: 0, iterations: 100000, threads: 1, timeout: 120}
-cases:
-  - {lr: 0.1}
-YAML
-"$DLHOST" run "$WORK/kill.yaml" -o "$WORK/kill.jsonl" > "$WORK/kill.txt" 2>&1 &
-run=$!
-victim=""
-for _ in $(seq 1 600); do
-  victim=$(/usr/bin/python3 - "$WORK/kill.yaml" <<'PY'
-import os, sys
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
-        env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-    except OSError:
-        continue
-    if sys.argv[1] in cmd and "runtime-role" in cmd and b"DLHOST_ROLE=ps" in env:
-        print(pid)
-        break
-PY
-)
-  # Killed mid-training: the workers load MXNet, compile and meet the scheduler first.
-  if [ -n "$victim" ]; then sleep 10; break; fi
-  sleep 0.2
-done
-[ -n "$victim" ] || { kill "$run" 2> /dev/null; fail "the parameter server never started"; }
-kill -9 "$victim" 2> /dev/null || true
-wait "$run" || true
-cat "$WORK/kill.txt"
-/usr/bin/python3 - "$WORK/kill.jsonl" <<'PY' || fail "a killed parameter server did not end its case"
-import json, sys
-(r,) = [json.loads(l) for l in open(sys.argv[1])]
-print(f"server killed: {r['status']} after {r['duration_s']:.1f} s: {r['reason']}")
-assert r["status"] == "CRASHED", (r["status"], r["reason"])
-assert "role ps 0" in r["reason"] and "SIGKILL" in r["reason"], r["reason"]
-assert r["duration_s"] < 120, r["duration_s"]
-PY
-sleep 0.5
-left=$(/usr/bin/python3 -c "
-import os, sys
-n = 0
-for pid in filter(str.isdigit, os.listdir('/proc')):
-    if int(pid) == os.getpid(): continue  # this check's own command line names the file
-    try: n += sys.argv[1] in open(f'/proc/{pid}/cmdline', 'rb').read().decode(errors='replace')
-    except OSError: pass
-print(n)" "$WORK/kill.yaml")
-[ "$left" -eq 0 ] || fail "$left process(es) of the killed case outlived it"
+# path) 10 s after it started (the workers load MXNet, compile and meet the scheduler first): the
+# case ends well within its timeout, CRASHED, naming the role; nothing of it is left.
+kill_rank_mid_run "$DLHOST" "$WORK" cpu_mxnet mxnet_kvstore ps 10 strict
 echo "mxnet_kvstore_e2e: OK"

@@ -1,5 +1,5 @@
 # tool_runtime_checks.sh — sourced by the end-to-end tests of the tools' own distributed runtimes
-# (torch_ddp_e2e.sh, tf_collective_e2e.sh): a synchronous runtime on 2 ranks trains like 1 rank
+# (torch_ddp_e2e.sh, tf_collective_e2e.sh, tf_ps_e2e.sh, mxnet_kvstore_e2e.sh): a synchronous runtime on 2 ranks trains like 1 rank
 # (trains_like_one_rank, with tool_runtime_equiv.py); a rank killed mid-run (SIGKILL, found by
 # its own environment and the suite's path) ends its case well within the case's timeout, as a
 # failure naming a rank, and leaves no process of the case (kill_rank_mid_run, no_process_left).
@@ -59,7 +59,7 @@ print(n)" "$1")
 # kill.yaml.jsonl / .txt, SIGKILLs WHO (a rank's number, or an extra role's name: its process 0)
 # SETTLE_S seconds after it appears (start-up done, steps running), and checks the record: not
 # OK, TIMEOUT or SKIPPED, within the timeout, naming a rank or the role; with STRICT=strict,
-# CRASHED naming WHO ("rank 1", "role ps 0").
+# CRASHED naming WHO ("rank 1", "role ps 0") and the signal.
 kill_rank_mid_run() {
   dl="$1" suite="$2/kill.yaml" rank="$5" settle="$6" limit=120 strict="$7" lr="${8:-0.1}"
   cat > "$suite" <<YAML
@@ -105,6 +105,7 @@ assert r["status"] not in ("OK", "TIMEOUT", "SKIPPED"), (r["status"], r["reason"
 assert name in r["reason"] or "rank 0" in r["reason"], r["reason"]
 if strict:
     assert r["status"] == "CRASHED" and name in r["reason"], (r["status"], r["reason"])
+    assert "SIGKILL" in r["reason"], r["reason"]
 assert r["duration_s"] < limit, r["duration_s"]
 PY
   sleep 0.5
