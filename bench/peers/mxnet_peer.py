@@ -109,7 +109,10 @@ class Bottleneck(nn.HybridBlock):
 
     def hybrid_forward(self, F, x):
         s = self.proj(x) if self.proj is not None else x
-        return F.relu(self.body(x) + s)
+        # The ReLU as Gluon's model zoo writes it (BottleneckV1: F.Activation), oneDNN's kernel: F.relu
+        # is MXNet's own, with a layout reorder around it each way (~270 ms a step at b16, 2 threads:
+        # bench/results/2026-12-06-quiet-fairness/rows-mxnet-resnet50-2t.md).
+        return F.Activation(self.body(x) + s, act_type="relu")
 
 
 def resnet50():
