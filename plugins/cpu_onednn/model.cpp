@@ -116,30 +116,38 @@ Model::Model(const Context& context, const dlhost_graph* graph,
     for (int32_t i = 0; i < node.num_inputs; ++i) ++tensor(node.inputs[i]).consumers;
   }
 
-  // The fusion-planning pass (fusion_plan.h): the layers built below ask it what to fuse.
+  // The fusion-planning pass (fusion_plan.h): its spans become the fused layers built below.
   PlanOptions plan_options;
   plan_options.fused_step = fused_step_;
   plan_options.sgd_in_backward = sgd_in_backward();
   plan_ = FusionPlan(graph, plan_options);
 
-  for (int32_t n = 0; n < graph->num_nodes; ++n) {
+  // One layer per plain node, and one per span of the plan in place of its nodes' (a fused
+  // layer: fused_layers.cpp).
+  auto node_name = [&](int32_t n) {
     const dlhost_node& node = *graph->nodes[n];
-    std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
-    with_dnnl("node " + name, [&] {
-      layers_.push_back(make_layer(graph, n));
-      layers_.back()->build_forward(*this, forward_steps_);
+    return node.name != nullptr ? std::string(node.name) : "node" + std::to_string(n);
+  };
+  for (int32_t n = 0; n < graph->num_nodes; ++n) node_outputs_.push_back(graph->nodes[n]->output);
+  node_backward_ended_.assign(graph->num_nodes, false);
+  for (int32_t n = 0; n < graph->num_nodes;) {
+    const FusedSpan* span = plan_.span_at(n);
+    BuiltLayer built;
+    built.first = n;
+    built.last = span != nullptr ? span->last : n;
+    with_dnnl("node " + node_name(n), [&] {
+      built.layer = span != nullptr ? make_fused_layer(graph, *span) : make_layer(graph, n);
+      layers_.push_back(std::move(built));
+      layers_.back().layer->build_forward(*this, forward_steps_);
     });
+    n = layers_.back().last + 1;
   }
-  for (int32_t n = graph->num_nodes - 1; n >= 0; --n) {
-    const dlhost_node& node = *graph->nodes[n];
-    std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
     building_backward_ = true;
-    with_dnnl("node " + name, [&] { layers_[n]->build_backward(*this, backward_steps_); });
+    with_dnnl("node " + node_name(it->last),
+              [&] { it->layer->build_backward(*this, backward_steps_); });
     building_backward_ = false;
-    release_diff(tensor(node.output));
-    lend_value(tensor(node.output));
-    for (const auto& [offset, bytes] : node_scratches_) give_back(offset, bytes);
-    node_scratches_.clear();
+    for (int32_t n = it->last; n >= it->first; --n) end_node_backward(n);
   }
   for (const Param& p : params_)
     if (!p.value) sdk::invalid("cpu_onednn: parameter " + p.name + " belongs to no node");
@@ -351,6 +359,15 @@ bool Model::value_kept(const Tensor& t) const {
   const char* data = static_cast<const char*>(t.value.get_data_handle());
   return !t.value_lent &&
          std::find(lent_values_.begin(), lent_values_.end(), data) == lent_values_.end();
+}
+
+void Model::end_node_backward(int32_t node) {
+  if (node_backward_ended_.at(node)) return;
+  node_backward_ended_[node] = true;
+  release_diff(tensor(node_outputs_[node]));
+  lend_value(tensor(node_outputs_[node]));
+  for (const auto& [offset, bytes] : node_scratches_) give_back(offset, bytes);
+  node_scratches_.clear();
 }
 
 void Model::release_diff(Tensor& t) {

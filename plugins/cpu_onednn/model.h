@@ -156,10 +156,10 @@ class Model final : public sdk::Model {
   bool bf16() const { return bf16_; }
   // The host's fused_step (see the constructor).
   bool fused_step() const { return fused_step_; }
-  // The fusion plan, made from the graph before any layer is built: a layer asks it whether to
-  // fuse, and says whether it did.
+  // The fusion plan, made from the graph before any layer is built: its spans are built by the
+  // fused layers, which say what they applied and declined (fused_layers.cpp).
   FusionPlan& plan() { return plan_; }
-  // Whether a layer may fold SGD's step into its weight-gradient GEMM (the plan's kFcSgdUpdate):
+  // Whether SGD's step may go into a weight-gradient GEMM (the planner's kFcSgdUpdate):
   // the host's fused_step, plain SGD (the step is linear in the gradient), no clipping (its scale
   // needs every gradient first) and fp32 (bf16's gradients come from matmuls, not dnnl_sgemm).
   bool sgd_in_backward() const {
@@ -236,6 +236,12 @@ class Model final : public sdk::Model {
   bool value_kept(const Tensor& t) const;
   // Counts a primitive's implementation for model_info ("conv fwd=jit:avx512_core x3").
   void note_implementation(const std::string& primitive, const char* impl);
+  // The backward steps of graph node `node` are all built: its output's gradient goes back to
+  // the pool, its value's bytes are lent to gradients (lend_value) and the scratches built so
+  // far return (later-built steps run later). The constructor calls it for each node after its
+  // layer; a fused layer calls it between its nodes, so that its later-built parts reuse those
+  // bytes as the plain layers' would. A second call for a node does nothing.
+  void end_node_backward(int32_t node);
 
  private:
   void run(Steps& steps);
@@ -257,7 +263,14 @@ class Model final : public sdk::Model {
   std::vector<Tensor> tensors_;
   std::vector<Param> params_;
   std::vector<int32_t> inputs_;
-  std::vector<std::unique_ptr<Layer>> layers_;
+  // A layer and the graph nodes [first, last] it builds: one node, or a fused layer's span.
+  struct BuiltLayer {
+    std::unique_ptr<Layer> layer;
+    int32_t first = 0, last = 0;
+  };
+  std::vector<BuiltLayer> layers_;
+  std::vector<int32_t> node_outputs_;      // by graph node
+  std::vector<bool> node_backward_ended_;  // end_node_backward done, by graph node
   Steps forward_steps_, backward_steps_;
   // DLHOST_CPU_ONEDNN_PROFILE=1: time every step and print the totals to stderr when the model
   // goes. ONEDNN_VERBOSE shows primitives only, not the dnnl_sgemm calls and loops between them.
@@ -309,9 +322,10 @@ class Model final : public sdk::Model {
   std::vector<double> norm_partials_;
 };
 
-// One graph node turned into steps. Layers are built in graph order (forward) and asked for
-// their backward steps in reverse order, which is what decides who overwrites and who
-// accumulates a shared input's gradient.
+// One graph node turned into steps, or a fused layer: the nodes of one span of the fusion plan
+// (fused_layers.cpp). Layers are built in graph order (forward) and asked for their backward
+// steps in reverse order, which is what decides who overwrites and who accumulates a shared
+// input's gradient; a fused layer keeps that order among its own nodes.
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -322,6 +336,8 @@ class Layer {
 // Makes the layer for node `index` of the graph, or throws UNIMPLEMENTED / INVALID_ARGUMENT
 // naming it.
 std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index);
+// Makes the fused layer that builds `span` of the fusion plan (fused_layers.cpp).
+std::unique_ptr<Layer> make_fused_layer(const dlhost_graph* graph, const FusedSpan& span);
 
 // Runs `body`; a dnnl::error becomes INTERNAL (UNIMPLEMENTED when oneDNN has no implementation,
 // RESOURCE_EXHAUSTED when it ran out of memory) prefixed with `what`.
