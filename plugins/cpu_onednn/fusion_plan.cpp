@@ -120,12 +120,6 @@ FusionPlan::FusionPlan(const dlhost_graph* g, const PlanOptions& options) {
       const dlhost_node& node = *g->nodes[f.nodes[i]];
       f.label += (i ? "+" : "") + node_names_[f.nodes[i]];
       f.inputs.push_back(node.num_inputs > 0 ? node.inputs[0] : -1);
-      // One fused layer builds the fused node in one place of the graph order, where its first
-      // node stood: nodes in between would then see its steps moved past theirs.
-      if (f.nodes[i] != f.nodes[0] + static_cast<int32_t>(i)) {
-        f.state = FusionState::kDeclined;
-        f.why_declined = "its nodes are not neighbours in the graph order";
-      }
     }
     fused_.push_back(std::move(f));
   };
@@ -161,23 +155,29 @@ FusionPlan::FusionPlan(const dlhost_graph* g, const PlanOptions& options) {
         break;
     }
   }
-  // The spans: the fused nodes left planned, joined where they share a graph node. Their nodes
-  // are runs, so joining is merging overlapping [first, last] ranges, sorted by first.
-  std::vector<FusedSpan> runs;
-  for (const FusedNode& f : fused_)
-    if (f.state == FusionState::kPlanned)
-      runs.push_back({f.nodes.front(), f.nodes.back(), {f.kind}});
-  std::stable_sort(runs.begin(), runs.end(),
-                   [](const FusedSpan& a, const FusedSpan& b) { return a.first < b.first; });
-  for (FusedSpan& run : runs) {
-    if (spans_.empty() || run.first > spans_.back().last) {
-      spans_.push_back(std::move(run));
-      continue;
+  // The spans: the fused nodes joined where they share a graph node (AlexNet-R's relu2 is in
+  // conv+relu and relu+maxpool backward; FCN-5's fc4 in fc backward+sgd and the column sums).
+  for (const FusedNode& f : fused_) {
+    FusedSpan joined{f.nodes, {f.kind}};
+    for (auto it = spans_.begin(); it != spans_.end();) {
+      const bool shares = std::any_of(it->nodes.begin(), it->nodes.end(), [&](int32_t n) {
+        return std::find(joined.nodes.begin(), joined.nodes.end(), n) != joined.nodes.end();
+      });
+      if (!shares) {
+        ++it;
+        continue;
+      }
+      joined.nodes.insert(joined.nodes.end(), it->nodes.begin(), it->nodes.end());
+      joined.kinds.insert(joined.kinds.begin(), it->kinds.begin(), it->kinds.end());
+      it = spans_.erase(it);
     }
-    FusedSpan& span = spans_.back();
-    span.last = std::max(span.last, run.last);
-    span.kinds.push_back(run.kinds.front());
+    std::sort(joined.nodes.begin(), joined.nodes.end());
+    joined.nodes.erase(std::unique(joined.nodes.begin(), joined.nodes.end()), joined.nodes.end());
+    spans_.push_back(std::move(joined));
   }
+  std::sort(spans_.begin(), spans_.end(), [](const FusedSpan& a, const FusedSpan& b) {
+    return a.nodes.front() < b.nodes.front();
+  });
 }
 
 bool FusedSpan::has(FusionKind kind) const {
@@ -195,9 +195,9 @@ const FusedNode* FusionPlan::find(FusionKind kind, int32_t node) const {
   return const_cast<FusionPlan*>(this)->find(kind, node);
 }
 
-const FusedSpan* FusionPlan::span_at(int32_t first) const {
+const FusedSpan* FusionPlan::span_of(int32_t node) const {
   for (const FusedSpan& s : spans_)
-    if (s.first == first) return &s;
+    if (std::find(s.nodes.begin(), s.nodes.end(), node) != s.nodes.end()) return &s;
   return nullptr;
 }
 
@@ -261,8 +261,7 @@ std::vector<std::string> FusionPlan::span_list() const {
   std::vector<std::string> out;
   for (const FusedSpan& span : spans_) {
     std::string label;
-    for (int32_t n = span.first; n <= span.last; ++n)
-      label += (label.empty() ? "" : "+") + node_names_[n];
+    for (int32_t n : span.nodes) label += (label.empty() ? "" : "+") + node_names_[n];
     out.push_back(label);
   }
   return out;

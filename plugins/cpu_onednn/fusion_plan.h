@@ -5,11 +5,12 @@
 // applies SGD), as ONNX Runtime's dnnl execution provider rewrites its subgraph into fused nodes
 // before it makes primitives. The fused nodes that share a graph node form one span (AlexNet's
 // conv2+relu2 and relu2+pool2: conv2, relu2, pool2), and each span is built by ONE layer object,
-// a fused layer (fused_layers.cpp), in place of the plain layers of its nodes: the plain layers
-// never see the plan. Where oneDNN's choice of kernel or layout rules a planned fusion out, the
-// fused layer declines it with the reason and builds that part as the plain layers would, so the
-// plan afterwards says what was built. The FC's strategy (blocked inner product, GEMM, bf16
-// matmul) is chosen here too (choose_fc_strategy) and recorded per node.
+// a fused layer (fused_layers.cpp), in place of the plain layers of its nodes (asked for each
+// node's steps at that node's place in the order): the plain layers never see the plan. Where
+// oneDNN's choice of kernel or layout rules a planned fusion out, the fused layer declines it with
+// the reason and builds that part as the plain layers would, so the plan afterwards says what was
+// built. The FC's strategy (blocked inner product, GEMM, bf16 matmul) is chosen here too
+// (choose_fc_strategy) and recorded per node.
 //
 // Inspect: Model::plan().describe() (the white-box test test_cpu_onednn_internals.cpp asserts
 // it), or DLHOST_CPU_ONEDNN_PLAN=1, which prints it to stderr when a model is compiled.
@@ -56,10 +57,10 @@ struct FusedNode {
 };
 
 // The graph nodes one fused layer builds: the fused nodes of the plan that share a graph node,
-// joined. A fused node's nodes are neighbours in the graph order (the planner declines one
-// whose nodes are not), so a span is the run [first, last], built where its nodes stood.
+// joined. Its nodes need not be neighbours (a labels input may stand between an FC and its
+// loss): the fused layer builds each at its own place in the order.
 struct FusedSpan {
-  int32_t first = 0, last = 0;
+  std::vector<int32_t> nodes;     // graph node indices, in graph order
   std::vector<FusionKind> kinds;  // of its fused nodes, in plan order
   bool has(FusionKind kind) const;
 };
@@ -90,9 +91,8 @@ class FusionPlan {
   // The fused node of `kind` that holds graph node `node`, or nullptr.
   FusedNode* find(FusionKind kind, int32_t node);
   const FusedNode* find(FusionKind kind, int32_t node) const;
-  // The span a fused layer builds from graph node `first` on, or nullptr where that node starts
-  // none (a plain layer builds it, or it lies inside a span).
-  const FusedSpan* span_at(int32_t first) const;
+  // The span that holds graph node `node`, or nullptr (a plain layer builds the node).
+  const FusedSpan* span_of(int32_t node) const;
   // A planned fusion that its fused layer applied: "" for `why_not`; or declined with the reason
   // (a no-op where the plan has none of `kind` at `node`).
   void resolve(FusionKind kind, int32_t node, const std::string& why_not);

@@ -122,32 +122,39 @@ Model::Model(const Context& context, const dlhost_graph* graph,
   plan_options.sgd_in_backward = sgd_in_backward();
   plan_ = FusionPlan(graph, plan_options);
 
-  // One layer per plain node, and one per span of the plan in place of its nodes' (a fused
-  // layer: fused_layers.cpp).
-  auto node_name = [&](int32_t n) {
+  // A plain layer per node, and one fused layer per span of the plan, made at its first node
+  // and asked for each of its nodes' steps in turn.
+  layers_.resize(graph->num_nodes);
+  fused_layer_of_.assign(graph->num_nodes, nullptr);
+  for (int32_t n = 0; n < graph->num_nodes; ++n) {
     const dlhost_node& node = *graph->nodes[n];
-    return node.name != nullptr ? std::string(node.name) : "node" + std::to_string(n);
-  };
-  for (int32_t n = 0; n < graph->num_nodes; ++n) node_outputs_.push_back(graph->nodes[n]->output);
-  node_backward_ended_.assign(graph->num_nodes, false);
-  for (int32_t n = 0; n < graph->num_nodes;) {
-    const FusedSpan* span = plan_.span_at(n);
-    BuiltLayer built;
-    built.first = n;
-    built.last = span != nullptr ? span->last : n;
-    with_dnnl("node " + node_name(n), [&] {
-      built.layer = span != nullptr ? make_fused_layer(graph, *span) : make_layer(graph, n);
-      layers_.push_back(std::move(built));
-      layers_.back().layer->build_forward(*this, forward_steps_);
+    std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
+    with_dnnl("node " + name, [&] {
+      const FusedSpan* span = plan_.span_of(n);
+      if (span != nullptr && fused_layer_of_[n] == nullptr) {
+        fused_layers_.push_back(make_fused_layer(graph, *span));
+        for (int32_t member : span->nodes) fused_layer_of_[member] = fused_layers_.back().get();
+      }
+      if (fused_layer_of_[n] != nullptr) {
+        fused_layer_of_[n]->build_forward(*this, forward_steps_, n);
+        return;
+      }
+      layers_[n] = make_layer(graph, n);
+      layers_[n]->build_forward(*this, forward_steps_);
     });
-    n = layers_.back().last + 1;
   }
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+  for (int32_t n = graph->num_nodes - 1; n >= 0; --n) {
+    const dlhost_node& node = *graph->nodes[n];
+    std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
     building_backward_ = true;
-    with_dnnl("node " + node_name(it->last),
-              [&] { it->layer->build_backward(*this, backward_steps_); });
+    with_dnnl("node " + name, [&] {
+      if (fused_layer_of_[n] != nullptr)
+        fused_layer_of_[n]->build_backward(*this, backward_steps_, n);
+      else
+        layers_[n]->build_backward(*this, backward_steps_);
+    });
     building_backward_ = false;
-    for (int32_t n = it->last; n >= it->first; --n) end_node_backward(n);
+    end_node_backward(tensor(node.output));
   }
   for (const Param& p : params_)
     if (!p.value) sdk::invalid("cpu_onednn: parameter " + p.name + " belongs to no node");
@@ -361,11 +368,9 @@ bool Model::value_kept(const Tensor& t) const {
          std::find(lent_values_.begin(), lent_values_.end(), data) == lent_values_.end();
 }
 
-void Model::end_node_backward(int32_t node) {
-  if (node_backward_ended_.at(node)) return;
-  node_backward_ended_[node] = true;
-  release_diff(tensor(node_outputs_[node]));
-  lend_value(tensor(node_outputs_[node]));
+void Model::end_node_backward(Tensor& output) {
+  release_diff(output);
+  lend_value(output);
   for (const auto& [offset, bytes] : node_scratches_) give_back(offset, bytes);
   node_scratches_.clear();
 }

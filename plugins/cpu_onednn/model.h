@@ -100,6 +100,7 @@ using Steps = std::vector<Step>;
 using Args = std::vector<std::pair<int, dnnl::memory>>;
 
 class Layer;
+class FusedLayer;
 
 // The kit's model interface (dlhost/backend_kit.hpp): plugin.cpp hands it to the host as is.
 class Model final : public sdk::Model {
@@ -236,15 +237,13 @@ class Model final : public sdk::Model {
   bool value_kept(const Tensor& t) const;
   // Counts a primitive's implementation for model_info ("conv fwd=jit:avx512_core x3").
   void note_implementation(const std::string& primitive, const char* impl);
-  // The backward steps of graph node `node` are all built: its output's gradient goes back to
-  // the pool, its value's bytes are lent to gradients (lend_value) and the scratches built so
-  // far return (later-built steps run later). The constructor calls it for each node after its
-  // layer; a fused layer calls it between its nodes, so that its later-built parts reuse those
-  // bytes as the plain layers' would. A second call for a node does nothing.
-  void end_node_backward(int32_t node);
 
  private:
   void run(Steps& steps);
+  // The backward steps of the node writing `output` are all built: its gradient goes back to the
+  // pool, its value's bytes are lent to gradients (lend_value) and the node's scratches return
+  // (later-built steps run later).
+  void end_node_backward(Tensor& output);
   void finish_scratchpad();
   void build_update();
   void release_diff(Tensor& t);
@@ -263,14 +262,9 @@ class Model final : public sdk::Model {
   std::vector<Tensor> tensors_;
   std::vector<Param> params_;
   std::vector<int32_t> inputs_;
-  // A layer and the graph nodes [first, last] it builds: one node, or a fused layer's span.
-  struct BuiltLayer {
-    std::unique_ptr<Layer> layer;
-    int32_t first = 0, last = 0;
-  };
-  std::vector<BuiltLayer> layers_;
-  std::vector<int32_t> node_outputs_;      // by graph node
-  std::vector<bool> node_backward_ended_;  // end_node_backward done, by graph node
+  std::vector<std::unique_ptr<Layer>> layers_;  // by graph node; null where a fused layer builds it
+  std::vector<std::unique_ptr<FusedLayer>> fused_layers_;
+  std::vector<FusedLayer*> fused_layer_of_;  // by graph node; null where a plain layer builds it
   Steps forward_steps_, backward_steps_;
   // DLHOST_CPU_ONEDNN_PROFILE=1: time every step and print the totals to stderr when the model
   // goes. ONEDNN_VERBOSE shows primitives only, not the dnnl_sgemm calls and loops between them.
@@ -322,10 +316,9 @@ class Model final : public sdk::Model {
   std::vector<double> norm_partials_;
 };
 
-// One graph node turned into steps, or a fused layer: the nodes of one span of the fusion plan
-// (fused_layers.cpp). Layers are built in graph order (forward) and asked for their backward
-// steps in reverse order, which is what decides who overwrites and who accumulates a shared
-// input's gradient; a fused layer keeps that order among its own nodes.
+// One graph node turned into steps. Layers are built in graph order (forward) and asked for
+// their backward steps in reverse order, which is what decides who overwrites and who
+// accumulates a shared input's gradient.
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -336,8 +329,19 @@ class Layer {
 // Makes the layer for node `index` of the graph, or throws UNIMPLEMENTED / INVALID_ARGUMENT
 // naming it.
 std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index);
+
+// The nodes of one span of the fusion plan turned into steps by one object (fused_layers.cpp),
+// asked for each node's steps at that node's place in the order, as a plain layer would be:
+// what runs, and which buffers are free when, stays as with the plain layers.
+class FusedLayer {
+ public:
+  virtual ~FusedLayer() = default;
+  virtual void build_forward(Model& m, Steps& steps, int32_t node) = 0;
+  virtual void build_backward(Model& m, Steps& steps, int32_t node) = 0;
+};
+
 // Makes the fused layer that builds `span` of the fusion plan (fused_layers.cpp).
-std::unique_ptr<Layer> make_fused_layer(const dlhost_graph* graph, const FusedSpan& span);
+std::unique_ptr<FusedLayer> make_fused_layer(const dlhost_graph* graph, const FusedSpan& span);
 
 // Runs `body`; a dnnl::error becomes INTERNAL (UNIMPLEMENTED when oneDNN has no implementation,
 // RESOURCE_EXHAUSTED when it ran out of memory) prefixed with `what`.
