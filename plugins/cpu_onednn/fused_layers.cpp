@@ -10,9 +10,9 @@
 //                   column sums -> fc bias).
 // The members are the plain layers of the other nodes (make_layer), asked for their part through
 // the offers of layers.h; where one declines, it builds that part as it always does, so a
-// declined fusion leaves the plain layers' steps. A chain's ReLU has no layer of its own: the
-// chain is that node's layer and builds its steps (ActivationLayer's, add_eltwise_forward and
-// add_eltwise_backward, where no member took them over). The model asks a fused layer for each
+// declined fusion leaves the plain layers' steps. A chain's ReLU has no layer object of its own:
+// the chain builds its steps (ActivationLayer's, add_eltwise_forward and add_eltwise_backward,
+// where no member took them over). The model asks a fused layer for each
 // node's steps at that node's place in the order (forward in order, backward in reverse), so
 // what runs between, buffers, their reuse and peak memory are the plain layers'.
 // Layers exist only while a model compiles, as in layers.cpp.
