@@ -18,6 +18,7 @@
 #include <string>
 
 #include "dlhost/dlhost_abi.h"
+#include "namespace_allocator.h"
 
 namespace {
 
@@ -35,22 +36,12 @@ using KeyCreate = int (*)(pthread_key_t*, void (*)(void*));
 using Entry = const dlhost_plugin* (*)(const dlhost_host_api*);
 
 // With the case's allocator (DLHOST_NAMESPACE_ALLOCATOR: dlhost's runtime settings), the
-// namespace is opened with that library as its first object. A namespace's first object is the
-// head of its scope: every object loaded into it afterwards, its libc included, resolves
-// malloc/free there first, in the allocator (LD_PRELOAD reaches only the default namespace, and
-// dlmopen refuses RTLD_GLOBAL, so loading it later would leave libc's malloc first). Checked with
-// dlsym: libc's own strdup then returns the allocator's memory. The allocator's initializer takes
-// a pthread key of the new libc before anything here runs, so the low keys cannot be set aside
-// in the new libc as below; dlhost's case worker sets keys 0-15 aside in the default namespace
-// instead, before any initializer (host/app/main.cpp), and the two sides swap: the namespace
-// uses 0-15, the host's side 16 up.
+// namespace is opened with that library as its first object (namespace_allocator.h says why and
+// how). The allocator's initializer takes a pthread key of the new libc before anything here
+// runs, so the low keys cannot be set aside in the new libc as below; dlhost's case worker sets
+// keys 0-15 aside in the default namespace instead, before any initializer (host/app/main.cpp),
+// and the two sides swap: the namespace uses 0-15, the host's side 16 up.
 constexpr unsigned kLastKey = 32;  // the descriptor's first block of keys
-void* open_namespace(const char* allocator, std::string* why) {
-  void* first =
-      dlmopen(LM_ID_NEWLM, allocator != nullptr ? allocator : "libc.so.6", RTLD_NOW | RTLD_LOCAL);
-  if (first == nullptr) *why = std::string("dlmopen of a new namespace: ") + dlerror();
-  return first;
-}
 
 Entry load(const dlhost_host_api* host) {
   auto fail = [host](const std::string& why) -> Entry {
@@ -67,8 +58,9 @@ Entry load(const dlhost_host_api* host) {
   path += DLHOST_TORCH_INNER_PLUGIN;
   const char* allocator = std::getenv("DLHOST_NAMESPACE_ALLOCATOR");
   if (allocator != nullptr && *allocator == '\0') allocator = nullptr;
-  std::string why;
-  void* first = open_namespace(allocator, &why);
+  std::string why, heap;
+  void* first = dlhost::torch_namespace::open_namespace(allocator, &why, &heap);
+  if (!heap.empty()) host->log(DLHOST_LOG_WARN, DLHOST_TORCH_PLUGIN_NAME, heap.c_str());
   Lmid_t space = 0;
   if (first == nullptr || dlinfo(first, RTLD_DI_LMID, &space) != 0) return fail(why);
   void* libc = dlmopen(space, "libc.so.6", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
