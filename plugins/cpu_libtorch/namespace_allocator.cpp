@@ -4,8 +4,10 @@
 
 #include <dlfcn.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <new>
 
@@ -44,7 +46,11 @@ std::string install_contiguous_heap(void* first) {
   if (malloc_there == nullptr || free_there == nullptr) return "the allocator has no malloc/free";
   free_there(malloc_there(1));
   if (*slot == nullptr) return "tcmalloc's system allocator is not set up";
-  const size_t reserve = size_t(sysconf(_SC_PHYS_PAGES)) * page_size();
+  size_t reserve = size_t(sysconf(_SC_PHYS_PAGES)) * page_size();
+  // A reservation counts against an address-space limit (ulimit -v; dlhost's own memory_limit_mb
+  // is RLIMIT_DATA, which it does not): take at most half of one.
+  if (rlimit as{}; getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    reserve = std::min(reserve, size_t(as.rlim_cur / 2));
   auto* heap = new (heap_storage) ContiguousHeap(reserve, *slot);
   if (!heap->reserved()) {
     heap->~ContiguousHeap();
