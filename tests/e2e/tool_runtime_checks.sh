@@ -1,5 +1,6 @@
 # tool_runtime_checks.sh — sourced by the end-to-end tests of the tools' own distributed runtimes
-# (torch_ddp_e2e.sh, tf_collective_e2e.sh, tf_ps_e2e.sh, mxnet_kvstore_e2e.sh): a synchronous
+# (torch_ddp_e2e.sh, tf_collective_e2e.sh, tf_ps_e2e.sh, mxnet_kvstore_e2e.sh, and the test-host
+# ones: torch_ddp_hosts_e2e.sh, tf_hosts_e2e.sh): a synchronous
 # runtime on 2 ranks trains like 1 rank
 # (trains_like_one_rank, with tool_runtime_equiv.py); a rank killed mid-run (SIGKILL, found by
 # its own environment and the suite's path) ends its case well within the case's timeout, as a
@@ -11,6 +12,17 @@ plugin_or_skip() {
   if ! "$1" plugins 2>/dev/null | grep -q "^$2 "; then
     echo "SKIPPED: $2 ($3) is not built here"; exit 77
   fi
+}
+
+# test_hosts_or_skip: exit 77 unless test hosts can be made here (root, mpirun: the launcher that
+# reaches them, iproute2's ip and tc); puts /usr/sbin and /sbin on PATH for ip and tc.
+test_hosts_or_skip() {
+  [ "$(id -u)" -eq 0 ] || { echo "SKIPPED: test hosts (network namespaces) need root"; exit 77; }
+  command -v mpirun > /dev/null ||
+    { echo "SKIPPED: mpirun (the launcher that reaches test hosts) not installed"; exit 77; }
+  PATH="$PATH:/usr/sbin:/sbin"
+  command -v ip > /dev/null || { echo "SKIPPED: iproute2's ip not installed"; exit 77; }
+  command -v tc > /dev/null || { echo "SKIPPED: iproute2's tc not installed"; exit 77; }
 }
 
 # trains_like_one_rank DLHOST WORK RUNTIME BACKEND LIBRARY_WORD [EXTRA_CASES [RUNTIME_KEYS]]

@@ -14,15 +14,10 @@ set -eu
 DLHOST="$1"; WORK="$2"
 rm -rf "$WORK"; mkdir -p "$WORK/params"
 fail() { echo "torch_ddp_hosts_e2e: FAILED: $*"; exit 1; }
-skip() { echo "SKIPPED: $*"; exit 77; }
 
-"$DLHOST" plugins 2> /dev/null | grep -q '^cpu_libtorch2 ' ||
-  skip "cpu_libtorch2 (the PyPI torch wheel) is not built here"
-[ "$(id -u)" -eq 0 ] || skip "test hosts (network namespaces) need root"
-command -v mpirun > /dev/null || skip "mpirun (the launcher that reaches test hosts) not installed"
-PATH="$PATH:/usr/sbin:/sbin"
-command -v ip > /dev/null || skip "iproute2's ip not installed"
-command -v tc > /dev/null || skip "iproute2's tc not installed"
+. "$(dirname "$0")/tool_runtime_checks.sh"
+plugin_or_skip "$DLHOST" cpu_libtorch2 "the PyPI torch wheel"
+test_hosts_or_skip
 
 cat > "$WORK/hosts.yaml" << 'YAML'
 name: torch_ddp_hosts
@@ -39,19 +34,16 @@ DLHOST_DUMP_PARAMS_DIR="$WORK/params" timeout 900 "$DLHOST" run "$WORK/hosts.yam
   -o "$WORK/hosts.jsonl" > "$WORK/hosts.txt" 2>&1 || { cat "$WORK/hosts.txt"; fail "the run"; }
 cat "$WORK/hosts.txt"
 rc=0
-/usr/bin/python3 - "$WORK" << 'PY' || rc=$?
-import json, struct, sys
+/usr/bin/python3 - "$WORK" "$(dirname "$0")" << 'PY' || rc=$?
+import sys
+sys.path.insert(0, sys.argv[2])
+import hosts_records  # noqa: E402
 work = sys.argv[1]
-recs = {r["params"]["tags"][0]: r for r in map(json.loads, open(f"{work}/hosts.jsonl"))}
+recs = hosts_records.records(work)
 def weights(case):
-    data = open(f"{work}/params/{case}.params", "rb").read()
-    return struct.unpack(f"{len(data) // 4}f", data)
+    return hosts_records.weights(work, case)
 gloo = recs.pop("gloo")
-for tag, r in recs.items():
-    if r["status"] == "SKIPPED" and "test hosts" in r["reason"] and tag != "one":
-        print(f"SKIPPED: {r['reason']}")
-        sys.exit(77)
-    assert r["status"] == "OK", (tag, r["status"], r["reason"])
+hosts_records.all_ok_or_skip(recs)
 if gloo["status"] == "SKIPPED" and "gloo" in gloo["reason"]:
     print(f"gloo: SKIPPED: {gloo['reason']}")
 else:
