@@ -1,6 +1,7 @@
 """hosts_records.py — imported by the test-host e2e scripts (torch_ddp_hosts_e2e.sh,
-tf_hosts_e2e.sh): the run's records by their first tag, a case's dumped final weights, and ctest's
-skip (exit 77, reason printed) where the test hosts could not be made here."""
+tf_hosts_e2e.sh): the run's records by their first tag, a case's dumped final weights (also
+tool_runtime_equiv.py's), and ctest's skip (exit 77, reason printed) where the test hosts could
+not be made here."""
 import json
 import struct
 import sys

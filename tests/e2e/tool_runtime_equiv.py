@@ -7,16 +7,16 @@ record names the runtime and its mode (sync) and carries the runtime's own commu
 per timed step; cpu_onednn with the runtime is SKIPPED naming both.
 Usage: tool_runtime_equiv.py WORK_DIR RUNTIME BACKEND LIBRARY_WORD (WORK_DIR/equiv.jsonl, params/)."""
 import json
-import struct
 import sys
+
+import hosts_records
 
 work, runtime, backend, library_word = sys.argv[1:5]
 recs = [json.loads(l) for l in open(f"{work}/equiv.jsonl")]
 
 
 def weights(case):
-    data = open(f"{work}/params/{case}.params", "rb").read()
-    return struct.unpack(f"{len(data) // 4}f", data)
+    return hosts_records.weights(work, case)
 
 
 def find(net, comm, ranks, on=backend):
