@@ -58,6 +58,9 @@ Row row_of(const Record& r) {
   Row row;
   const std::string comm = d.comm.empty() ? param_text(r, "comm", "?") : d.comm;
   row.what.tool = backend(r) + " + " + comm;
+  // A runtime's asynchronous mode is a tool of its own (tf_ps async beside sync, mxnet_kvstore
+  // dist_async): its own rows and its own 1-rank baseline.
+  if (d.mode == "async") row.what.tool += " (async)";
   row.what.network = network(r);
   row.what.scaling = d.scaling.empty() ? param_text(r, "scaling", "strong") : d.scaling;
   row.what.threads = threads(r);

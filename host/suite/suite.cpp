@@ -1111,7 +1111,9 @@ class Loader {
         // real-data case to a suite keeps the ids (and results) of its synthetic cases.
         if (kNamedWhenSet.count(key) && p.contains(key) && p[key] == find_key_spec(key)->def)
           continue;
-        if (p.contains(key)) id += "." + key + "=" + id_text(p[key]);
+        // An empty map (an `options` axis's "no options" value) names nothing, as if absent.
+        if (p.contains(key) && !(p[key].is_object() && p[key].empty()))
+          id += "." + key + "=" + id_text(p[key]);
       }
       b.spec.id = sanitize_id(id);
       const auto [it, inserted] = by_id.emplace(b.spec.id, &b);

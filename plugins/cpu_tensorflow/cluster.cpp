@@ -65,6 +65,12 @@ std::string run_options_with_graph_key(int64_t graph_key) {
   return options;
 }
 
+std::string run_options_with_timeout(int64_t timeout_ms) {
+  std::string options;
+  int_field(options, 2, uint64_t(timeout_ms));  // RunOptions.timeout_in_ms
+  return options;
+}
+
 int free_port(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

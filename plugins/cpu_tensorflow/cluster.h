@@ -34,6 +34,9 @@ std::string session_config(int32_t intra_op_threads, int32_t inter_op_threads,
 
 // tensorflow.RunOptions with experimental.collective_graph_key.
 std::string run_options_with_graph_key(int64_t graph_key);
+// tensorflow.RunOptions with timeout_in_ms: the run (and every op blocked in it, a queue's
+// dequeue, an accumulator's take) fails with DEADLINE_EXCEEDED after `timeout_ms`.
+std::string run_options_with_timeout(int64_t timeout_ms);
 
 // A port free on `host` now (bound to port 0, then released: TensorFlow's gRPC server turns
 // SO_REUSEPORT off, so it cannot be held until the server binds it).

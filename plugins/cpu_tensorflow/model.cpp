@@ -245,6 +245,7 @@ class TfModel final : public sdk::Model, public RuntimeHost {
   void read_param(int32_t id, int32_t part, void* data, size_t bytes) override {
     const Variable& v = checked(id, part, data, bytes);
     auto* dst = static_cast<float*>(data);
+    if (runtime_ && part != DLHOST_PARAM_GRAD) runtime_->before_read();
     if (part == DLHOST_PARAM_GRAD) {
       v.layout.to_canonical(grad_of(id), dst);
     } else if (!staged_.empty() && staged_[size_t(id)]) {

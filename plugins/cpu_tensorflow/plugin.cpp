@@ -47,7 +47,16 @@ class TensorFlowBackend final : public sdk::FrameworkBackend<Context> {
          "graph|xla"},
         {"inter_op_threads", DLHOST_OPTION_INT, "0",
          "TensorFlow's inter-op pool; 0: as many as the threads option (intra-op)",
-         sdk::kThreadsRange}};
+         sdk::kThreadsRange},
+        {"ps_mode", DLHOST_OPTION_ENUM, "async",
+         "comm: tf_ps: async (each worker's push applied on the parameter servers at once, Du et "
+         "al.'s setting) or sync (SyncReplicasOptimizer's way: the mean of every worker's "
+         "gradients, applied by the chief, each worker waiting for it)",
+         "sync|async"},
+        {"ps_tasks", DLHOST_OPTION_INT, "1",
+         "comm: tf_ps: the parameter server tasks dlhost starts beside the workers (variables "
+         "round-robin over them)",
+         "1..16"}};
   }
   std::optional<sdk::Capabilities> capabilities() const override {
     sdk::Capabilities caps = sdk::fp32_capabilities(DLHOST_OP_TIED_FC);
@@ -55,7 +64,7 @@ class TensorFlowBackend final : public sdk::FrameworkBackend<Context> {
     return caps;
   }
 
-  // ABI 1.5: `comm: tf_collective` (collective.cpp).
+  // ABI 1.5: `comm: tf_collective` (collective.cpp), `comm: tf_ps` (ps.cpp).
   void link_extensions(sdk::ExtensionChain& chain) const override { link_tool_runtime(chain); }
 
   std::unique_ptr<Context> open_context(int32_t, const sdk::HostSettings& host,

@@ -49,8 +49,9 @@ dlhost_status* attach(dlhost_model* model, const dlhost_tool_runtime_args* args,
       sdk::fail(DLHOST_CODE_FAILED_PRECONDITION, "cpu_tensorflow: a runtime is already attached");
 #ifdef DLHOST_RUNTIME_ROLE_LIMIT
     if (std::string(args->runtime) == "tf_ps") {
+      const RuntimeText& text = ps_text(args->options);  // refuses a bad ps_mode first
       h.set_runtime(attach_ps(h, *args));
-      sdk::fill_runtime_info(info, ps_text().mode, ps_text().library, ps_text().comm_time);
+      sdk::fill_runtime_info(info, text.mode, text.library, text.comm_time);
       return;
     }
 #endif
@@ -70,13 +71,16 @@ dlhost_status* comm_times(dlhost_model* model, double* ms, size_t capacity, size
 }
 
 #ifdef DLHOST_RUNTIME_ROLE_LIMIT
-// tf_ps: one parameter server beside the workers; tf_collective: workers only.
-dlhost_status* roles(const char* runtime, int32_t workers, const dlhost_options*, int32_t* counts) {
+// tf_ps: `ps_tasks` parameter servers (option, 1 by default) beside the workers; tf_collective:
+// workers only.
+dlhost_status* roles(const char* runtime, int32_t workers, const dlhost_options* options,
+                     int32_t* counts) {
   return sdk::guard([&] {
     if (workers < 1 || counts == nullptr)
       sdk::invalid("cpu_tensorflow: runtime_roles: bad arguments");
     sdk::check(query(runtime));
-    if (std::string(runtime) == "tf_ps") counts[DLHOST_RUNTIME_PARAMETER_SERVER] = 1;
+    if (std::string(runtime) == "tf_ps")
+      counts[DLHOST_RUNTIME_PARAMETER_SERVER] = ps_tasks(options);
   });
 }
 

@@ -63,6 +63,12 @@ TensorPtr int_tensor(const std::vector<int64_t>& dims) {
                                      static_cast<size_t>(elements(dims)) * sizeof(int32_t)));
 }
 
+TensorPtr int64_scalar(int64_t value) {
+  TensorPtr t(TF_AllocateTensor(TF_INT64, nullptr, 0, sizeof(int64_t)));
+  std::memcpy(TF_TensorData(t.get()), &value, sizeof value);
+  return t;
+}
+
 TensorPtr borrowed_tensor(float* data, const std::vector<int64_t>& dims) {
   // The plugin owns the memory: TensorFlow's deallocator has nothing to free.
   return TensorPtr(TF_NewTensor(
@@ -123,6 +129,10 @@ Op& Op::attr(const char* name, TF_DataType v) {
 }
 Op& Op::attr_ints(const char* name, const std::vector<int64_t>& v) {
   TF_SetAttrIntList(desc_, name, v.data(), static_cast<int>(v.size()));
+  return *this;
+}
+Op& Op::attr_types(const char* name, const std::vector<TF_DataType>& v) {
+  TF_SetAttrTypeList(desc_, name, v.data(), static_cast<int>(v.size()));
   return *this;
 }
 Op& Op::shape(const char* name, const std::vector<int64_t>& dims) {

@@ -53,6 +53,7 @@ class Session {
 // A float tensor TensorFlow allocates (64-byte aligned, its own allocator).
 TensorPtr float_tensor(const std::vector<int64_t>& dims);
 TensorPtr int_tensor(const std::vector<int64_t>& dims);
+TensorPtr int64_scalar(int64_t value);
 // A tensor over `data` (which must outlive every use and be 64-byte aligned, so TensorFlow takes
 // it without copying): feeds the plugin's own buffers as they are.
 TensorPtr borrowed_tensor(float* data, const std::vector<int64_t>& dims);
@@ -82,6 +83,7 @@ class Op {
   Op& attr(const char* name, const char* v);
   Op& attr(const char* name, TF_DataType v);
   Op& attr_ints(const char* name, const std::vector<int64_t>& v);
+  Op& attr_types(const char* name, const std::vector<TF_DataType>& v);  // a list(type)
   Op& shape(const char* name, const std::vector<int64_t>& dims);
   Op& tensor(const char* name, TF_Tensor* value);  // copied into the graph
   TF_Operation* finish();

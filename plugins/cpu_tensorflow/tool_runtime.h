@@ -3,9 +3,9 @@
 // collective.cpp implements `comm: tf_collective`, MultiWorkerMirroredStrategy's synchronous
 // all-reduce from the C API (a TensorFlow server per rank, job "worker", one task per rank, and
 // CollectiveReduceV2 on every gradient between backward and update), ps.cpp `comm: tf_ps`
-// (parameter servers, asynchronous); model.cpp offers its variables, its gradients and calls in
-// forward and backward.
-// Thread-safety: one host thread per model, as the ABI's calls.
+// (parameter servers, asynchronous or, with the option ps_mode: sync, synchronous as
+// SyncReplicasOptimizer: sync_replicas.h); model.cpp offers its variables, its gradients and calls
+// in forward and backward. Thread-safety: one host thread per model, as the ABI's calls.
 #ifndef DLHOST_CPU_TENSORFLOW_TOOL_RUNTIME_H
 #define DLHOST_CPU_TENSORFLOW_TOOL_RUNTIME_H
 
@@ -37,6 +37,9 @@ class ModelRuntime {
   // True when the runtime applies the update itself (tf_ps: on the parameter servers, in
   // reduce_gradients): the model's update then does nothing.
   virtual bool applies_update() const { return false; }
+  // Before the host reads the model's weights (read_param): tf_ps pulls the parameter servers'
+  // values when the last push's update is only there.
+  virtual void before_read() {}
 };
 
 // What a runtime tells the host at attach (dlhost_tool_runtime_info); static strings.
@@ -74,7 +77,11 @@ const RuntimeText& collective_text();
 // `comm: tf_ps` (ps.cpp): a worker joins the parameter servers (args.cluster); a ps task serves.
 std::unique_ptr<ModelRuntime> attach_ps(RuntimeHost& host, const dlhost_tool_runtime_args& args);
 void serve_ps(const dlhost_tool_runtime_args& args);
-const RuntimeText& ps_text();
+// The text of the case's mode (option ps_mode: sync or async; INVALID_ARGUMENT otherwise).
+const RuntimeText& ps_text(const dlhost_options* options);
+// The ps tasks the case asks for (option ps_tasks, 1 by default, 1..kMaxPsTasks).
+inline constexpr int64_t kMaxPsTasks = 16;
+int32_t ps_tasks(const dlhost_options* options);
 #endif
 
 }  // namespace dlhost::cpu_tensorflow

@@ -1,5 +1,6 @@
 # tool_runtime_checks.sh — sourced by the end-to-end tests of the tools' own distributed runtimes
-# (torch_ddp_e2e.sh, tf_collective_e2e.sh, tf_ps_e2e.sh, mxnet_kvstore_e2e.sh): a synchronous runtime on 2 ranks trains like 1 rank
+# (torch_ddp_e2e.sh, tf_collective_e2e.sh, tf_ps_e2e.sh, mxnet_kvstore_e2e.sh): a synchronous
+# runtime on 2 ranks trains like 1 rank
 # (trains_like_one_rank, with tool_runtime_equiv.py); a rank killed mid-run (SIGKILL, found by
 # its own environment and the suite's path) ends its case well within the case's timeout, as a
 # failure naming a rank, and leaves no process of the case (kill_rank_mid_run, no_process_left).
@@ -12,12 +13,13 @@ plugin_or_skip() {
   fi
 }
 
-# trains_like_one_rank DLHOST WORK RUNTIME BACKEND LIBRARY_WORD [EXTRA_CASES]
+# trains_like_one_rank DLHOST WORK RUNTIME BACKEND LIBRARY_WORD [EXTRA_CASES [RUNTIME_KEYS]]
 # WORK/equiv.yaml: fcnr (batch 32) and lenet (batch 16) on BACKEND without a comm on 1 rank and
 # with RUNTIME on 1 and 2 ranks, fcnr on cpu_onednn with RUNTIME (SKIPPED), and EXTRA_CASES
-# (YAML lines of `cases`); run with the final weights dumped, then tool_runtime_equiv.py.
+# (YAML lines of `cases`); RUNTIME_KEYS (e.g. "options: {cpu_tensorflow: {ps_mode: sync}}") is
+# added to BACKEND's RUNTIME cases; run with the final weights dumped, then tool_runtime_equiv.py.
 trains_like_one_rank() {
-  dl="$1" work="$2" runtime="$3" backend="$4" word="$5" extra="${6:-}"
+  dl="$1" work="$2" runtime="$3" backend="$4" word="$5" extra="${6:-}" keys="${7:+, $7}"
   mkdir -p "$work/params"
   cat > "$work/equiv.yaml" <<YAML
 name: ${runtime}_equiv
@@ -25,9 +27,9 @@ defaults: {backend: $backend, launcher: local, warmup: 1, iterations: 5, threads
            timeout: 300}
 cases:
   - {network: fcnr, batch: 32, lr: 0.2, comm: none, ranks: 1}
-  - {network: fcnr, batch: 32, lr: 0.2, comm: $runtime, ranks: [1, 2]}
+  - {network: fcnr, batch: 32, lr: 0.2, comm: $runtime, ranks: [1, 2]$keys}
   - {network: lenet, batch: 16, lr: 0.1, comm: none, ranks: 1}
-  - {network: lenet, batch: 16, lr: 0.1, comm: $runtime, ranks: [1, 2]}
+  - {network: lenet, batch: 16, lr: 0.1, comm: $runtime, ranks: [1, 2]$keys}
   - {network: fcnr, batch: 32, lr: 0.2, comm: $runtime, ranks: 2, backend: cpu_onednn}
 $extra
 YAML
@@ -53,21 +55,22 @@ print(n)" "$1")
   [ "$left" -eq 0 ] || fail "$left process(es) of $2 outlived it"
 }
 
-# kill_rank_mid_run DLHOST WORK BACKEND RUNTIME WHO SETTLE_S STRICT [LR]
+# kill_rank_mid_run DLHOST WORK BACKEND RUNTIME WHO SETTLE_S STRICT [LR [CASE_KEYS]]
 # Runs WORK/kill.yaml (lenet on BACKEND with RUNTIME, 2 ranks, endless steps at learning rate LR,
-# 0.1 by default, timeout 120 s) to
+# 0.1 by default, CASE_KEYS added to the case, e.g. "options: {...}", timeout 120 s) to
 # kill.yaml.jsonl / .txt, SIGKILLs WHO (a rank's number, or an extra role's name: its process 0)
 # SETTLE_S seconds after it appears (start-up done, steps running), and checks the record: not
 # OK, TIMEOUT or SKIPPED, within the timeout, naming a rank or the role; with STRICT=strict,
 # CRASHED naming WHO ("rank 1", "role ps 0") and the signal.
 kill_rank_mid_run() {
   dl="$1" suite="$2/kill.yaml" rank="$5" settle="$6" limit=120 strict="$7" lr="${8:-0.1}"
+  keys="${9:+, $9}"
   cat > "$suite" <<YAML
 name: ${4}_kill
 defaults: {backend: $3, comm: $4, network: lenet, batch: 16, launcher: local, ranks: 2,
            warmup: 0, iterations: 100000, threads: 1, timeout: $limit}
 cases:
-  - {lr: $lr}
+  - {lr: $lr$keys}
 YAML
   "$dl" run "$suite" -o "$suite.jsonl" > "$suite.txt" 2>&1 &
   run=$!

@@ -52,7 +52,7 @@ TEST(DistributedToolsView, TableCellByCell) {
                                                      "ranks", "step", "compute", "communication",
                                                      "speedup", "efficiency"}));
   const std::string mpi = "cpu_onednn + mpi", ddp = "cpu_libtorch2 + torch_ddp",
-                    ps = "cpu_tensorflow + tf_ps";
+                    ps = "cpu_tensorflow + tf_ps (async)", ps_sync = "cpu_tensorflow + tf_ps";
   EXPECT_EQ(
       table->rows,
       (Rows{
@@ -65,10 +65,13 @@ TEST(DistributedToolsView, TableCellByCell) {
           {ddp, "lenet", "16", "1", "1gbe", "2", "12.50", "11.00", "9.000 (b)", "0.80", "0.40"},
           {ps, "lenet", "16", "1", "-", "1", "20.00", "20.00", "absent (c)", "1.00", "1.00"},
           {ps, "lenet", "16", "1", "1gbe", "2", "12.50", "12.50", "absent (c)", "1.60", "0.80"},
+          // The sync mode is a tool of its own: against its own 1 rank (16 ms), not async's.
+          {ps_sync, "lenet", "16", "1", "-", "1", "16.00", "10.00", "6.000 (d)", "1.00", "1.00"},
+          {ps_sync, "lenet", "16", "1", "1gbe", "2", "10.00", "6.000", "4.000 (d)", "1.60", "0.80"},
           {"cpu_mxnet + mxnet_kvstore", "lenet", "16", "1", "10gbe", "2", "SKIPPED", "-", "-", "-",
            "-"},
           // No 1-rank case of cpu_onednn + gloo: no speedup, rather than mpi's.
-          {"cpu_onednn + gloo", "lenet", "16", "1", "1gbe", "2", "7.000", "3.500", "5.000 (d)", "-",
+          {"cpu_onednn + gloo", "lenet", "16", "1", "1gbe", "2", "7.000", "3.500", "5.000 (e)", "-",
            "-"},
           // Weak scaling: the global batch doubles, speedup N T1/TN = 2 x 100 / 125.
           {mpi, "fcnr", "8", "1", "-", "1", "100.0", "99.00", "1.000 (a)", "1.00", "1.00"},
@@ -82,12 +85,14 @@ TEST(DistributedToolsView, TableCellByCell) {
                       "session's run."),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("(d) dlhost's all-reduce (gloo)"), std::string::npos) << text;
+  EXPECT_NE(text.find("(d) tf_ps, its own comm time: pull plus push"), std::string::npos) << text;
+  EXPECT_NE(text.find("(e) dlhost's all-reduce (gloo)"), std::string::npos) << text;
 
   // The scaling plot: a line per tool, network and link from that tool's own 1 rank.
   ASSERT_NE(plot, nullptr);
   const std::string csv = test::slurp(folder + "/" + plot->csv);
   EXPECT_NE(csv.find("cpu_libtorch2 + torch_ddp lenet 10gbe"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("cpu_tensorflow + tf_ps (async) lenet 1gbe"), std::string::npos) << csv;
   EXPECT_NE(csv.find("cpu_tensorflow + tf_ps lenet 1gbe"), std::string::npos) << csv;
   EXPECT_EQ(csv.find("cpu_onednn + gloo"), std::string::npos) << "gloo has no 1-rank point\n"
                                                               << csv;

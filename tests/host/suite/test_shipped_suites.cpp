@@ -84,8 +84,9 @@ TEST(ShippedSuites, DistributedToolsPairsEachToolWithItsRuntime) {
       {"mpi", "cpu_onednn"},          {"gloo", "cpu_onednn"},
       {"torch_ddp", "cpu_libtorch2"}, {"tf_collective", "cpu_tensorflow"},
       {"tf_ps", "cpu_tensorflow"},    {"mxnet_kvstore", "cpu_mxnet"}};
-  // 6 networks x 6 tools x (1 rank + 2 and 4 ranks over two links).
-  EXPECT_EQ(suite.cases.size(), 6u * 6u * 5u);
+  // 6 networks x 7 tools (tf_ps async and sync) x (1 rank + 2 and 4 ranks over two links).
+  EXPECT_EQ(suite.cases.size(), 6u * 7u * 5u);
+  std::map<std::string, int> ps_modes;
   std::map<std::string, int> per_comm;
   for (const auto& c : suite.cases) {
     const std::string comm = c.params.at("comm").get<std::string>();
@@ -97,6 +98,11 @@ TEST(ShippedSuites, DistributedToolsPairsEachToolWithItsRuntime) {
         << c.id << ": " << ranks << " ranks over " << link;
     EXPECT_EQ(c.params.at("launcher").get<std::string>(), "mpirun") << c.id;
     ++per_comm[comm];
+    const auto options = c.params.find("options");
+    const bool sync = options != c.params.end() && options->contains("cpu_tensorflow") &&
+                      options->at("cpu_tensorflow").value("ps_mode", "") == "sync";
+    EXPECT_TRUE(!sync || comm == "tf_ps") << c.id << ": ps_mode sync with " << comm;
+    if (comm == "tf_ps") ++ps_modes[sync ? "sync" : "async"];
     const auto& comms = build_catalog().comms;
     const bool accepted =
         dlhost::is_tool_runtime(comm) || std::find(comms.begin(), comms.end(), comm) != comms.end();
@@ -105,7 +111,10 @@ TEST(ShippedSuites, DistributedToolsPairsEachToolWithItsRuntime) {
           << c.id << ": " << c.skip_reason;
     }
   }
-  for (const auto& [comm, backend] : owner) EXPECT_EQ(per_comm[comm], 30) << comm;
+  for (const auto& [comm, backend] : owner)
+    EXPECT_EQ(per_comm[comm], comm == "tf_ps" ? 60 : 30) << comm;
+  EXPECT_EQ(ps_modes["async"], 30);
+  EXPECT_EQ(ps_modes["sync"], 30);
 }
 
 }  // namespace

@@ -743,6 +743,21 @@ TEST_F(suite_loader, IdsShowEveryKeyThatVaries) {
                  "trace.on=true.tags=paper-table-3"}));
 }
 
+// An `options` axis whose first value is no options at all (distributed_tools.yaml's tf_ps
+// modes): the cases without options keep the ids they had without the axis.
+TEST_F(suite_loader, IdsLeaveOutAnEmptyOptionsMap) {
+  const Suite s = load(
+      "matrix:\n"
+      "  network: fcn5\n"
+      "  lr: [0.1, 1]\n"
+      "  options: [{}, {onednn: {verbose: 1}}]\n"
+      "  exclude:\n"
+      "    - {lr: 1, options: {onednn: {verbose: 1}}}\n");
+  EXPECT_EQ(ids(s),
+            (Ids{"fcn5.cpu_onednn.t0.lr=0.1", "fcn5.cpu_onednn.t0.lr=0.1.options=onednn.verbose=1",
+                 "fcn5.cpu_onednn.t0.lr=1"}));
+}
+
 // Real data (docs/data.md): a data set that is not here skips the case with the path; a network
 // without a real data set, or evaluate/epochs on synthetic data, is an error at its line; the
 // real-data keys appear in an id only where they leave their default, so synthetic cases keep

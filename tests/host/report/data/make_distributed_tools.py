@@ -4,7 +4,8 @@
 # times: dlhost's comms (cpu_onednn + mpi on 1 rank and over 10gbe/1gbe test hosts, + gloo with no
 # 1-rank case), a tool's own runtime with a comm time (cpu_libtorch2 + torch_ddp, whose 2-rank
 # records carry a vs_1_rank against the mpi case, as the runner's baseline ignores the comm), one
-# without (cpu_tensorflow + tf_ps, async, comm_time_absent), a runtime case SKIPPED, a weak-scaling
+# without (cpu_tensorflow + tf_ps, async, comm_time_absent), the same runtime in its sync mode (a
+# tool of its own, with a comm time: its rows and speedup apart), a runtime case SKIPPED, a weak-scaling
 # pair, and a single-process record that is not a distributed case. Run it from this folder; the
 # output is committed.
 import copy, json, statistics
@@ -18,7 +19,8 @@ def figures(xs):
             "stddev": statistics.stdev(xs) if len(xs) > 1 else 0.0}
 
 def case(case_id, backend, comm, ranks, link, step, compute, comm_ms=None, runtime=None,
-         mode="sync", absent=None, scaling="strong", batch=16, network="lenet"):
+         mode="sync", absent=None, scaling="strong", batch=16, network="lenet",
+         comm_time="from the first bucket's start to the last one's end"):
     r = copy.deepcopy(dist_template)
     r["case_id"] = case_id
     r["params"].update(network=network, backend=backend, comm=comm, ranks=ranks, batch=batch,
@@ -43,7 +45,7 @@ def case(case_id, backend, comm, ranks, link, step, compute, comm_ms=None, runti
         if absent:
             d["comm_time_absent"] = absent
         else:
-            d["comm_time"] = "from the first bucket's start to the last one's end"
+            d["comm_time"] = comm_time
     if comm_ms is None:
         d.pop("allreduce", None)
         d["samples"] = {"compute": [compute] * 3}
@@ -79,6 +81,10 @@ records = [
          runtime="tf_ps", mode="async", absent="push and pull wait inside the session's run"),
     case("lenet.tf_ps.ranks=2.1gbe", "cpu_tensorflow", "tf_ps", 2, "1gbe", 12.5, 12.5,
          runtime="tf_ps", mode="async", absent="push and pull wait inside the session's run"),
+    case("lenet.tf_ps_sync.ranks=1", "cpu_tensorflow", "tf_ps", 1, "loopback", 16.0, 10.0,
+         comm_ms=6.0, runtime="tf_ps", comm_time="pull plus push and the wait for the token"),
+    case("lenet.tf_ps_sync.ranks=2.1gbe", "cpu_tensorflow", "tf_ps", 2, "1gbe", 10.0, 6.0,
+         comm_ms=4.0, runtime="tf_ps", comm_time="pull plus push and the wait for the token"),
     skipped("lenet.kvstore.ranks=2.10gbe", "cpu_mxnet", "mxnet_kvstore", 2, "10gbe",
             "comm 'mxnet_kvstore' is not installed here"),
     case("lenet.gloo.ranks=2.1gbe", "cpu_onednn", "gloo", 2, "1gbe", 7.0, 3.5, comm_ms=5.0),
