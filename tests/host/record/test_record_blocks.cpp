@@ -339,15 +339,8 @@ TEST(RecordBlocks, TheWritersKeepTheRecordsFieldNamesAndOrder) {
 // `clock`, `loop` and `owned_loop_ms` are typed fields, written after the samples only for such a
 // case, and read back.
 Timing owned_loop_timing() {
-  Timing t = full_timing();
+  Timing t = full_timing();  // real data: the host still feeds each step (StepLoop::feed_step)
   t.timer = "backend_clock";
-  t.input = "resident";
-  t.upload_pinned.reset();
-  t.upload_via.clear();
-  t.upload.reset();
-  t.data.reset();
-  t.samples.upload.reset();
-  t.samples.data.reset();
   t.forward = t.backward = t.update = Figures{};  // the tool splits no phase
   t.owned_loop =
       OwnedLoopFields{"LocalOptimizer's per-iteration timer", "one optimize() call", 61.5};
