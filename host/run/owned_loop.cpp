@@ -12,7 +12,6 @@ namespace dlhost {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using json = nlohmann::ordered_json;
 
 // The feed the backend calls before each step: that step's inputs, as the host's loop sets them.
 dlhost_status* feed_step(void* user, int64_t) {
@@ -69,10 +68,6 @@ Samples OwnedLoop::train(StepLoop& loop, dlhost_model* model, const CaseParams& 
   return s;
 }
 
-void OwnedLoop::describe(json& timing) const {
-  timing["clock"] = clock_;
-  timing["loop"] = loop_;
-  timing["owned_loop_ms"] = call_ms_;
-}
+record::OwnedLoopFields OwnedLoop::describe() const { return {clock_, loop_, call_ms_}; }
 
 }  // namespace dlhost

@@ -11,11 +11,11 @@
 #define DLHOST_RUN_OWNED_LOOP_H
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/plugin_registry.h"
 #include "dlhost/dlhost_device.h"
+#include "record/blocks.h"
 #include "run/step_loop.h"
 
 namespace dlhost {
@@ -33,8 +33,9 @@ class OwnedLoop {
   // past the case's time limit; a non-finite loss throws INTERNAL as train() does.
   Samples train(StepLoop& loop, dlhost_model* model, const CaseParams& params,
                 std::chrono::steady_clock::time_point case_start);
-  // What timing_json adds: the tool's clock and loop lines and the host clock over the call.
-  void describe(nlohmann::ordered_json& timing) const;
+  // The timing block's owned-loop fields: the tool's clock and loop lines and the host clock
+  // over the call.
+  record::OwnedLoopFields describe() const;
 
  private:
   const dlhost_step_loop_ext& ext_;

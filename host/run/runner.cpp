@@ -741,9 +741,10 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   reduce_over_ranks(s, dp, world.size);
   if (tool) tool->reduce(s);
 
-  rec["timing"] = record::to_json(timing_of(s, keys, m, plan, world.size,
-                                            owned ? OwnedLoop::kTimer : loop.timer(), feed.get()));
-  if (owned) owned->describe(rec["timing"]);
+  record::Timing timing =
+      timing_of(s, keys, m, plan, world.size, owned ? OwnedLoop::kTimer : loop.timer(), feed.get());
+  if (owned) timing.owned_loop = owned->describe();
+  rec["timing"] = record::to_json(timing);
   // After the timed steps, so it cannot disturb them; every rank measures its own device, in
   // what is left of the case's time.
   if (int64_t size = keys.matmul_peak; size > 0 && !s.timed_out)

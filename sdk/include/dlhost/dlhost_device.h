@@ -345,8 +345,7 @@ typedef struct dlhost_tool_runtime_args {
    * it); borrowed for the call. */
   const dlhost_optimizer_desc* optimizer;
 } dlhost_tool_runtime_args;
-#define DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE \
-  DLHOST_STRUCT_SIZE(dlhost_tool_runtime_args, optimizer)
+#define DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_tool_runtime_args, optimizer)
 
 /* Filled by the backend into a host-owned struct (the host sets struct_size; the backend fills
  * only the fields it covers). Strings live as long as the model. */
