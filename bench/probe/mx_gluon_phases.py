@@ -12,6 +12,9 @@ dlhost's cpu_mxnet. Variants, one at a time:
              falls back to sgd_mom_update for dense arrays)
   per_array  the update as cpu_mxnet runs it: one sgd_mom_update per array (same rule, same
              rescale_grad = 1 / batch), everything else as `gluon`
+  activation ResNet-50 only: `gluon` with the ReLU after each bottleneck's add as the model zoo's
+             BottleneckV1 writes it, F.Activation(act_type='relu') (oneDNN's eltwise, what
+             cpu_mxnet lowers), not mxnet_peer.py's F.relu (MXNet's own `relu` operator)
 
 Each variant in its own process, under the environment `dlhost case-env` gives cpu_mxnet
 (the fairness runs'); alternating, the first rotating with the round; medians.
@@ -28,7 +31,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VARIANTS = ("gluon", "gluon_agg1", "per_array")
+VARIANTS = ("gluon", "gluon_agg1", "per_array", "activation")
 PHASES = ("forward", "backward", "update")
 
 
@@ -37,6 +40,11 @@ def child(a):
     import mxnet_peer
     mx, gluon, autograd = mxnet_peer.mx, mxnet_peer.gluon, mxnet_peer.autograd
     from optimizers import OPTIMIZERS
+    if a.variant == "activation":
+        def model_zoo_add(self, F, x):  # gluon/model_zoo/vision/resnet.py, BottleneckV1
+            s = self.proj(x) if self.proj is not None else x
+            return F.Activation(self.body(x) + s, act_type="relu")
+        mxnet_peer.Bottleneck.hybrid_forward = model_zoo_add
     net, x, target, loss_fn, samples = mxnet_peer.make(a.network, a.batch)
     net.initialize(mx.init.Xavier())
     net.hybridize(static_alloc=True, static_shape=True)
@@ -59,7 +67,7 @@ def child(a):
         loss.backward()
         mx.nd.waitall()
         marks.append((time.perf_counter(), time.process_time()))
-        if a.variant in ("gluon", "gluon_agg1"):
+        if a.variant in ("gluon", "gluon_agg1", "activation"):
             trainer.step(samples)
         else:
             if moms is None:

@@ -506,8 +506,9 @@ Command add_command(CLI::App& app) {
                 "(repeatable, one per world size; a file measured over the --interconnect's own "
                 "test hosts is taken as measured)");
   s->add_option("--algorithm", o->algorithm,
-                "All-reduce cost between world sizes: ring (the DAG model's) or binomial (Open "
-                "MPI's nonblocking in-place all-reduce)")
+                "All-reduce cost between world sizes: ring (the DAG model's, and the mpi comm's) "
+                "or binomial (Open MPI's nonblocking in-place all-reduce left to libnbc's "
+                "choice)")
       ->capture_default_str();
   s->add_option("--ranks", o->ranks, "Rank counts to project for")
       ->delimiter(',')

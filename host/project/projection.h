@@ -46,7 +46,8 @@ struct ComputeProfile {
 //   ring      c = 2 (N-1)/N * bytes * beta + 2 (N-1) * alpha  (the DAG model's; NCCL, Gloo)
 //   binomial  c = 2 ceil(log2 N) * (bytes * beta + alpha)  (a binomial-tree reduce to one rank,
 //             then a binomial broadcast, every round the whole message: Open MPI 4.1's
-//             nonblocking in-place all-reduce, libnbc, which dlhost's runner issues over `mpi`)
+//             nonblocking in-place all-reduce, libnbc, left to its own choice; the `mpi` comm
+//             selects libnbc's ring unless the environment says otherwise)
 enum class Algorithm { kRing, kBinomial };
 // "ring" / "binomial"; parse throws std::invalid_argument for another name.
 const char* algorithm_name(Algorithm a);

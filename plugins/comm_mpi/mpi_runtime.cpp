@@ -56,6 +56,20 @@ void divide_typed(void* buffer, uint64_t count, int world) {
   for (uint64_t i = 0; i < count; ++i) x[i] /= n;
 }
 
+// Open MPI 4.1 serves MPI_Iallreduce with libnbc, whose default takes its binomial algorithm (a
+// binomial-tree reduce to rank 0, then a binomial broadcast, the whole message every round) on
+// fewer than 4 ranks and for every in-place call, which is how data parallelism calls it: on one
+// link that is 2 x the message in sequence at 2 ranks (each direction idle half the time), 4 x at
+// 4, against the ring's 2 (N-1)/N x with both directions busy, what Gloo and NCCL run. So the
+// ring is selected (MCA parameters are read from the environment when MPI starts), unless the
+// user chose one: `mpirun --mca coll_libnbc_iallreduce_algorithm X` and `-x` put it in the
+// environment too, and a value there wins. Measured: docs/comm-bench.md.
+void select_iallreduce_algorithm() {
+#if defined(OPEN_MPI) && OPEN_MPI
+  setenv(kIallreduceAlgorithmVariable, "ring", /*overwrite=*/0);
+#endif
+}
+
 }  // namespace
 
 void ensure_mpi(const char* plugin) {
@@ -80,6 +94,7 @@ void ensure_mpi(const char* plugin) {
                    "; collectives from a thread other than the one that initialized it are unsafe");
     return;
   }
+  select_iallreduce_algorithm();
   // SERIALIZED is what the ABI promises callers (one thread at a time, not always the same one).
   int provided = MPI_THREAD_SINGLE;
   int argc = 0;

@@ -26,9 +26,14 @@
 namespace dlhost::comm_mpi {
 
 // Starts MPI (MPI_Init_thread, SERIALIZED) unless something in the process already did; the
-// first caller that starts it also arranges MPI_Finalize at process exit. Idempotent: MPI cannot
-// be initialized twice in a process, so comms come and go while MPI stays up until exit.
+// first caller that starts it also arranges MPI_Finalize at process exit and selects libnbc's
+// ring all-reduce (kIallreduceAlgorithmVariable) unless the environment chose one. Idempotent: MPI
+// cannot be initialized twice in a process, so comms come and go while MPI stays up until exit.
 void ensure_mpi(const char* plugin);
+
+// The MCA parameter, as an environment variable, that chooses libnbc's MPI_Iallreduce
+// algorithm; ensure_mpi() sets it to the ring before MPI starts unless it is set (Open MPI only).
+constexpr const char* kIallreduceAlgorithmVariable = "OMPI_MCA_coll_libnbc_iallreduce_algorithm";
 
 // The first line of MPI_Get_library_version ("Open MPI v4.1.4, package: ..."); callable before
 // MPI is initialized. Lives as long as the library.

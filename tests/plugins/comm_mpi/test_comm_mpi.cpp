@@ -1,9 +1,11 @@
 // test_comm_mpi.cpp — the `mpi` and `mpi_raw` comm plugins in one process (a world of 1, MPI
 // started as a singleton by the plugin): loading, capabilities, every collective and reduce op
 // with exact results, asynchronous test/wait, comms created again after finalize (MPI stays up),
-// and bad arguments refused with INVALID_ARGUMENT. Multi-rank runs are the comm_mpi_*.sh tests.
+// bad arguments refused with INVALID_ARGUMENT, and the all-reduce algorithm MPI was started with
+// (read back through MPI's tool interface, MPI_T). Multi-rank runs are the comm_mpi_*.sh tests.
 // Built only where the comm_mpi plugin is (MPI installed).
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <climits>
 #include <cstdlib>
@@ -39,6 +41,33 @@ const bool kOwnSessionBase = [] {
   });
   return true;
 }();
+
+// Whether whoever runs the test chose libnbc's all-reduce algorithm: read before any plugin can
+// start MPI (and set it).
+const bool kUserChoseIallreduceAlgorithm =
+    std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") != nullptr;
+
+// libnbc's MPI_Iallreduce algorithm as MPI itself reports it (its MPI_T control variable
+// coll_libnbc_iallreduce_algorithm: 0 its own choice, 1 ring, 2 binomial, 3 Rabenseifner, 4
+// recursive doubling), or -1 with the reason in *why.
+int libnbc_iallreduce_algorithm(std::string* why) {
+  int provided = 0;  // the plugins' level: asking less would lower what MPI_Query_thread says
+  if (MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    *why = "MPI_T_init_thread failed";
+    return -1;
+  }
+  int index = -1, count = 0, value = -1;
+  MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
+  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS)
+    *why = "MPI has no control variable coll_libnbc_iallreduce_algorithm (not Open MPI 4.x?)";
+  else if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) != MPI_SUCCESS || count != 1)
+    *why = "MPI_T_cvar_handle_alloc failed";
+  else if (MPI_T_cvar_read(handle, &value) != MPI_SUCCESS)
+    *why = "MPI_T_cvar_read failed";
+  if (handle != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_handle_free(&handle);
+  MPI_T_finalize();
+  return value;
+}
 
 using dlhost::StatusPtr;
 
@@ -221,6 +250,22 @@ TEST_P(CommMpi, CommsComeAndGoWhileMpiStaysUp) {
   EXPECT_NE(a, b);
   api->finalize(a);
   api->finalize(b);
+}
+
+// The `mpi` comm's all-reduce is MPI_Iallreduce, which Open MPI 4.1 serves with libnbc, whose own
+// choice for an in-place call (data parallelism's) or fewer than 4 ranks is a binomial reduce to
+// rank 0 then a binomial broadcast: on a link, 2x the ring's time at 2 ranks
+// (docs/comm-bench.md). Whichever plugin starts MPI selects libnbc's ring.
+TEST_P(CommMpi, StartsMpiWithLibnbcsRingAllReduce) {
+  if (kUserChoseIallreduceAlgorithm)
+    GTEST_SKIP() << "OMPI_MCA_coll_libnbc_iallreduce_algorithm is set in the environment: the "
+                    "plugin keeps the user's choice";
+  init_world_of_one();
+  std::string why;
+  const int algorithm = libnbc_iallreduce_algorithm(&why);
+  ASSERT_GE(algorithm, 0) << why;
+  EXPECT_EQ(algorithm, 1) << "libnbc's iallreduce algorithm: 0 = libnbc's own choice (binomial "
+                             "in place or below 4 ranks), 1 = ring";
 }
 
 TEST_P(CommMpi, InitRefusesAWorldMpiDoesNotHave) {
