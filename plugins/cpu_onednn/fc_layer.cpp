@@ -1,16 +1,16 @@
 // fc_layer.cpp — the FC (inner product) node of cpu_onednn and its strategies, one class each:
 // BlockedInnerProduct (oneDNN's inner product in the layouts it picks), Gemm (a matmul forward,
 // dnnl_sgemm gradients), GemmWithSgd (Gemm whose weight-gradient GEMM applies SGD: the fusion
-// plan's "fc backward+sgd") and Bf16Matmul (precision bf16). FcLayer checks the node, gathers
-// the facts and lets the fusion plan choose (choose_fc_strategy, fusion_plan.h); the strategy
-// makes the primitives. Layers exist only while a model compiles, as in layers.cpp.
+// plan's "fc backward+sgd", where its fused layer offers it) and Bf16Matmul (precision bf16).
+// FcLayer checks the node, gathers the facts and lets choose_fc_strategy (fusion_plan.h) choose;
+// the strategy makes the primitives. Layers exist only while a model compiles, as in layers.cpp.
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "dlhost/common.hpp"
-#include "fusion_plan.h"
+#include "fusion_plan.h"  // choose_fc_strategy
 #include "layers.h"
 #include "model.h"
 
@@ -48,7 +48,7 @@ dlhost_fc_attrs fc_attrs(const dlhost_node& n) {
 // (kFcGemmMinRows). At 2 threads the blocked inner product at 64 rows does not scale: the quiet
 // run of 2026-12-03 (bench/results/2026-12-03-quiet) had FCN-8's step at 430 ms against 270 ms
 // for its GEMMs bare as dnnl_sgemm (FCN-5: 265 against 220), so with more than one thread every
-// plain FC takes this path there: see blocked_scales. With fused SGD (Model::sgd_in_backward)
+// plain FC takes this path there: see blocked_scales. With fused SGD (offer_sgd)
 // every plain FC takes it, as only dnnl_sgemm's beta lets the step go into the gradient's
 // product (the inner product's backward has no post-ops): measured on the Intel Xeon with AMX,
 // 1 thread, 3 alternating rounds (2026-12-06, issue 29), the whole step took 0.94x the blocked
@@ -74,7 +74,9 @@ void gemm(const std::string& name, char transa, char transb, int64_t m, int64_t 
 // The FC node: checks it, gathers the facts of choose_fc_strategy and hands the primitives to
 // the strategy chosen. The strategies are nested classes so that they share the node's state
 // (WeightedLayer's: parameters, the forward source, the flattened view) without a copy of it.
-class FcLayer : public WeightedLayer {
+// A fused layer (fused_layers.cpp) may offer SGD in the backward and hand it the loss's column
+// sums as the bias gradient (FcGradients, layers.h).
+class FcLayer : public WeightedLayer, public FcGradients {
  public:
   FcLayer(const dlhost_graph* g, const dlhost_node& n)
       : WeightedLayer(g, n, fc_attrs(n).has_bias != 0), a_(fc_attrs(n)) {
@@ -88,6 +90,10 @@ class FcLayer : public WeightedLayer {
   ~FcLayer() override;
   void build_backward(Model& m, Steps& steps) override;
 
+  void offer_sgd() override { sgd_offered_ = true; }
+  std::string gemm_declined() const override { return gemm_declined_; }
+  void take_bias_gradient(const float* sums) override { bias_sums_ = sums; }
+
  private:
   class Strategy;
   class BlockedInnerProduct;
@@ -98,6 +104,9 @@ class FcLayer : public WeightedLayer {
   dlhost_fc_attrs a_;
   std::vector<int64_t> wdims_;  // the weight's dims as the forward reads them
   std::unique_ptr<Strategy> strategy_;
+  bool sgd_offered_ = false;
+  std::string gemm_declined_;         // after build_forward: why the strategy is not Gemm
+  const float* bias_sums_ = nullptr;  // take_bias_gradient's
 };
 
 class FcLayer::Strategy {
@@ -257,8 +266,8 @@ class FcLayer::Gemm : public FcLayer::Strategy {
   // w -= lr (g + wd w), one pass over W instead of two); with momentum mu, v <- mu v + dY^T X,
   // and update() adds wd w and steps W. This spares the update's read of a gradient as large
   // as the weights (FCN-5: 472 MB of its 85.8 ms update at 1 thread).
-  // Where the plan fused the softmax loss's column sums to this bias (kLossBiasColumnSums), db
-  // is those sums, made by the loss in forward, instead of a pass over dY.
+  // Where a fused layer handed this bias the softmax loss's column sums (take_bias_gradient),
+  // db is those sums, made by the loss in forward, instead of a pass over dY.
   void add_weight_gradient(Model& m, Steps& steps, const std::string& what, const float* dy,
                            bool sgd) {
     const int64_t rows = rows_, features = features_, out = fc_.a_.out_features;
@@ -286,7 +295,7 @@ class FcLayer::Gemm : public FcLayer::Strategy {
       std::fill(o, o + rows, 1.0f);
       ones = o;
     }
-    const float* dy_sums = column_sums(m);
+    const float* dy_sums = fc_.bias_sums_;
     m.add_function(steps, what + (sgd ? " weights, sgd" : " weights"), [=, name = fc_.name_] {
       sgemm(name, 'T', 'N', out, features, rows, alpha, dy, out, x, features, beta, dw, features);
       if (db == nullptr) return;
@@ -317,24 +326,10 @@ class FcLayer::Gemm : public FcLayer::Strategy {
   }
 
   int64_t rows_ = 0, features_ = 0;
-
- private:
-  // The loss's column sums of dY where the plan fused them to this bias and the loss made them
-  // (it builds its backward first); the fused node applied or declined accordingly.
-  const float* column_sums(Model& m) const {
-    FusedNode* f = m.plan().find(FusionKind::kLossBiasColumnSums, fc_.index_);
-    if (f == nullptr) return nullptr;
-    if (f->column_sums == nullptr) {
-      m.plan().decline(f->kind, fc_.index_, "the loss made no column sums");
-      return nullptr;
-    }
-    m.plan().apply(f->kind, fc_.index_);
-    return f->column_sums;
-  }
 };
 
-// Gemm whose weight-gradient GEMM applies SGD (the plan's kFcSgdUpdate; Gemm's comment): the
-// data gradient reads W, so it goes first, before the step changes W. No gradient is announced:
+// Gemm whose weight-gradient GEMM applies SGD (offer_sgd; Gemm's comment): the data gradient
+// reads W, so it goes first, before the step changes W. No gradient is announced:
 // under fused_step the host reads none.
 class FcLayer::GemmWithSgd final : public FcLayer::Gemm {
  public:
@@ -444,30 +439,25 @@ void FcLayer::build_forward(Model& m, Steps& steps) {
   facts.rows = x.dims[0] * (flat_ ? x.dims[1] : 1);
   facts.threads = m.threads();
   facts.blocked_scales = blocked_scales();
-  facts.sgd_in_backward = m.sgd_in_backward();
+  facts.sgd_in_backward = sgd_offered_;
   const FcStrategyKind kind = choose_fc_strategy(facts);
   m.plan().record_fc_strategy(index_, kind);
-  FusionPlan& plan = m.plan();
   if (kind == FcStrategyKind::kBf16Matmul) {
     // A blocked source (after a convolution) is first reordered to plain; its gradient goes
     // back through diff_sink.
     if (!facts.plain_source) src = m.as_layout(x.value, plain_md(x.dims, dt::f32), steps, what);
     strategy_ = std::make_unique<Bf16Matmul>(*this);
-  } else if (kind == FcStrategyKind::kGemm && plan.find(FusionKind::kFcSgdUpdate, index_)) {
-    plan.apply(FusionKind::kFcSgdUpdate, index_);
+  } else if (kind == FcStrategyKind::kGemm && sgd_offered_) {
     strategy_ = std::make_unique<GemmWithSgd>(*this);
   } else if (kind == FcStrategyKind::kGemm) {
     strategy_ = std::make_unique<Gemm>(*this);
   } else {
     strategy_ = std::make_unique<BlockedInnerProduct>(*this);
   }
-  const std::string why = std::string("the ") + fc_strategy_name(kind) +
-                          (facts.plain_source ? "" : " (the source is not plain)") +
-                          " makes its own gradients";
-  if (kind != FcStrategyKind::kGemm) {
-    plan.decline(FusionKind::kFcSgdUpdate, index_, why);
-    plan.decline(FusionKind::kLossBiasColumnSums, index_, why);
-  }
+  if (kind != FcStrategyKind::kGemm)
+    gemm_declined_ = std::string("the ") + fc_strategy_name(kind) +
+                     (facts.plain_source ? "" : " (the source is not plain)") +
+                     " makes its own gradients";
   strategy_->build_forward(m, steps, x, y, src, src_md, dst_md);
 }
 

@@ -16,8 +16,9 @@ const Attrs* attrs_or_null(const dlhost_node& node, size_t size) {
   return a != nullptr && a->struct_size >= size ? a : nullptr;
 }
 
+// One input: a ReLU with another count is the plain layer's to refuse.
 bool is_relu(const dlhost_node& node) {
-  if (node.op != DLHOST_OP_ACTIVATION) return false;
+  if (node.op != DLHOST_OP_ACTIVATION || node.num_inputs != 1) return false;
   const auto* a = attrs_or_null<dlhost_activation_attrs>(node, DLHOST_ACTIVATION_ATTRS_STRUCT_SIZE);
   return a != nullptr && a->kind == DLHOST_ACTIVATION_RELU;
 }
@@ -114,7 +115,7 @@ FusionPlan::FusionPlan(const dlhost_graph* g, const PlanOptions& options) {
   }
   updated_in_backward_.assign(static_cast<size_t>(std::max(g->num_params, 0)), false);
   auto add = [&](FusionKind kind, std::vector<int32_t> nodes) {
-    FusedNode f{kind, std::move(nodes), {}, "", FusionState::kPlanned, "", nullptr};
+    FusedNode f{kind, std::move(nodes), {}, "", FusionState::kPlanned, ""};
     for (size_t i = 0; i < f.nodes.size(); ++i) {
       const dlhost_node& node = *g->nodes[f.nodes[i]];
       f.label += (i ? "+" : "") + node_names_[f.nodes[i]];
@@ -154,6 +155,33 @@ FusionPlan::FusionPlan(const dlhost_graph* g, const PlanOptions& options) {
         break;
     }
   }
+  // The spans: the fused nodes joined where they share a graph node (AlexNet-R's relu2 is in
+  // conv+relu and relu+maxpool backward; FCN-5's fc4 in fc backward+sgd and the column sums).
+  for (const FusedNode& f : fused_) {
+    FusedSpan joined{f.nodes, {f.kind}};
+    for (auto it = spans_.begin(); it != spans_.end();) {
+      const bool shares = std::any_of(it->nodes.begin(), it->nodes.end(), [&](int32_t n) {
+        return std::find(joined.nodes.begin(), joined.nodes.end(), n) != joined.nodes.end();
+      });
+      if (!shares) {
+        ++it;
+        continue;
+      }
+      joined.nodes.insert(joined.nodes.end(), it->nodes.begin(), it->nodes.end());
+      joined.kinds.insert(joined.kinds.begin(), it->kinds.begin(), it->kinds.end());
+      it = spans_.erase(it);
+    }
+    std::sort(joined.nodes.begin(), joined.nodes.end());
+    joined.nodes.erase(std::unique(joined.nodes.begin(), joined.nodes.end()), joined.nodes.end());
+    spans_.push_back(std::move(joined));
+  }
+  std::sort(spans_.begin(), spans_.end(), [](const FusedSpan& a, const FusedSpan& b) {
+    return a.nodes.front() < b.nodes.front();
+  });
+}
+
+bool FusedSpan::has(FusionKind kind) const {
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
 FusedNode* FusionPlan::find(FusionKind kind, int32_t node) {
@@ -167,27 +195,21 @@ const FusedNode* FusionPlan::find(FusionKind kind, int32_t node) const {
   return const_cast<FusionPlan*>(this)->find(kind, node);
 }
 
-void FusionPlan::apply(FusionKind kind, int32_t node) {
+const FusedSpan* FusionPlan::span_of(int32_t node) const {
+  for (const FusedSpan& s : spans_)
+    if (std::find(s.nodes.begin(), s.nodes.end(), node) != s.nodes.end()) return &s;
+  return nullptr;
+}
+
+void FusionPlan::resolve(FusionKind kind, int32_t node, const std::string& why_not) {
   FusedNode* f = find(kind, node);
   if (f == nullptr) return;
-  f->state = FusionState::kApplied;
-  f->why_declined.clear();
-  if (kind == FusionKind::kFcSgdUpdate)
+  f->state = why_not.empty() ? FusionState::kApplied : FusionState::kDeclined;
+  f->why_declined = why_not;
+  if (kind == FusionKind::kFcSgdUpdate && why_not.empty())
     for (int32_t p : node_params_[node])
       if (p >= 0 && static_cast<size_t>(p) < updated_in_backward_.size())
         updated_in_backward_[p] = true;
-}
-
-void FusionPlan::decline(FusionKind kind, int32_t node, const std::string& why) {
-  FusedNode* f = find(kind, node);
-  if (f == nullptr) return;
-  f->state = FusionState::kDeclined;
-  f->why_declined = why;
-}
-
-bool FusionPlan::applied(FusionKind kind, int32_t node) const {
-  const FusedNode* f = find(kind, node);
-  return f != nullptr && f->state == FusionState::kApplied;
 }
 
 void FusionPlan::finish() {
@@ -232,6 +254,16 @@ std::vector<std::string> FusionPlan::applied_list() const {
 std::vector<std::string> FusionPlan::planned_list() const {
   std::vector<std::string> out;
   for (const FusedNode& f : fused_) out.push_back(std::string(fusion_name(f.kind)) + " " + f.label);
+  return out;
+}
+
+std::vector<std::string> FusionPlan::span_list() const {
+  std::vector<std::string> out;
+  for (const FusedSpan& span : spans_) {
+    std::string label;
+    for (int32_t n : span.nodes) label += (label.empty() ? "" : "+") + node_names_[n];
+    out.push_back(label);
+  }
   return out;
 }
 

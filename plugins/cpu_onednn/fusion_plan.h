@@ -3,14 +3,17 @@
 // norm with its ReLU, a ReLU whose backward a max pool does, the softmax loss that makes its
 // gradient in forward and hands the column sums to the FC's bias gradient, an FC whose backward
 // applies SGD), as ONNX Runtime's dnnl execution provider rewrites its subgraph into fused nodes
-// before it makes primitives. Layers then ask the plan, not the graph or each other's tensors,
-// whether to fuse; where oneDNN's choice of kernel or layout rules a planned fusion out, the
-// layer declines it with the reason, so the plan afterwards says what was built. The FC's
-// strategy (blocked inner product, GEMM, bf16 matmul) is chosen here too (choose_fc_strategy)
-// and recorded per node.
+// before it makes primitives. The fused nodes that share a graph node form one span (AlexNet's
+// conv2+relu2 and relu2+pool2: conv2, relu2, pool2), and each span is built by ONE layer object,
+// a fused layer (fused_layers.cpp), in place of the plain layers of its nodes (asked for each
+// node's steps at that node's place in the order): the plain layers never see the plan. Where
+// oneDNN's choice of kernel or layout rules a planned fusion out, the fused layer declines it with
+// the reason and builds that part as the plain layers would, so the plan afterwards says what was
+// built. The FC's strategy (blocked inner product, GEMM, bf16 matmul) is chosen here too
+// (choose_fc_strategy) and recorded per node.
 //
-// Inspect: Model::plan().describe() (the white-box test test_cpu_onednn_plan.cpp asserts it), or
-// DLHOST_CPU_ONEDNN_PLAN=1, which prints it to stderr when a model is compiled.
+// Inspect: Model::plan().describe() (the white-box test test_cpu_onednn_internals.cpp asserts
+// it), or DLHOST_CPU_ONEDNN_PLAN=1, which prints it to stderr when a model is compiled.
 // Internal to the plugin; used by one model's constructor on one thread (model.h).
 #ifndef DLHOST_CPU_ONEDNN_FUSION_PLAN_H
 #define DLHOST_CPU_ONEDNN_FUSION_PLAN_H
@@ -51,9 +54,15 @@ struct FusedNode {
   std::string label;            // their names joined with '+'
   FusionState state = FusionState::kPlanned;
   std::string why_declined;
-  // kLossBiasColumnSums: the loss's [classes] column sums of the logits' gradient, set by the
-  // loss when it builds its backward (before the FC builds its own).
-  const float* column_sums = nullptr;
+};
+
+// The graph nodes one fused layer builds: the fused nodes of the plan that share a graph node,
+// joined. Its nodes need not be neighbours (a labels input may stand between an FC and its
+// loss): the fused layer builds each at its own place in the order.
+struct FusedSpan {
+  std::vector<int32_t> nodes;     // graph node indices, in graph order
+  std::vector<FusionKind> kinds;  // of its fused nodes, in plan order
+  bool has(FusionKind kind) const;
 };
 
 enum class FcStrategyKind { kBlockedInnerProduct, kGemm, kBf16Matmul };
@@ -82,11 +91,11 @@ class FusionPlan {
   // The fused node of `kind` that holds graph node `node`, or nullptr.
   FusedNode* find(FusionKind kind, int32_t node);
   const FusedNode* find(FusionKind kind, int32_t node) const;
-  // A planned fusion that a layer applied, or gave up with the reason (a no-op where none is).
-  void apply(FusionKind kind, int32_t node);
-  void decline(FusionKind kind, int32_t node, const std::string& why);
-  // Whether `kind` holds `node` and was applied.
-  bool applied(FusionKind kind, int32_t node) const;
+  // The span that holds graph node `node`, or nullptr (a plain layer builds the node).
+  const FusedSpan* span_of(int32_t node) const;
+  // A planned fusion that its fused layer applied: "" for `why_not`; or declined with the reason
+  // (a no-op where the plan has none of `kind` at `node`).
+  void resolve(FusionKind kind, int32_t node, const std::string& why_not);
 
   // After the layers are built: a fusion still only planned was taken up by no layer (its
   // backward half had no gradient to work on); it is declined saying so.
@@ -103,9 +112,12 @@ class FusionPlan {
   // The applied fused nodes only, as "kind label" strings: what tests compare.
   std::vector<std::string> applied_list() const;
   std::vector<std::string> planned_list() const;  // every planned node, whatever its state
+  // Each span's nodes, "conv2+relu2+pool2": the fused layers a model builds.
+  std::vector<std::string> span_list() const;
 
  private:
   std::vector<FusedNode> fused_;
+  std::vector<FusedSpan> spans_;  // by first node
   std::vector<std::string> node_names_;
   std::vector<std::vector<int32_t>> node_params_;
   std::vector<std::pair<int32_t, FcStrategyKind>> fc_strategies_;

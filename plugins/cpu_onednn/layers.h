@@ -1,7 +1,8 @@
 // layers.h — what the layer files of the cpu_onednn backend share: the NodeLayer base (a node's
 // name, tensors and parameters, kept after the graph is gone), WeightedLayer (what FC and
-// convolution share), small helpers over oneDNN memory descriptors, and the factories of the
-// layers that live outside layers.cpp.
+// convolution share), small helpers over oneDNN memory descriptors, the factories of the
+// layers that live outside layers.cpp, and what the plain layers offer the fused layers
+// (fused_layers.cpp) that build the fusion plan's spans.
 // Internal to the plugin; thread-safety as model.h (layers exist only while a model compiles).
 #ifndef DLHOST_CPU_ONEDNN_LAYERS_H
 #define DLHOST_CPU_ONEDNN_LAYERS_H
@@ -171,7 +172,7 @@ class NodeLayer : public Layer {
   std::string name_;
   std::vector<int32_t> inputs_, params_;
   int32_t output_;
-  int32_t index_;  // the node's place in the graph: how the fusion plan names it
+  int32_t index_;  // the node's place in the graph: how the plan's FC strategies name it
   bool is_graph_loss_;
 
  private:
@@ -261,6 +262,81 @@ class WeightedLayer : public NodeLayer {
   bool flat_ = false;
   Md flat_dst_md_;
 };
+
+// --- what the plain layers offer the fused layers ------------------------------------------------
+// A fused layer (fused_layers.cpp) builds the nodes of one span of the fusion plan with their
+// plain layers (make_layer) and asks each, through one of these, for its part of the fusion; a
+// plain layer never sees the plan. Each offer says whether it took the fused form, and why not
+// where it did not (then that part is built as the plain layer builds it).
+
+// A convolution or a batch norm with the ReLU behind it (the one reader of its output).
+class ReluHead {
+ public:
+  // Builds the forward with the ReLU in this node's own primitive (the convolution's post-op,
+  // batch norm's fuse_norm_relu) where oneDNN keeps the same kernel and layouts: "" then (the
+  // output then holds the ReLU's values); else the plain forward and why not.
+  virtual std::string build_forward_with_relu(Model& m, Steps& steps) = 0;
+  // Where that was done: whether this node's backward masks the ReLU's gradient itself (batch
+  // norm keeps the mask in its workspace), so the ReLU's backward only hands it over; else the
+  // ReLU's own backward (from its output) still runs.
+  virtual bool masks_relu_gradient() const = 0;
+
+ protected:
+  ~ReluHead() = default;
+};
+
+// A max pool behind a ReLU (the one reader of the ReLU's output).
+class ReluMaskingPool {
+ public:
+  // Builds the backward with the ReLU's in it: the pooled gradient masked where the output is
+  // not positive, then pooled back straight into `relu_input`'s gradient. "" where done; else
+  // the plain backward (into the pool's own input) and why not.
+  virtual std::string build_backward_through_relu(Model& m, Steps& steps, Tensor& relu_input) = 0;
+
+ protected:
+  ~ReluMaskingPool() = default;
+};
+
+// An FC whose backward a fused node changes.
+class FcGradients {
+ public:
+  // Before build_forward: let SGD go into the weight-gradient GEMM (the fc backward+sgd node);
+  // the strategy rule then takes the GEMMs where the source is plain.
+  virtual void offer_sgd() = 0;
+  // After build_forward: "" where the gradients are dnnl_sgemm products (the GEMM strategy),
+  // which SGD and the loss's column sums can go into; else why not.
+  virtual std::string gemm_declined() const = 0;
+  // Before build_backward, where gemm_declined() is "": the bias gradient is `sums`, [out]
+  // floats complete before this node's backward steps run.
+  virtual void take_bias_gradient(const float* sums) = 0;
+
+ protected:
+  ~FcGradients() = default;
+};
+
+// The softmax cross-entropy under fused_step.
+class LossGradientInForward {
+ public:
+  // Before build_forward: make the logits' gradient in forward, with its column sums.
+  virtual void offer_gradient_in_forward() = 0;
+  // After build_forward: "" where it does, else why not.
+  virtual std::string gradient_in_forward_declined() const = 0;
+  // After build_backward: the [classes] column sums of the logits' gradient, made in forward;
+  // nullptr where none are.
+  virtual const float* column_sums() const = 0;
+
+ protected:
+  ~LossGradientInForward() = default;
+};
+
+// An element-wise activation's steps, as ActivationLayer builds them (a fused ReLU builds the
+// same where its producer did not take it). Forward: in place over x where may_overwrite
+// allows; backward (the use_dst algorithms, from y): in place on the gradient where it can.
+// `node` names the node in the steps.
+void add_eltwise_forward(Model& m, Steps& steps, dnnl::algorithm alg, const std::string& node,
+                         Tensor& x, Tensor& y);
+void add_eltwise_backward(Model& m, Steps& steps, dnnl::algorithm alg, const std::string& node,
+                          Tensor& x, Tensor& y);
 
 // fc_layer.cpp
 std::unique_ptr<Layer> make_fc_layer(const dlhost_graph* graph, const dlhost_node& node);

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "dlhost/common.hpp"
-#include "fusion_plan.h"
 #include "layers.h"
 #include "model.h"
 
@@ -24,13 +23,13 @@ using dnnl::prop_kind;
 // Training-mode batch normalization over N (and H, W) per channel. Scale and shift are [C]
 // parameters in plain layout, which is also what oneDNN's use_scale / use_shift flags read.
 //
-// The plan's bnorm+relu (the ReLU the output's only reader, as in every ResNet block but the
+// The fused bnorm+relu (the ReLU the output's only reader, as in every ResNet block but the
 // residual's; a batch norm without one stays plain): oneDNN's
 // fuse_norm_relu applies the ReLU in the normalization's pass and keeps a bit mask (the
 // workspace) from which the backward masks the gradient itself. The ReLU node then takes the
 // output's bytes as its own and its backward only hands the gradient over: one pass over the
 // tensor less in forward and one in backward. Only where oneDNN keeps the same kernel.
-class BatchNormLayer : public NodeLayer {
+class BatchNormLayer : public NodeLayer, public ReluHead {
  public:
   BatchNormLayer(const dlhost_graph* g, const dlhost_node& n)
       : NodeLayer(g, n),
@@ -41,7 +40,15 @@ class BatchNormLayer : public NodeLayer {
       bad("epsilon must be > 0 and momentum in [0, 1]");
   }
 
-  void build_forward(Model& m, Steps& steps) override {
+  void build_forward(Model& m, Steps& steps) override { forward(m, steps, false); }
+  std::string build_forward_with_relu(Model& m, Steps& steps) override {
+    forward(m, steps, true);
+    return fuse_relu_ ? "" : "oneDNN's kernel or layout differs with fuse_norm_relu";
+  }
+  bool masks_relu_gradient() const override { return true; }
+
+  // With `relu`: fuse_norm_relu where oneDNN keeps the same kernel (fuse_relu_).
+  void forward(Model& m, Steps& steps, bool relu) {
     Tensor& x = activation(m, inputs_[0]);
     Tensor& y = m.tensor(output_);
     if (x.dims.size() != 2 && x.dims.size() != 4) bad("input " + dims_str(x.dims));
@@ -50,18 +57,12 @@ class BatchNormLayer : public NodeLayer {
     const Md vec = plain_md({channels}, dt::f32);
     pd_ = compat::normalization_forward_pd<dnnl::batch_normalization_forward>(
         m.engine(), m.attr(), x.md, x.md, a_.epsilon, flags());
-    if (m.plan().find(FusionKind::kBatchNormRelu, index_) != nullptr) {
+    if (relu) {
       const auto fused = compat::normalization_forward_pd<dnnl::batch_normalization_forward>(
           m.engine(), m.attr(), x.md, x.md, a_.epsilon, flags(true));
       fuse_relu_ = fused && std::string(fused.impl_info_str()) == pd_.impl_info_str() &&
                    fused.dst_desc() == pd_.dst_desc();
-      if (fuse_relu_) {
-        pd_ = fused;
-        m.plan().apply(FusionKind::kBatchNormRelu, index_);
-      } else {
-        m.plan().decline(FusionKind::kBatchNormRelu, index_,
-                         "oneDNN's kernel or layout differs with fuse_norm_relu");
-      }
+      if (fuse_relu_) pd_ = fused;
     }
     m.alloc_param(params_[0], vec, vec);
     m.alloc_param(params_[1], vec, vec);

@@ -116,30 +116,45 @@ Model::Model(const Context& context, const dlhost_graph* graph,
     for (int32_t i = 0; i < node.num_inputs; ++i) ++tensor(node.inputs[i]).consumers;
   }
 
-  // The fusion-planning pass (fusion_plan.h): the layers built below ask it what to fuse.
+  // The fusion-planning pass (fusion_plan.h): its spans become the fused layers built below.
   PlanOptions plan_options;
   plan_options.fused_step = fused_step_;
   plan_options.sgd_in_backward = sgd_in_backward();
   plan_ = FusionPlan(graph, plan_options);
 
+  // A plain layer per node, and one fused layer per span of the plan, made at its first node
+  // and asked for each of its nodes' steps in turn.
+  layers_.resize(graph->num_nodes);
+  fused_layer_of_.assign(graph->num_nodes, nullptr);
   for (int32_t n = 0; n < graph->num_nodes; ++n) {
     const dlhost_node& node = *graph->nodes[n];
     std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
     with_dnnl("node " + name, [&] {
-      layers_.push_back(make_layer(graph, n));
-      layers_.back()->build_forward(*this, forward_steps_);
+      const FusedSpan* span = plan_.span_of(n);
+      if (span != nullptr && fused_layer_of_[n] == nullptr) {
+        fused_layers_.push_back(make_fused_layer(graph, *span));
+        for (int32_t member : span->nodes) fused_layer_of_[member] = fused_layers_.back().get();
+      }
+      if (fused_layer_of_[n] != nullptr) {
+        fused_layer_of_[n]->build_forward(*this, forward_steps_, n);
+        return;
+      }
+      layers_[n] = make_layer(graph, n);
+      layers_[n]->build_forward(*this, forward_steps_);
     });
   }
   for (int32_t n = graph->num_nodes - 1; n >= 0; --n) {
     const dlhost_node& node = *graph->nodes[n];
     std::string name = node.name != nullptr ? node.name : ("node" + std::to_string(n));
     building_backward_ = true;
-    with_dnnl("node " + name, [&] { layers_[n]->build_backward(*this, backward_steps_); });
+    with_dnnl("node " + name, [&] {
+      if (fused_layer_of_[n] != nullptr)
+        fused_layer_of_[n]->build_backward(*this, backward_steps_, n);
+      else
+        layers_[n]->build_backward(*this, backward_steps_);
+    });
     building_backward_ = false;
-    release_diff(tensor(node.output));
-    lend_value(tensor(node.output));
-    for (const auto& [offset, bytes] : node_scratches_) give_back(offset, bytes);
-    node_scratches_.clear();
+    end_node_backward(tensor(node.output));
   }
   for (const Param& p : params_)
     if (!p.value) sdk::invalid("cpu_onednn: parameter " + p.name + " belongs to no node");
@@ -351,6 +366,13 @@ bool Model::value_kept(const Tensor& t) const {
   const char* data = static_cast<const char*>(t.value.get_data_handle());
   return !t.value_lent &&
          std::find(lent_values_.begin(), lent_values_.end(), data) == lent_values_.end();
+}
+
+void Model::end_node_backward(Tensor& output) {
+  release_diff(output);
+  lend_value(output);
+  for (const auto& [offset, bytes] : node_scratches_) give_back(offset, bytes);
+  node_scratches_.clear();
 }
 
 void Model::release_diff(Tensor& t) {

@@ -100,6 +100,7 @@ using Steps = std::vector<Step>;
 using Args = std::vector<std::pair<int, dnnl::memory>>;
 
 class Layer;
+class FusedLayer;
 
 // The kit's model interface (dlhost/backend_kit.hpp): plugin.cpp hands it to the host as is.
 class Model final : public sdk::Model {
@@ -156,10 +157,10 @@ class Model final : public sdk::Model {
   bool bf16() const { return bf16_; }
   // The host's fused_step (see the constructor).
   bool fused_step() const { return fused_step_; }
-  // The fusion plan, made from the graph before any layer is built: a layer asks it whether to
-  // fuse, and says whether it did.
+  // The fusion plan, made from the graph before any layer is built: its spans are built by the
+  // fused layers, which say what they applied and declined (fused_layers.cpp).
   FusionPlan& plan() { return plan_; }
-  // Whether a layer may fold SGD's step into its weight-gradient GEMM (the plan's kFcSgdUpdate):
+  // Whether SGD's step may go into a weight-gradient GEMM (the planner's kFcSgdUpdate):
   // the host's fused_step, plain SGD (the step is linear in the gradient), no clipping (its scale
   // needs every gradient first) and fp32 (bf16's gradients come from matmuls, not dnnl_sgemm).
   bool sgd_in_backward() const {
@@ -239,6 +240,10 @@ class Model final : public sdk::Model {
 
  private:
   void run(Steps& steps);
+  // The backward steps of the node writing `output` are all built: its gradient goes back to the
+  // pool, its value's bytes are lent to gradients (lend_value) and the node's scratches return
+  // (later-built steps run later).
+  void end_node_backward(Tensor& output);
   void finish_scratchpad();
   void build_update();
   void release_diff(Tensor& t);
@@ -257,7 +262,9 @@ class Model final : public sdk::Model {
   std::vector<Tensor> tensors_;
   std::vector<Param> params_;
   std::vector<int32_t> inputs_;
-  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::unique_ptr<Layer>> layers_;  // by graph node; null where a fused layer builds it
+  std::vector<std::unique_ptr<FusedLayer>> fused_layers_;
+  std::vector<FusedLayer*> fused_layer_of_;  // by graph node; null where a plain layer builds it
   Steps forward_steps_, backward_steps_;
   // DLHOST_CPU_ONEDNN_PROFILE=1: time every step and print the totals to stderr when the model
   // goes. ONEDNN_VERBOSE shows primitives only, not the dnnl_sgemm calls and loops between them.
@@ -322,6 +329,19 @@ class Layer {
 // Makes the layer for node `index` of the graph, or throws UNIMPLEMENTED / INVALID_ARGUMENT
 // naming it.
 std::unique_ptr<Layer> make_layer(const dlhost_graph* graph, int32_t index);
+
+// The nodes of one span of the fusion plan turned into steps by one object (fused_layers.cpp),
+// asked for each node's steps at that node's place in the order, as a plain layer would be:
+// what runs, and which buffers are free when, stays as with the plain layers.
+class FusedLayer {
+ public:
+  virtual ~FusedLayer() = default;
+  virtual void build_forward(Model& m, Steps& steps, int32_t node) = 0;
+  virtual void build_backward(Model& m, Steps& steps, int32_t node) = 0;
+};
+
+// Makes the fused layer that builds `span` of the fusion plan (fused_layers.cpp).
+std::unique_ptr<FusedLayer> make_fused_layer(const dlhost_graph* graph, const FusedSpan& span);
 
 // Runs `body`; a dnnl::error becomes INTERNAL (UNIMPLEMENTED when oneDNN has no implementation,
 // RESOURCE_EXHAUSTED when it ran out of memory) prefixed with `what`.

@@ -9,8 +9,9 @@
 // profile (DLHOST_CPU_ONEDNN_PROFILE) is a developer's aid of the Model, checked here as well,
 // and so are the plugin's own pooling kernels (pooling.h), against oneDNN's pooling on
 // geometries and ties the networks do not all reach. The fusion plan (fusion_plan.h) is the
-// backend's choice of fused nodes: which ones it planned for a network, and which a compiled
-// model applied or declined, is asked of the plan itself.
+// backend's choice of fused nodes: which ones it planned for a network, the spans its fused
+// layers build, and which fused nodes a compiled model applied or declined, is asked of the
+// plan itself.
 // Everything else about cpu_onednn is tested through the ABI in test_cpu_onednn.cpp.
 #include <gtest/gtest.h>
 
@@ -367,6 +368,14 @@ Names planned(const dlhost_graph* graph, bool fused_step) {
   return FusionPlan(graph, o).planned_list();
 }
 
+// The spans of that plan: each one fused layer's nodes.
+Names spans(const dlhost_graph* graph, bool fused_step) {
+  cpu_onednn::PlanOptions o;
+  o.fused_step = fused_step;
+  o.sgd_in_backward = fused_step;
+  return FusionPlan(graph, o).span_list();
+}
+
 // The fused nodes of `kind` in `list`.
 Names of_kind(const Names& list, const std::string& kind) {
   Names out;
@@ -380,14 +389,16 @@ class FusionPlanOfNetworks
 
 // FCN-5: FC and sigmoid only: nothing to fuse in the split step; under fused_step every FC's
 // backward applies SGD and the loss makes its gradient in forward, its column sums the last
-// FC's bias gradient.
+// FC's bias gradient: fc4 and the loss are one fused layer.
 TEST_F(FusionPlanOfNetworks, Fcn5) {
   const auto graph = build("fcn5");
   EXPECT_EQ(planned(graph->view(), false), Names{});
+  EXPECT_EQ(spans(graph->view(), false), Names{});
   EXPECT_EQ(planned(graph->view(), true),
             (Names{"fc backward+sgd fc1", "fc backward+sgd fc2", "fc backward+sgd fc3",
                    "fc backward+sgd fc4", "xent gradient in forward loss",
                    "xent column sums -> fc bias fc4+loss"}));
+  EXPECT_EQ(spans(graph->view(), true), (Names{"fc1", "fc2", "fc3", "fc4+loss"}));
 }
 
 // LeNet: its convolutions go straight into max pools and its ReLU follows an FC, which has no
@@ -398,15 +409,18 @@ TEST_F(FusionPlanOfNetworks, LeNet) {
   EXPECT_EQ(planned(graph->view(), true),
             (Names{"fc backward+sgd fc3", "fc backward+sgd fc4", "xent gradient in forward loss",
                    "xent column sums -> fc bias fc4+loss"}));
+  EXPECT_EQ(spans(graph->view(), true), (Names{"fc3", "fc4+loss"}));
 }
 
 // AlexNet-R: conv2 and conv3 each feed only their ReLU; relu2 feeds only a max pool. relu1
-// follows a pool (no producer to fuse into) and pool3 is an average pool.
+// follows a pool (no producer to fuse into) and pool3 is an average pool. relu2 is in two fused
+// nodes: conv2, relu2 and pool2 are one fused layer.
 TEST_F(FusionPlanOfNetworks, AlexNetR) {
   const auto graph = build("alexnet_r");
   EXPECT_EQ(planned(graph->view(), false),
             (Names{"conv+relu conv2+relu2", "relu+maxpool backward relu2+pool2",
                    "conv+relu conv3+relu3"}));
+  EXPECT_EQ(spans(graph->view(), false), (Names{"conv2+relu2+pool2", "conv3+relu3"}));
 }
 
 // ResNet-56 (DLBench's "BN after add"): every block's first batch norm feeds its ReLU, fused;
@@ -422,6 +436,7 @@ TEST_F(FusionPlanOfNetworks, ResNet56) {
     EXPECT_EQ(bn_relu[0], "conv1_bn+conv1_relu");
     EXPECT_EQ(bn_relu[1], "res1_1_a_bn+res1_1_a_relu");
     EXPECT_EQ(bn_relu[27], "res3_9_a_bn+res3_9_a_relu");
+    EXPECT_EQ(spans(graph->view(), false), bn_relu) << "one fused layer per batch norm + ReLU";
   }
 }
 
@@ -455,6 +470,26 @@ TEST(cpu_onednn_internals, FusionPlanKeepsPlainNodesWhereAFusionMustNotApply) {
   // need the loss to be the logits' only reader.
   EXPECT_EQ(planned(graph->view(), true), (Names{"conv+relu conv1+relu1", "fc backward+sgd head",
                                                  "xent gradient in forward loss"}));
+  EXPECT_EQ(spans(graph->view(), true), (Names{"conv1+relu1", "head", "loss"}));
+}
+
+// A fused node's nodes need not be neighbours: here the labels' input node stands between the FC
+// and its loss (as in test_cpu_onednn's cross-entropy problem), and the FC, its loss and the
+// column sums between them are still one fused layer, which builds each node at its own place.
+TEST(cpu_onednn_internals, FusedNodeOfNodesApartIsOneLayer) {
+  cpu_onednn::Context context = one_thread_context();
+  GraphBuilder b("apart", 64);
+  const int32_t data = b.input("data", DLHOST_DTYPE_F32, {16});
+  const int32_t logits = b.fc("head", data, fc(10));
+  const int32_t labels = b.input("labels", DLHOST_DTYPE_I32, {});
+  b.softmax_cross_entropy("loss", logits, labels);
+  auto graph = b.finish();
+  EXPECT_EQ(spans(graph->view(), true), Names{"head+loss"});
+  cpu_onednn::Model model(context, graph->view(), plain_sgd(), 42, false, true);
+  EXPECT_EQ(model.plan().applied_list(),
+            (Names{"fc backward+sgd head", "xent gradient in forward loss",
+                   "xent column sums -> fc bias head+loss"}))
+      << model.plan().describe();
 }
 
 // The FC strategy rule (FcLayer's measurements): bf16 always matmuls; a plain source goes to
@@ -538,6 +573,7 @@ TEST(cpu_onednn_internals, CompiledModelResolvesEveryPlannedFusion) {
                            ? Names{"bnorm+relu bn1+relu1"}
                            : Names{"bnorm+relu bn1+relu1", "relu+maxpool backward relu1+pool1"};
     EXPECT_EQ(plan.planned_list(), want);
+    EXPECT_EQ(plan.span_list(), read_twice ? Names{"bn1+relu1"} : Names{"bn1+relu1+pool1"});
     for (const cpu_onednn::FusedNode& f : plan.fused()) {
       EXPECT_NE(f.state, cpu_onednn::FusionState::kPlanned) << f.label;
       if (f.state == cpu_onednn::FusionState::kDeclined) {
