@@ -729,9 +729,10 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
 
   const dlhost_backend_api* api = device.api();
   StepLoop loop(device, m.context.get(), m.model.get(), dp, m.uploads, ctx, feed.get());
-  // A tool that owns its loop trains a case without a comm in one call (owned_loop.h).
+  // A tool that owns its loop trains a case without a host comm in one call (owned_loop.h),
+  // also under its own runtime (bigdl_spark: DistriOptimizer's loop).
   std::optional<OwnedLoop> owned;
-  if (const dlhost_step_loop_ext* ext = dp || tool ? nullptr : find_step_loop(*plan.backend))
+  if (const dlhost_step_loop_ext* ext = dp ? nullptr : find_step_loop(*plan.backend))
     owned.emplace(*ext);
   Samples s = owned ? owned->train(loop, m.model.get(), keys, case_start)
                     : train(loop, dp, keys, case_start);
