@@ -241,6 +241,8 @@ class BigDLModel final : public sdk::Model {
     if (spark && spark_.rank != 0) {
       for (int64_t i = 0; i < total; ++i) steps.loss[i] = 0;
       for (int64_t i = 0; i < steps.iterations; ++i) steps.step_ms[i] = 0;
+      if (DLHOST_HAS_FIELD(&steps, dlhost_owned_steps, compute_ms) && steps.compute_ms != nullptr)
+        for (int64_t i = 0; i < steps.iterations; ++i) steps.compute_ms[i] = 0;
       spark_.comm_ms.assign(static_cast<size_t>(total), 0.0);
       spark_.compute_ms.assign(static_cast<size_t>(total), 0.0);
       loop_ = "Spark worker " + std::to_string(spark_.rank) +
@@ -266,6 +268,10 @@ class BigDLModel final : public sdk::Model {
         steps.loss[i] = static_cast<float>(got[k + 1]);
         if (i >= steps.warmup) steps.step_ms[i - steps.warmup] = got[k] * 1000.0;
       }
+      if (spark && DLHOST_HAS_FIELD(&steps, dlhost_owned_steps, compute_ms) &&
+          steps.compute_ms != nullptr)
+        for (int64_t i = 0; i < steps.iterations; ++i)
+          steps.compute_ms[i] = spark_.compute_ms[static_cast<size_t>(steps.warmup + i)];
       loss_ = steps.loss[total - 1];
       loop_ = std::string("one ") + (spark ? "DistriOptimizer" : "LocalOptimizer") +
               ".optimize() over " + std::to_string(total) + " steps (" +
