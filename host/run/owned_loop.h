@@ -5,7 +5,8 @@
 // real-data mini-batch or the per-step upload, outside the tool's timing), and the step times are
 // the tool's own clock: the record's timing.timer is "backend_clock", with the backend's lines
 // saying what was timed (`clock`) and how the steps ran (`loop`). The phases (forward, backward,
-// update) are not split by such a tool: their summaries are empty.
+// update) are not split by such a tool: their summaries are empty; a tool that times its steps'
+// compute apart (BigDL's DistriOptimizer) gives it per timed step (the record's compute).
 // Not thread-safe: one thread drives the backend.
 #ifndef DLHOST_RUN_OWNED_LOOP_H
 #define DLHOST_RUN_OWNED_LOOP_H
