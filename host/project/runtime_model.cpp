@@ -25,6 +25,12 @@ RuntimeModel runtime_model(const std::string& runtime, const std::string& mode, 
     rm.how = "DDP's buckets (the first 1 MiB, then " + fmt("%g", rm.bucket_mb) +
              " MiB) all-reduced through Gloo as they become ready, at the cost of the gloo fit; "
              "its own comm time is a comm hook's span that overlaps backward, shown, not compared";
+  } else if (runtime == "bigdl_spark") {
+    rm.not_modelled =
+        "BigDL's DistriOptimizer sums the gradients through Spark's block managers after the "
+        "whole backward (each executor fetches its partition of every executor's gradients), "
+        "which is not an all-reduce dlhost fits, and BigDL gives no grad-ready profile (its "
+        "backward reports every gradient at its end)";
   } else if (runtime == "tf_collective") {
     rm.not_modelled =
         "TensorFlow's collective all-reduce (CollectiveReduceV2 over its gRPC channels) has no "

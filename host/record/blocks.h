@@ -1,8 +1,9 @@
 // blocks.h — the typed blocks of a results record between its head and its tail (record.h):
 // backend, network, resolved, timing, distributed, loss, memory and warnings, as
 // docs/results-schema.json describes them. Each block is one struct with one writer (`to_json`:
-// the fields in the record's order) and one reader (`read_*`), side by side in blocks.cpp, so a
-// field's name is spelt once for both (google/benchmark's typed `Run` and its reporters). The
+// the fields in the record's order) and one reader (`read_*`), both walking the block's ONE field
+// list in blocks.cpp (`fields`: the record's key and the struct's member, in the record's order),
+// so a field's name is spelt once for both (google/benchmark's typed `Run` and its reporters). The
 // runner fills the structs and writes them; the host's readers (the console's warnings, report,
 // compare, project, the console line and --resume through RecordSummary) read them back.
 //
@@ -11,6 +12,7 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -85,8 +87,13 @@ struct TimingSamples {
   std::vector<double> step, forward, backward, update, wall_step;
   std::optional<std::vector<double>> upload, data;  // as the figures of the same name
 };
+struct OwnedLoopFields {
+  std::string clock;   // `clock`: what the tool's step time measures, in the backend's words
+  std::string loop;    // `loop`: how the tool ran the steps
+  double call_ms = 0;  // `owned_loop_ms`: the host clock around the tool's one call
+};
 struct Timing {
-  std::string timer;  // "device_events" or "host_clock"
+  std::string timer;  // "device_events", "host_clock" or "backend_clock"
   std::string input;  // "resident", "upload" or "data"
   // Uploaded or real-data inputs only: pinned staging memory, and the way to the device.
   std::optional<bool> upload_pinned;
@@ -103,6 +110,9 @@ struct Timing {
   std::optional<double> tokens_per_second;
   std::optional<double> train_gflops_per_second_est;
   TimingSamples samples;
+  // A tool that owns its loop (timer "backend_clock", ABI 1.5 DLHOST_EXT_STEP_LOOP,
+  // run/owned_loop.h); written after the samples.
+  std::optional<OwnedLoopFields> owned_loop;
 };
 
 // `distributed`: a case over ranks, data parallel through a host comm or a tool's own runtime.
@@ -123,7 +133,8 @@ struct ToolRuntimeFields {  // a tool's own runtime (DLHOST_EXT_TOOL_RUNTIME)
 };
 struct VsOneRank {  // against the 1-rank record of the same case (run/record.h)
   std::string baseline_case;
-  double speedup = 0, efficiency = 0;
+  double speedup = NAN;  // NaN: not known (what a reader finds when the record lacks it)
+  double efficiency = 0;
 };
 struct Distributed {
   int64_t ranks = 1;

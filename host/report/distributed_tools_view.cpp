@@ -6,8 +6,9 @@
 // record measured it (dlhost's all-reduce, or the runtime's own comm time; absent with the
 // runtime's reason where it exposes none, never a 0), and the speedup and efficiency against the
 // SAME tool on 1 rank (the record's own vs_1_rank may name another comm's 1-rank case: the
-// runner's baseline ignores the comm). Then the speedup against ranks, a line per tool, network
-// and link, from each tool's own 1 rank. Only records of cases with a comm or several ranks
+// runner's baseline ignores the comm). A step timed by the tool's own clock is marked, with a
+// note; a compute the record does not have is "-". Then the speedup against ranks, a line per tool,
+// network and link, from each tool's own 1 rank. Only records of cases with a comm or several ranks
 // count; one that did not end OK shows its status.
 #include <algorithm>
 #include <cmath>
@@ -122,6 +123,24 @@ std::string communication_cell(const Record& r, Notes& notes) {
   return "-";
 }
 
+// The step cell's mark where the tool's own clock timed the steps (timing.timer backend_clock:
+// BigDL's DistriOptimizer owns the loop), with what that clock covers in the note.
+std::string own_clock_mark(const Record& r, Notes& notes) {
+  if (record::timer(r) != "backend_clock") return "";
+  return " " +
+         notes.mark(
+             "step timed by the tool's own clock (timing.timer backend_clock), not "
+             "the host's: " +
+             text_at(r.data, "/timing/clock", "the record does not say what it covers") + ".");
+}
+
+// The compute median; "-" where the record has no compute samples (a tool that owns its loop
+// and splits no step: never a 0).
+std::string compute_cell(const Record& r) {
+  if (numbers_at(r.data, "/distributed/samples/compute").empty()) return "-";
+  return format_ms(record::distributed_of(r).compute_ms);
+}
+
 // The group's distributed cases, in the order of their networks' and tools' first records, then
 // batch, threads, link (fastest first) and ranks.
 std::vector<Row> distributed_rows(const EnvironmentGroup& g) {
@@ -219,7 +238,7 @@ Section distributed_tools_view(const EnvironmentGroup& g, Plotter& plotter) {
     const double speedup = speedup_of(row);
     const bool known = !std::isnan(speedup);
     cells.insert(cells.end(),
-                 {format_ms(step_median_ms(r)), format_ms(record::distributed_of(r).compute_ms),
+                 {format_ms(step_median_ms(r)) + own_clock_mark(r, notes), compute_cell(r),
                   communication_cell(r, notes), known ? format_number(speedup, 2) : "-",
                   known ? format_number(speedup / row.ranks, 2) : "-"});
     t.rows.push_back(cells);

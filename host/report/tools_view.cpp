@@ -19,6 +19,8 @@
 // whose backend says it is knowingly faster there than its framework's own users get it (the
 // record's resolved.departures, ABI 1.5 model_info) is marked with a numbered dagger, and the note
 // under the table gives the backend's words: the cause and its measured size (issue 40, rule 2).
+// A figure whose steps the tool's own clock timed (timing.timer backend_clock: a tool that owns
+// its loop, BigDL's optimize(); issue 42) is marked with a section sign and a note.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -118,6 +120,9 @@ struct Timing {
 };
 
 Timing timing_of(const Record& r) { return Timing{record::timer(r), record::fused_step(r)}; }
+
+// The timer of a tool that owns its loop (run/owned_loop.h): its own clock, not the host's.
+constexpr const char* kOwnClock = "backend_clock";
 
 // The warnings that say the machine disturbed the measurement (docs/report.md, Warnings).
 std::vector<std::string> disturbances_of(const Record& r) {
@@ -289,13 +294,18 @@ Grid collect(const EnvironmentGroup& g) {
 }
 
 // "[fused, host_clock]": how a figure was timed, where the table mixes ways of timing.
+// A tool's own clock is not a label: its mark says it (hardware_table), so the host-timed
+// figures beside it stay unlabelled.
 std::string timing_label(const Timing& t, const std::set<Timing>& seen) {
   std::set<std::string> timers;
   std::set<bool> fused;
-  for (const auto& s : seen) timers.insert(s.timer), fused.insert(s.fused);
+  for (const auto& s : seen) {
+    if (s.timer != kOwnClock) timers.insert(s.timer);
+    fused.insert(s.fused);
+  }
   std::string label;
   if (fused.size() > 1 && t.fused) label = "fused";
-  if (timers.size() > 1)
+  if (timers.size() > 1 && t.timer != kOwnClock)
     label += (label.empty() ? "" : ", ") + (t.timer.empty() ? "timer not recorded" : t.timer);
   return label.empty() ? "" : " [" + label + "]";
 }
@@ -311,7 +321,7 @@ std::string outcomes_text(const std::map<std::string, int>& not_ok) {
 // fastest marked; the notes the table needs under it.
 struct HardwareTable {
   Table table;
-  bool repeats = false, setting = false;
+  bool repeats = false, setting = false, own_clock = false;
   std::vector<std::string> disturbed, hidden_outcomes;
   // Departures by their mark's number (1 first): the tool, what it declared, the cells marked.
   struct Departure {
@@ -376,7 +386,9 @@ HardwareTable hardware_table(const Grid& grid, const std::string& hw) {
         const size_t n = f.medians.size();
         text += (text.empty() ? "" : " / ") + format_ms(f.ms()) + (&f == best ? " *" : "") +
                 (n > 1 ? " (x" + std::to_string(n) + ")" : "") + timing_label(f.timing, seen) +
+                (f.timing.timer == kOwnClock ? " \u00a7" : "") +
                 (f.disturbances.empty() ? "" : " !");
+        out.own_clock = out.own_clock || f.timing.timer == kOwnClock;
         for (const auto& d : f.departures)
           text += out.departure_mark(grid.tool_of.at(column), d,
                                      row.network + " b" + std::to_string(row.batch));
@@ -419,6 +431,12 @@ void add_notes(Section& s, const HardwareTable& h) {
     s.paragraph(
         "(+ STATUS): the case also has records that did not end OK (reasons under \"Cases that "
         "did not end OK\"); the figure is from its OK records.");
+  if (h.own_clock)
+    s.paragraph(
+        "\u00a7 marks a figure timed by the tool's own clock (the record's timing.timer is "
+        "backend_clock): the tool owns its training loop (BigDL's optimize() runs every step), so "
+        "the step is its per-iteration time as it reports it (timing.clock says what that "
+        "covers), not the host's timer around each step's calls.");
   if (!h.disturbed.empty()) {
     std::string list;
     for (const auto& d : h.disturbed) list += (list.empty() ? "" : "; ") + d;

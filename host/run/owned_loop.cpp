@@ -1,6 +1,7 @@
 // owned_loop.cpp — see owned_loop.h.
 #include "run/owned_loop.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -12,7 +13,6 @@ namespace dlhost {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using json = nlohmann::ordered_json;
 
 // The feed the backend calls before each step: that step's inputs, as the host's loop sets them.
 dlhost_status* feed_step(void* user, int64_t) {
@@ -35,6 +35,7 @@ Samples OwnedLoop::train(StepLoop& loop, dlhost_model* model, const CaseParams& 
   const int64_t iterations = p.iterations;
   std::vector<double> step_ms(static_cast<size_t>(iterations));
   std::vector<float> loss(static_cast<size_t>(warmup + iterations));
+  std::vector<double> compute(static_cast<size_t>(iterations), std::nan(""));
   dlhost_owned_steps steps{};
   steps.struct_size = DLHOST_OWNED_STEPS_STRUCT_SIZE;
   steps.warmup = warmup;
@@ -43,6 +44,7 @@ Samples OwnedLoop::train(StepLoop& loop, dlhost_model* model, const CaseParams& 
   steps.feed_user = &loop;
   steps.step_ms = step_ms.data();
   steps.loss = loss.data();
+  steps.compute_ms = compute.data();
   dlhost_owned_steps_info info{};
   info.struct_size = DLHOST_OWNED_STEPS_INFO_STRUCT_SIZE;
 
@@ -56,6 +58,9 @@ Samples OwnedLoop::train(StepLoop& loop, dlhost_model* model, const CaseParams& 
   Samples s;
   s.warmup_loss.assign(loss.begin(), loss.begin() + warmup);
   s.step = step_ms;
+  // The tool's own split of its steps, where it wrote one for every timed step.
+  if (std::all_of(compute.begin(), compute.end(), [](double c) { return std::isfinite(c); }))
+    s.compute = compute;
   for (int64_t i = 0; i < iterations; ++i) {
     const float l = loss[static_cast<size_t>(warmup + i)];
     if (!std::isfinite(l))
@@ -69,10 +74,6 @@ Samples OwnedLoop::train(StepLoop& loop, dlhost_model* model, const CaseParams& 
   return s;
 }
 
-void OwnedLoop::describe(json& timing) const {
-  timing["clock"] = clock_;
-  timing["loop"] = loop_;
-  timing["owned_loop_ms"] = call_ms_;
-}
+record::OwnedLoopFields OwnedLoop::describe() const { return {clock_, loop_, call_ms_}; }
 
 }  // namespace dlhost

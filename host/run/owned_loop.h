@@ -5,17 +5,18 @@
 // real-data mini-batch or the per-step upload, outside the tool's timing), and the step times are
 // the tool's own clock: the record's timing.timer is "backend_clock", with the backend's lines
 // saying what was timed (`clock`) and how the steps ran (`loop`). The phases (forward, backward,
-// update) are not split by such a tool: their summaries are empty.
+// update) are not split by such a tool: their summaries are empty; a tool that times its steps'
+// compute apart (BigDL's DistriOptimizer) gives it per timed step (the record's compute).
 // Not thread-safe: one thread drives the backend.
 #ifndef DLHOST_RUN_OWNED_LOOP_H
 #define DLHOST_RUN_OWNED_LOOP_H
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/plugin_registry.h"
 #include "dlhost/dlhost_device.h"
+#include "record/blocks.h"
 #include "run/step_loop.h"
 
 namespace dlhost {
@@ -33,8 +34,9 @@ class OwnedLoop {
   // past the case's time limit; a non-finite loss throws INTERNAL as train() does.
   Samples train(StepLoop& loop, dlhost_model* model, const CaseParams& params,
                 std::chrono::steady_clock::time_point case_start);
-  // What timing_json adds: the tool's clock and loop lines and the host clock over the call.
-  void describe(nlohmann::ordered_json& timing) const;
+  // The timing block's owned-loop fields: the tool's clock and loop lines and the host clock
+  // over the call.
+  record::OwnedLoopFields describe() const;
 
  private:
   const dlhost_step_loop_ext& ext_;

@@ -363,11 +363,14 @@ record::Resolved resolved_of(const Plan& plan, const CaseParams& p, const Prepar
 // Across ranks: a step lasts as long as its slowest rank; the loss is the mean of the ranks'
 // (each over its own shard, so the mean is the loss of the global mini-batch).
 void reduce_over_ranks(Samples& s, DataParallel* dp, int world_size) {
-  // A tool that owns its loop (owned_loop.h) splits no phase: no compute either.
+  // A tool that owns its loop (owned_loop.h) splits no phase: no compute either, unless the
+  // tool timed it itself (its own, kept).
   const size_t phases = std::min({s.forward.size(), s.backward.size(), s.update.size()});
-  s.compute.resize(std::min(s.step.size(), phases));
-  for (size_t i = 0; i < s.compute.size(); ++i)
-    s.compute[i] = s.forward[i] + s.backward[i] + s.update[i];
+  if (phases > 0 || s.compute.size() != s.step.size()) {
+    s.compute.resize(std::min(s.step.size(), phases));
+    for (size_t i = 0; i < s.compute.size(); ++i)
+      s.compute[i] = s.forward[i] + s.backward[i] + s.update[i];
+  }
   if (!dp) return;
   for (auto* v : {&s.step, &s.forward, &s.backward, &s.exposed_comm, &s.update, &s.allreduce,
                   &s.compute, &s.upload, &s.wall_step, &s.data})
@@ -729,9 +732,10 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
 
   const dlhost_backend_api* api = device.api();
   StepLoop loop(device, m.context.get(), m.model.get(), dp, m.uploads, ctx, feed.get());
-  // A tool that owns its loop trains a case without a comm in one call (owned_loop.h).
+  // A tool that owns its loop trains a case without a host comm in one call (owned_loop.h),
+  // also under its own runtime (bigdl_spark: DistriOptimizer's loop).
   std::optional<OwnedLoop> owned;
-  if (const dlhost_step_loop_ext* ext = dp || tool ? nullptr : find_step_loop(*plan.backend))
+  if (const dlhost_step_loop_ext* ext = dp ? nullptr : find_step_loop(*plan.backend))
     owned.emplace(*ext);
   Samples s = owned ? owned->train(loop, m.model.get(), keys, case_start)
                     : train(loop, dp, keys, case_start);
@@ -741,9 +745,10 @@ void run_body(const CaseSpec& in, const RunContext& ctx, json& rec, TensorNeed& 
   reduce_over_ranks(s, dp, world.size);
   if (tool) tool->reduce(s);
 
-  rec["timing"] = record::to_json(timing_of(s, keys, m, plan, world.size,
-                                            owned ? OwnedLoop::kTimer : loop.timer(), feed.get()));
-  if (owned) owned->describe(rec["timing"]);
+  record::Timing timing =
+      timing_of(s, keys, m, plan, world.size, owned ? OwnedLoop::kTimer : loop.timer(), feed.get());
+  if (owned) timing.owned_loop = owned->describe();
+  rec["timing"] = record::to_json(timing);
   // After the timed steps, so it cannot disturb them; every rank measures its own device, in
   // what is left of the case's time.
   if (int64_t size = keys.matmul_peak; size > 0 && !s.timed_out)

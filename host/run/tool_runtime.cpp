@@ -53,6 +53,8 @@ std::string rank_address(const RankEnv& world) {
 
 bool takes_bucket_mb(const std::string& runtime) { return runtime == "torch_ddp"; }
 
+bool driven_by_rank_0(const std::string& runtime) { return runtime == "bigdl_spark"; }
+
 std::optional<std::string> tool_runtime_refusal(const LoadedPlugin& backend,
                                                 const std::string& runtime) {
   const dlhost_tool_runtime_ext* ext = find_ext(backend);
@@ -191,7 +193,8 @@ void ToolRuntime::reduce(Samples& s) {
       control_->all_reduce(v->data(), v->size(), DLHOST_DTYPE_F64, DLHOST_REDUCE_MAX);
   if (!s.loss.empty())
     control_->all_reduce(s.loss.data(), s.loss.size(), DLHOST_DTYPE_F64, DLHOST_REDUCE_SUM);
-  for (double& l : s.loss) l /= world_.size;
+  if (!driven_by_rank_0(runtime_))
+    for (double& l : s.loss) l /= world_.size;
   // No host all-reduce, so no exposed wait of the host's own: the runtime's comm is inside
   // backward (and `allreduce` above).
   s.exposed_comm.clear();

@@ -29,6 +29,11 @@ namespace dlhost {
 // are not handed it.
 bool takes_bucket_mb(const std::string& runtime);
 
+// The runtimes whose job rank 0 drives alone (bigdl_spark: the Spark driver runs every step of
+// the cluster; the other ranks' processes host its workers and time nothing): the case's figures
+// are rank 0's, its loss not averaged over the ranks.
+bool driven_by_rank_0(const std::string& runtime);
+
 // Why `backend` cannot run `runtime`, or nullopt when it can: a plugin before ABI 1.5 or without
 // DLHOST_EXT_TOOL_RUNTIME, a runtime it does not own, or its own query's reason (a build without
 // the runtime). The case is SKIPPED with it.
@@ -69,7 +74,8 @@ class ToolRuntime {
 
   // After the timed steps, on every rank: s.allreduce becomes the runtime's communication time of
   // the timed steps (empty when it exposes none), then every figure the slowest rank's and the
-  // loss the ranks' mean, as the host's own data parallelism reports them.
+  // loss the ranks' mean, as the host's own data parallelism reports them (rank 0's loss for a
+  // runtime driven by rank 0, whose other ranks report zeros).
   void reduce(Samples& s);
   // The record's `distributed` fields of the runtime (runtime, mode, library, what the comm time
   // is or why it is absent).

@@ -15,10 +15,12 @@ namespace dlhost {
 // "mxnet_kvstore": MXNet's kvstore dist_sync (ps-lite: a scheduler and servers), cpu_mxnet's;
 // "tf_collective": TensorFlow's CollectiveReduceV2 over its gRPC servers (MultiWorkerMirrored
 // Strategy's all-reduce), cpu_tensorflow's; "tf_ps": TensorFlow's parameter servers
-// (asynchronous; its ps tasks are extra roles), cpu_tensorflow's.
+// (asynchronous; its ps tasks are extra roles), cpu_tensorflow's; "bigdl_spark": BigDL's
+// DistriOptimizer on a Spark standalone cluster (its master an extra role, a worker in every
+// rank's process, the driver in rank 0's), cpu_bigdl's.
 inline const std::vector<std::string>& tool_runtime_names() {
   static const std::vector<std::string> names = {"torch_ddp", "mxnet_kvstore", "tf_collective",
-                                                 "tf_ps"};
+                                                 "tf_ps", "bigdl_spark"};
   return names;
 }
 

@@ -2,8 +2,10 @@
 #include "jvm.h"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -62,19 +64,51 @@ const char* const kAddOpens[] = {"java.base/java.lang",
                                  "java.base/sun.security.action",
                                  "java.base/sun.util.calendar"};
 
+// What the JVM needs beside its heap (metaspace for Spark's and BigDL's classes, the code cache,
+// thread stacks, MKL's and the JIT's own memory), and the least heap BigDL is given to work in.
+constexpr uint64_t kJvmOverheadMb = 256;
+constexpr uint64_t kJvmLeastHeapMb = 128;
+
+// The JVM's memory options under a data limit (the case's memory_limit_mb is RLIMIT_DATA):
+// HotSpot commits its initial heap (1/64 of the machine's memory), grows it up to 1/4 of it, and
+// mallocs beside, so that under a small limit it failed at start or died mid-run; here the heap
+// is capped to what the limit leaves beside the JVM's own needs, and a limit too small for any
+// JVM is refused with the reason (RESOURCE_EXHAUSTED: the case is OOM, the limit named).
+std::vector<std::string> memory_options() {
+  const uint64_t limit = data_limit_mb();
+  if (limit == 0) return {};
+  if (limit < kJvmOverheadMb + kJvmLeastHeapMb)
+    sdk::fail(DLHOST_CODE_RESOURCE_EXHAUSTED,
+              "cpu_bigdl: memory_limit_mb " + std::to_string(limit) +
+                  " is under the least a JVM with BigDL runs in (" +
+                  std::to_string(kJvmOverheadMb + kJvmLeastHeapMb) +
+                  " MiB: " + std::to_string(kJvmLeastHeapMb) + " of heap and " +
+                  std::to_string(kJvmOverheadMb) + " beside it)");
+  return {"-Xmx" + std::to_string(limit - kJvmOverheadMb) + "m", "-Xms16m",
+          "-XX:ReservedCodeCacheSize=64m", "-XX:+UseSerialGC"};
+}
+
 // Makes the JVM on the calling thread (the JVM's own); throws UNAVAILABLE with the reason.
 JNIEnv* create_vm(JavaVM** vm, int32_t threads) {
+  const std::vector<std::string> memory = memory_options();
   void* lib = dlopen(DLHOST_BIGDL_JVM, RTLD_NOW | RTLD_GLOBAL);
   if (lib == nullptr)
     sdk::fail(DLHOST_CODE_UNAVAILABLE,
               std::string("cpu_bigdl: cannot open " DLHOST_BIGDL_JVM ": ") + dlerror());
+  // Read by Spark's worker when it starts an executor (jvm.h); set before the JVM copies them.
+  setenv("SPARK_HOME", DLHOST_BIGDL_SPARK_HOME, 1);
+  setenv("SPARK_SCALA_VERSION", "2.12", 1);
   auto create = reinterpret_cast<CreateJavaVM>(dlsym(lib, "JNI_CreateJavaVM"));
   if (create == nullptr)
     sdk::fail(DLHOST_CODE_UNAVAILABLE, "cpu_bigdl: no JNI_CreateJavaVM in " DLHOST_BIGDL_JVM);
-  std::vector<std::string> text = {"-Djava.class.path=" DLHOST_BIGDL_CLASSPATH, "-Xrs",
-                                   "-Dbigdl.localMode=true", "-Djava.awt.headless=true",
-                                   "-Dlog4j.configurationFile=" DLHOST_BIGDL_LOG4J2};
+  std::vector<std::string> text = {"-Djava.class.path=" DLHOST_BIGDL_CLASSPATH,
+                                   "-Xrs",
+                                   "-Dbigdl.localMode=true",
+                                   "-Djava.awt.headless=true",
+                                   "-Dlog4j.configurationFile=" DLHOST_BIGDL_LOG4J2,
+                                   "-Dlog4j.configuration=file:" DLHOST_BIGDL_LOG4J1};
   if (threads > 0) text.push_back("-Dbigdl.coreNumber=" + std::to_string(threads));
+  text.insert(text.end(), memory.begin(), memory.end());
   for (const char* module : kAddOpens)
     text.push_back(std::string("--add-opens=") + module + "=ALL-UNNAMED");
   std::vector<JavaVMOption> options(text.size());
@@ -113,6 +147,20 @@ std::string text_of(JNIEnv* env, jobject object) {
 
 }  // namespace
 
+uint64_t data_limit_mb() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_DATA, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<uint64_t>(lim.rlim_cur) >> 20;
+}
+
+std::string executor_java_options() {
+  std::string out = "-Dlog4j.configurationFile=" DLHOST_BIGDL_LOG4J2
+                    " -Dlog4j.configuration=file:" DLHOST_BIGDL_LOG4J1;
+  for (const char* module : kAddOpens)
+    out += std::string(" --add-opens=") + module + "=ALL-UNNAMED";
+  return out;
+}
+
 void Jvm::check(JNIEnv* env, const std::string& what) {
   jthrowable t = env->ExceptionOccurred();
   if (t == nullptr) return;
@@ -136,7 +184,11 @@ void Jvm::check(JNIEnv* env, const std::string& what) {
     jobject top = env->GetObjectArrayElement(frames, 0);
     text += " (at " + text_of(env, top) + ")";
   }
-  sdk::fail(DLHOST_CODE_INTERNAL, "cpu_bigdl: " + what + ": " + text);
+  // The JVM's heap is full (under memory_limit_mb, or the default cap): out of memory.
+  const bool oom = text.rfind("java.lang.OutOfMemoryError", 0) == 0 ||
+                   text.find("caused by java.lang.OutOfMemoryError") != std::string::npos;
+  sdk::fail(oom ? DLHOST_CODE_RESOURCE_EXHAUSTED : DLHOST_CODE_INTERNAL,
+            "cpu_bigdl: " + what + ": " + text);
 }
 
 void Jvm::call(const std::function<void(JNIEnv*)>& body) {

@@ -2,7 +2,9 @@
 // Java class dlhost.bigdl.BigDLModel (java/dlhost/bigdl/BigDLModel.java), which builds a BigDL
 // Sequential of BigDL's own layers, its criterion and its SGD; the ABI's calls as JNI calls on
 // it; and DLHOST_EXT_STEP_LOOP (ABI 1.5): the case's steps in ONE LocalOptimizer.optimize(), each
-// step's time and loss as LocalOptimizer reports them.
+// step's time and loss as LocalOptimizer reports them; on a Spark cluster (`comm: bigdl_spark`,
+// spark.cpp) ONE DistriOptimizer.optimize() on the driver (rank 0), with its compute and
+// communication (its AllReduceParameter) time per step.
 // What is lowered: chains (each node takes the previous node's output) of conv2d (no dilation),
 // pool2d, fc (one batch dim; a rank > 2 input is flattened by BigDL's Reshape), relu / sigmoid /
 // tanh, lrn and global_avg_pool, ending in softmax_cross_entropy or mse_loss. The rest is
@@ -56,6 +58,7 @@ struct Methods {
   jmethodID conv, max_pool, avg_pool, global_avg_pool, flatten, linear, relu, sigmoid, tanh, lrn;
   jmethodID cross_entropy, mse, sgd, finish, param_count, read_param, write_param;
   jmethodID set_input, set_target, forward, backward, update, read_output, add_batch, optimize;
+  jmethodID optimize_spark;
   void look_up(JNIEnv* env, jclass c) {
     conv = method(env, c, "conv", "(IIIIIIIIIZII)V");
     max_pool = method(env, c, "maxPool", "(IIIIIIZ)V");
@@ -82,6 +85,7 @@ struct Methods {
     read_output = method(env, c, "readOutput", "([F)V");
     add_batch = method(env, c, "addBatch", "()V");
     optimize = method(env, c, "optimize", "(I)[D");
+    optimize_spark = method(env, c, "optimizeSpark", "(II)[D");
   }
 };
 
@@ -97,12 +101,17 @@ constexpr const char* kClock =
     "LocalOptimizer's own iteration time (System.nanoTime from fetching the mini-batch to the end "
     "of the SGD update: forward and backward on its model replicas, gradient aggregation, "
     "update), read per iteration from its log line";
+constexpr const char* kSparkClock =
+    "DistriOptimizer's own iteration time on the driver (System.nanoTime around one iteration's "
+    "Spark jobs: every executor's forward and backward on its slice, the gradients' aggregation, "
+    "the update, the weights sent back), read per iteration from its log line";
 
 class BigDLModel final : public sdk::Model {
  public:
   BigDLModel(Context& context, const dlhost_graph& graph, const dlhost_optimizer_desc& optimizer)
       : jvm_(*context.jvm), params_(graph), ids_(graph) {
     threads_ = jvm_.threads();
+    spark_.jvm = &jvm_;
     find_inputs(graph);
     jvm_.call([&](JNIEnv* env) {
       jclass cls = find_class(env, kClass);
@@ -219,39 +228,67 @@ class BigDLModel final : public sdk::Model {
   }
 
   // DLHOST_EXT_STEP_LOOP: the steps' mini-batches first (the host's feed, outside BigDL's
-  // timing), then ONE LocalOptimizer.optimize() over all of them.
+  // timing), then ONE optimize() over all of them: LocalOptimizer's, or on a Spark cluster
+  // DistriOptimizer's on the driver (the other ranks' processes host Spark workers: nothing to
+  // time there).
   void run_steps(const dlhost_owned_steps& steps, dlhost_owned_steps_info* info) {
     if (steps.warmup < 0 || steps.iterations < 1 || steps.step_ms == nullptr ||
         steps.loss == nullptr)
       sdk::invalid("cpu_bigdl: run_steps: negative warm-up, no timed step or no output arrays");
     const int64_t total = steps.warmup + steps.iterations;
-    for (int64_t i = 0; i < (steps.feed != nullptr ? total : 1); ++i) {
-      if (steps.feed != nullptr) sdk::check(steps.feed(steps.feed_user, i));
-      call_void(m_.add_batch, "addBatch");
+    const bool spark = spark_.joined;
+    const char* clock = spark ? kSparkClock : kClock;
+    if (spark && spark_.rank != 0) {
+      for (int64_t i = 0; i < total; ++i) steps.loss[i] = 0;
+      for (int64_t i = 0; i < steps.iterations; ++i) steps.step_ms[i] = 0;
+      if (DLHOST_HAS_FIELD(&steps, dlhost_owned_steps, compute_ms) && steps.compute_ms != nullptr)
+        for (int64_t i = 0; i < steps.iterations; ++i) steps.compute_ms[i] = 0;
+      spark_.comm_ms.assign(static_cast<size_t>(total), 0.0);
+      spark_.compute_ms.assign(static_cast<size_t>(total), 0.0);
+      loop_ = "Spark worker " + std::to_string(spark_.rank) +
+              " of the case's cluster: the driver (rank 0) runs DistriOptimizer";
+    } else {
+      for (int64_t i = 0; i < (steps.feed != nullptr ? total : 1); ++i) {
+        if (steps.feed != nullptr) sdk::check(steps.feed(steps.feed_user, i));
+        call_void(m_.add_batch, "addBatch");
+      }
+      const size_t per = spark ? 4 : 3;  // values per step (BigDLModel.optimize / optimizeSpark)
+      std::vector<double> got(per * static_cast<size_t>(total));
+      jvm_.call([&](JNIEnv* env) {
+        auto a = static_cast<jdoubleArray>(
+            spark ? env->CallObjectMethod(object_, m_.optimize_spark, static_cast<jint>(total),
+                                          static_cast<jint>(spark_.executors))
+                  : env->CallObjectMethod(object_, m_.optimize, static_cast<jint>(total)));
+        Jvm::check(env, spark ? "DistriOptimizer.optimize()" : "LocalOptimizer.optimize()");
+        env->GetDoubleArrayRegion(a, 0, static_cast<jsize>(got.size()), got.data());
+      });
+      if (spark) finish_spark(got, total);
+      for (int64_t i = 0; i < total; ++i) {
+        const size_t k = per * static_cast<size_t>(i);
+        steps.loss[i] = static_cast<float>(got[k + 1]);
+        if (i >= steps.warmup) steps.step_ms[i - steps.warmup] = got[k] * 1000.0;
+      }
+      if (spark && DLHOST_HAS_FIELD(&steps, dlhost_owned_steps, compute_ms) &&
+          steps.compute_ms != nullptr)
+        for (int64_t i = 0; i < steps.iterations; ++i)
+          steps.compute_ms[i] = spark_.compute_ms[static_cast<size_t>(steps.warmup + i)];
+      loss_ = steps.loss[total - 1];
+      loop_ = std::string("one ") + (spark ? "DistriOptimizer" : "LocalOptimizer") +
+              ".optimize() over " + std::to_string(total) + " steps (" +
+              std::to_string(steps.warmup) + " warm-up, " + std::to_string(steps.iterations) +
+              " timed), " +
+              (spark ? spark_.library + ", each step's mini-batch split over the executors"
+                     : jvm_.engine()) +
+              (steps.feed != nullptr ? ", a mini-batch per step from dlhost's feed"
+                                     : ", dlhost's resident mini-batch every step");
     }
-    std::vector<double> got(static_cast<size_t>(3 * total));
-    jvm_.call([&](JNIEnv* env) {
-      auto a = static_cast<jdoubleArray>(
-          env->CallObjectMethod(object_, m_.optimize, static_cast<jint>(total)));
-      Jvm::check(env, "LocalOptimizer.optimize()");
-      env->GetDoubleArrayRegion(a, 0, static_cast<jsize>(got.size()), got.data());
-    });
-    for (int64_t i = 0; i < total; ++i) {
-      const size_t k = static_cast<size_t>(3 * i);
-      steps.loss[i] = static_cast<float>(got[k + 1]);
-      if (i >= steps.warmup) steps.step_ms[i - steps.warmup] = got[k] * 1000.0;
-    }
-    loss_ = steps.loss[total - 1];
-    loop_ = "one LocalOptimizer.optimize() over " + std::to_string(total) + " steps (" +
-            std::to_string(steps.warmup) + " warm-up, " + std::to_string(steps.iterations) +
-            " timed), " + jvm_.engine() +
-            (steps.feed != nullptr ? ", a mini-batch per step from dlhost's feed"
-                                   : ", dlhost's resident mini-batch every step");
     if (info != nullptr) {
-      if (DLHOST_HAS_FIELD(info, dlhost_owned_steps_info, clock)) info->clock = kClock;
+      if (DLHOST_HAS_FIELD(info, dlhost_owned_steps_info, clock)) info->clock = clock;
       if (DLHOST_HAS_FIELD(info, dlhost_owned_steps_info, loop)) info->loop = loop_.c_str();
     }
   }
+
+  SparkJob& spark() { return spark_; }
 
  private:
   // The data input (F32, the first node's), the target (labels or the MSE target), the logits.
@@ -371,6 +408,30 @@ class BigDLModel final : public sdk::Model {
     if (!ended) sdk::unimplemented("cpu_bigdl: the graph ends without a loss");
   }
 
+  // DistriOptimizer's compute and communication per step (seconds, [k + 2], [k + 3] of `got`), then
+  // the driver's SparkContext stopped: the job is over, the workers end their executors.
+  void finish_spark(const std::vector<double>& got, int64_t total) {
+    spark_.comm_ms.clear();
+    spark_.compute_ms.clear();
+    for (int64_t i = 0; i < total; ++i) {
+      const size_t k = 4 * static_cast<size_t>(i);
+      if (!std::isfinite(got[k + 2]) || !std::isfinite(got[k + 3]))
+        sdk::fail(DLHOST_CODE_INTERNAL,
+                  "cpu_bigdl: DistriOptimizer's Metrics summary gave no \"computing time "
+                  "average\" or AllReduceParameter times for iteration " +
+                      std::to_string(i + 1) + " (its DEBUG log changed?)");
+      spark_.compute_ms.push_back(got[k + 2] * 1000.0);
+      spark_.comm_ms.push_back(got[k + 3] * 1000.0);
+    }
+    jvm_.call([&](JNIEnv* env) {
+      jclass cls = find_class(env, "dlhost/bigdl/SparkCluster");
+      jmethodID stop = env->GetStaticMethodID(cls, "stopDriver", "()V");
+      Jvm::check(env, "method SparkCluster.stopDriver");
+      env->CallStaticVoidMethod(cls, stop);
+      Jvm::check(env, "stopping the SparkContext");
+    });
+  }
+
   void send(jmethodID m, const float* data, size_t count, const char* what) {
     jvm_.call([&](JNIEnv* env) {
       jfloatArray a = env->NewFloatArray(static_cast<jsize>(count));
@@ -412,21 +473,33 @@ class BigDLModel final : public sdk::Model {
   float loss_ = 0;
   uint64_t param_bytes_ = 0;
   std::string loop_;
+  SparkJob spark_;
 };
+
+BigDLModel& bigdl_model(dlhost_model* model, const char* who) {
+  auto* m =
+      model == nullptr ? nullptr : dynamic_cast<BigDLModel*>(reinterpret_cast<sdk::Model*>(model));
+  if (m == nullptr)
+    sdk::invalid(std::string("cpu_bigdl: ") + who + ": not a model of this backend");
+  return *m;
+}
 
 dlhost_status* run_steps(dlhost_model* model, const dlhost_owned_steps* steps,
                          dlhost_owned_steps_info* info) {
   return sdk::guard([&] {
-    auto* m = model == nullptr ? nullptr
-                               : dynamic_cast<BigDLModel*>(reinterpret_cast<sdk::Model*>(model));
-    if (m == nullptr) sdk::invalid("cpu_bigdl: run_steps: not a model of this backend");
+    BigDLModel& m = bigdl_model(model, "run_steps");
     if (steps == nullptr || !DLHOST_HAS_FIELD(steps, dlhost_owned_steps, loss))
       sdk::invalid("cpu_bigdl: run_steps: steps missing or too short");
-    m->run_steps(*steps, info);
+    m.run_steps(*steps, info);
   });
 }
 
 }  // namespace
+
+SparkJob& spark_job(dlhost_model* model) {
+  SparkJob& job = bigdl_model(model, "bigdl_spark").spark();
+  return job;
+}
 
 const std::vector<int32_t>& lowered_ops() {
   static const std::vector<int32_t> ops = {

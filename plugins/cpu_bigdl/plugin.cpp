@@ -2,7 +2,8 @@
 // BigDL's MKL dispatches for this CPU), the library (BigDL, Spark, Scala and Java versions, as
 // configure found them), the capabilities (the ops model.cpp lowers, fp32, SGD), contexts (the
 // process's JVM with BigDL's engine on the case's threads, jvm.h), compile (model.cpp), and the
-// step-loop extension (ABI 1.5: BigDL's LocalOptimizer owns the loop).
+// step-loop extension (ABI 1.5: BigDL's LocalOptimizer owns the loop) and the tool runtime
+// `comm: bigdl_spark` (BigDL's DistriOptimizer on a Spark standalone cluster, spark.cpp).
 // Thread-safety: the kit's; the JVM is per process (jvm.h).
 #include <memory>
 #include <string>
@@ -32,7 +33,10 @@ class BigDLBackend final : public sdk::FrameworkBackend<Context> {
     return caps;
   }
   bool reads_tensors() const override { return true; }
-  void link_extensions(sdk::ExtensionChain& chain) const override { link_step_loop(chain); }
+  void link_extensions(sdk::ExtensionChain& chain) const override {
+    link_step_loop(chain);
+    link_tool_runtime(chain);  // comm: bigdl_spark (spark.cpp)
+  }
 
   std::unique_ptr<Context> open_context(int32_t, const sdk::HostSettings& host,
                                         const sdk::Options&) override {
@@ -60,5 +64,7 @@ extern "C" DLHOST_EXPORT const dlhost_plugin* dlhost_plugin_entry(const dlhost_h
   return dlhost::sdk::backend_plugin<dlhost::cpu_bigdl::BigDLBackend>(
       host, {"cpu_bigdl", "0.1.0",
              "CPU training backend on BigDL DLlib 2.4 (Spark 3.1's jars) in a JVM hosted through "
-             "JNI: BigDL's own layers, criterion and SGD; LocalOptimizer owns the loop"});
+             "JNI: BigDL's own layers, criterion and SGD; LocalOptimizer owns the loop, "
+             "DistriOptimizer on "
+             "Spark for comm bigdl_spark"});
 }

@@ -7,7 +7,7 @@
 //   the canonical layout whose grad() is made at compile; backward zeroes it and autograd
 //   accumulates into it in place, so neither pointer ever moves;
 // - "backward overwrites": the zeroing above, except where an FC writes its weight and bias
-//   gradients into grad() itself (ops.cpp, lower_fc: no zero pass, no add, no fresh tensor per
+//   gradients into grad() itself (ops.cpp, Lowering::fc: no zero pass, no add, no fresh tensor per
 //   step; a reached FC's notice goes out as it writes them); grad-ready notices go out in reverse
 //   layer order: with libtorch 2.x during backward, from a post-accumulate-grad hook on each leaf
 //   (the host's all-reduce overlaps the rest of backward); with 1.13, which has no such hook, once

@@ -22,28 +22,6 @@ namespace {
 
 namespace sdk = dlhost::sdk;
 
-struct NodeView {
-  const LowerEnv& env;
-  const dlhost_node& node;
-  int32_t index;
-
-  int32_t in(int k) const { return node.inputs[k]; }
-  const dlhost_tensor_desc& tensor(int32_t id) const { return *env.graph.tensors[id]; }
-  const dlhost_tensor_desc& out() const { return tensor(node.output); }
-  at::Tensor param(int k) const { return env.params[static_cast<size_t>(node.params[k])]; }
-  // The bias when the node has one, else an undefined tensor (ATen's "no bias").
-  at::Tensor bias() const { return node.num_params > 1 ? param(1) : at::Tensor(); }
-  // Checked for presence and struct_size (a truncated struct is refused naming the node).
-  template <class Attrs>
-  const Attrs& attrs() const {
-    return sdk::node_attrs<Attrs>(node);
-  }
-  [[noreturn]] void unsupported(const std::string& why) const {
-    sdk::unimplemented(DLHOST_TORCH_PLUGIN_NAME ": " + sdk::op_name(node.op) + " '" + node.name +
-                       "': " + why);
-  }
-};
-
 std::vector<int64_t> dims_of(const dlhost_tensor_desc& t) {
   return std::vector<int64_t>(t.dims, t.dims + t.rank);
 }
@@ -104,8 +82,9 @@ bool owned_alone(const dlhost_graph& g, int32_t index, int32_t p) {
   return true;
 }
 
-NodeForward lower_fc(const NodeView& v) {
-  const auto& a = v.attrs<dlhost_fc_attrs>();
+}  // namespace
+
+NodeForward Lowering::fc(const NodeView& v, const dlhost_fc_attrs& a) {
   const int32_t keep = DLHOST_HAS_FIELD(&a, dlhost_fc_attrs, batch_dims) ? a.batch_dims : 1;
   std::vector<int64_t> rows(v.tensor(v.in(0)).dims, v.tensor(v.in(0)).dims + keep);
   rows.push_back(-1);  // the features: C*H*W flattened in NCHW order, as the canonical weight
@@ -129,19 +108,17 @@ NodeForward lower_fc(const NodeView& v) {
   };
 }
 
-NodeForward lower_conv(const NodeView& v) {
-  const auto& a = v.attrs<dlhost_conv2d_attrs>();
+NodeForward Lowering::conv2d(const NodeView& v, const dlhost_conv2d_attrs& a) {
   return [x = v.in(0), a, w = v.param(0), b = v.bias()](const Values& t) {
     return at::conv2d(t[size_t(x)], w, b, {a.stride_h, a.stride_w}, {a.pad_h, a.pad_w},
                       {a.dilation_h, a.dilation_w}, a.groups);
   };
 }
 
-NodeForward lower_pool(const NodeView& v) {
-  const auto& a = v.attrs<dlhost_pool2d_attrs>();
+NodeForward Lowering::pool2d(const NodeView& v, const dlhost_pool2d_attrs& a) {
   // Padding up to half the window, as ATen requires: the host's builder already refuses more.
   if (a.kind != DLHOST_POOL_MAX && a.kind != DLHOST_POOL_AVG)
-    v.unsupported("pooling kind " + std::to_string(a.kind));
+    sdk::unsupported_op(v.node, "pooling kind " + std::to_string(a.kind));
   return [x = v.in(0), a](const Values& t) {
     // Arrays, not IntArrayRef{...}: a braced list would die before the call.
     const int64_t k[] = {a.kernel_h, a.kernel_w}, s[] = {a.stride_h, a.stride_w},
@@ -152,8 +129,8 @@ NodeForward lower_pool(const NodeView& v) {
   };
 }
 
-NodeForward lower_activation(const NodeView& v) {
-  switch (v.attrs<dlhost_activation_attrs>().kind) {
+NodeForward Lowering::activation(const NodeView& v, const dlhost_activation_attrs& a) {
+  switch (a.kind) {
     case DLHOST_ACTIVATION_RELU:
       return [x = v.in(0)](const Values& t) { return at::relu(t[size_t(x)]); };
     case DLHOST_ACTIVATION_SIGMOID:
@@ -161,26 +138,25 @@ NodeForward lower_activation(const NodeView& v) {
     case DLHOST_ACTIVATION_TANH:
       return [x = v.in(0)](const Values& t) { return at::tanh(t[size_t(x)]); };
   }
-  v.unsupported("activation kind " + std::to_string(v.attrs<dlhost_activation_attrs>().kind));
+  sdk::unsupported_op(v.node, "activation kind " + std::to_string(a.kind));
 }
 
 // Logits [..., classes] against I64 labels (set_input widens the ABI's I32): the mean over all
 // positions, as the ABI's loss.
-NodeForward lower_cross_entropy(const NodeView& v) {
+NodeForward Lowering::softmax_cross_entropy(const NodeView& v) {
   const int64_t classes = v.tensor(v.in(0)).dims[v.tensor(v.in(0)).rank - 1];
   return [x = v.in(0), y = v.in(1), classes](const Values& t) {
     return at::cross_entropy_loss(t[size_t(x)].reshape({-1, classes}), t[size_t(y)].reshape(-1));
   };
 }
 
-NodeForward lower_mse(const NodeView& v) {
+NodeForward Lowering::mse_loss(const NodeView& v) {
   return [x = v.in(0), y = v.in(1)](const Values& t) {
     return at::mse_loss(t[size_t(x)], t[size_t(y)]);
   };
 }
 
-NodeForward lower_batch_norm(const NodeView& v) {
-  const auto& a = v.attrs<dlhost_batch_norm_attrs>();
+NodeForward Lowering::batch_norm(const NodeView& v, const dlhost_batch_norm_attrs& a) {
   const int64_t channels = v.out().dims[1];
   // Running statistics: state of the model, PyTorch's start (mean 0, variance 1), updated by
   // ATen with the unbiased variance as the ABI says.
@@ -191,8 +167,8 @@ NodeForward lower_batch_norm(const NodeView& v) {
   };
 }
 
-NodeForward lower_dropout(const NodeView& v) {
-  const float p = v.attrs<dlhost_dropout_attrs>().probability;
+NodeForward Lowering::dropout(const NodeView& v, const dlhost_dropout_attrs& a) {
+  const float p = a.probability;
   at::Tensor mask = at::empty(dims_of(v.out()));  // persistent: refilled by every forward
   return [x = v.in(0), p, mask, seed = v.env.seed, calls = v.env.forward_calls,
           node = static_cast<uint32_t>(v.index)](const Values& t) mutable {
@@ -201,16 +177,15 @@ NodeForward lower_dropout(const NodeView& v) {
   };
 }
 
-NodeForward lower_add(const NodeView& v) {
+NodeForward Lowering::add(const NodeView& v) {
   return [x = v.in(0), y = v.in(1)](const Values& t) { return t[size_t(x)] + t[size_t(y)]; };
 }
 
 // y = x / (k + alpha / size * sum over the window of x^2)^beta: the average of x^2 over `size`
 // zero-padded channels, as torch.nn.functional.local_response_norm computes it.
-NodeForward lower_lrn(const NodeView& v) {
-  const auto& a = v.attrs<dlhost_lrn_attrs>();
+NodeForward Lowering::lrn(const NodeView& v, const dlhost_lrn_attrs& a) {
   if (v.out().rank != 4)
-    v.unsupported("LRN over a rank-" + std::to_string(v.out().rank) + " input");
+    sdk::unsupported_op(v.node, "LRN over a rank-" + std::to_string(v.out().rank) + " input");
   return [x = v.in(0), a](const Values& t) {
     const at::Tensor& in = t[size_t(x)];
     at::Tensor div =
@@ -220,7 +195,7 @@ NodeForward lower_lrn(const NodeView& v) {
   };
 }
 
-NodeForward lower_embedding(const NodeView& v) {
+NodeForward Lowering::embedding(const NodeView& v, const dlhost_embedding_attrs&) {
   return [ids = v.in(0), table = v.param(0)](const Values& t) {
     return at::embedding(table, t[size_t(ids)]);
   };
@@ -228,8 +203,7 @@ NodeForward lower_embedding(const NodeView& v) {
 
 // The fused multi-layer LSTM (batch first). PyTorch's two biases per layer collapse into the
 // ABI's one: b_ih is the parameter, b_hh a constant zero, so the gradient of b_ih is the ABI's.
-NodeForward lower_lstm(const NodeView& v) {
-  const auto& a = v.attrs<dlhost_lstm_attrs>();
+NodeForward Lowering::lstm(const NodeView& v, const dlhost_lstm_attrs& a) {
   std::vector<at::Tensor> weights;
   const at::Tensor zero_bias = at::zeros({4 * a.hidden});
   for (int64_t l = 0; l < a.layers; ++l) {
@@ -245,11 +219,9 @@ NodeForward lower_lstm(const NodeView& v) {
   };
 }
 
-NodeForward lower_global_avg_pool(const NodeView& v) {
+NodeForward Lowering::global_avg_pool(const NodeView& v) {
   return [x = v.in(0)](const Values& t) { return t[size_t(x)].mean({2, 3}); };
 }
-
-}  // namespace
 
 void fill_dropout_mask(at::Tensor& mask, uint64_t seed, uint32_t node, uint64_t step, float p) {
   float* m = mask.data_ptr<float>();
@@ -260,42 +232,8 @@ void fill_dropout_mask(at::Tensor& mask, uint64_t seed, uint32_t node, uint64_t 
 }
 
 NodeForward lower_node(const LowerEnv& env, int32_t index) {
-  const NodeView v{env, *env.graph.nodes[index], index};
-  switch (v.node.op) {
-    case DLHOST_OP_FC:
-      return lower_fc(v);
-    case DLHOST_OP_CONV2D:
-      return lower_conv(v);
-    case DLHOST_OP_POOL2D:
-      return lower_pool(v);
-    case DLHOST_OP_ACTIVATION:
-      return lower_activation(v);
-    case DLHOST_OP_SOFTMAX_CROSS_ENTROPY:
-      return lower_cross_entropy(v);
-    case DLHOST_OP_MSE_LOSS:
-      return lower_mse(v);
-    case DLHOST_OP_BATCH_NORM:
-      return lower_batch_norm(v);
-    case DLHOST_OP_DROPOUT:
-      return lower_dropout(v);
-    case DLHOST_OP_ADD:
-      return lower_add(v);
-    case DLHOST_OP_LRN:
-      return lower_lrn(v);
-    case DLHOST_OP_EMBEDDING:
-      return lower_embedding(v);
-    case DLHOST_OP_LSTM:
-      return lower_lstm(v);
-    case DLHOST_OP_GLOBAL_AVG_POOL:
-      return lower_global_avg_pool(v);
-    case DLHOST_OP_LAYER_NORM:
-    case DLHOST_OP_GELU:
-    case DLHOST_OP_ATTENTION:
-    case DLHOST_OP_POSITION_EMBEDDING:
-    case DLHOST_OP_TIED_FC:
-      return lower_transformer_node(env, index);
-  }
-  v.unsupported("not an op this backend knows");
+  const dlhost_node& n = *env.graph.nodes[index];
+  return Lowering().visit(n, NodeView{env, n, index});
 }
 
 }  // namespace dlhost::cpu_libtorch

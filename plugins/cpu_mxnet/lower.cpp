@@ -13,6 +13,7 @@
 
 #include "dlhost/common.hpp"
 #include "dlhost/graph_access.hpp"
+#include "dlhost/op_visitor.hpp"
 #include "program.h"
 
 namespace dlhost::cpu_mxnet {
@@ -24,7 +25,8 @@ std::vector<uint32_t> shape_of(const int64_t* dims, int32_t rank) {
   return std::vector<uint32_t>(dims, dims + rank);
 }
 
-class Lowering {
+// One method per op (sdk::OpVisitor): the op's MXNet calls; its result the output's value id.
+class Lowering final : public sdk::OpVisitor<int> {
  public:
   explicit Lowering(const dlhost_graph& g) : g_(g), p_(std::make_unique<Program>()) {
     p_->tensor_value.assign(size_t(g.num_tensors), -1);
@@ -39,7 +41,8 @@ class Lowering {
       node_ = k;
       const dlhost_node& n = *g_.nodes[k];
       if (n.op == DLHOST_OP_INPUT) continue;
-      p_->tensor_value[size_t(n.output)] = lower(n);
+      step_ = 0;
+      p_->tensor_value[size_t(n.output)] = visit(n);
       const dlhost_tensor_desc& out = *g_.tensors[n.output];
       p_->activation_bytes += uint64_t(sdk::element_count(out)) * 8;
     }
@@ -54,14 +57,6 @@ class Lowering {
   // Says once where the lowering takes another path than Gluon's layers and is faster for it.
   void departure(const std::string& what) {
     if (p_->departures.find(what + "\n") == std::string::npos) p_->departures += what + "\n";
-  }
-  // Checked: absent or truncated attributes are refused naming the node (graph_access.hpp).
-  template <class A>
-  const A& attrs() const {
-    return sdk::node_attrs<A>(node());
-  }
-  [[noreturn]] void unsupported(const std::string& why) const {
-    sdk::unimplemented("cpu_mxnet: " + sdk::op_name(node().op) + " '" + node().name + "': " + why);
   }
 
   int add_leaf(LeafKind kind, const std::string& name, std::vector<uint32_t> shape) {
@@ -119,63 +114,10 @@ class Lowering {
   }
   bool has_bias() const { return node().num_params > 1; }
 
-  int lower(const dlhost_node& n) {
-    step_ = 0;
-    switch (n.op) {
-      case DLHOST_OP_FC:
-        return fc();
-      case DLHOST_OP_CONV2D:
-        return conv();
-      case DLHOST_OP_POOL2D:
-        return pool();
-      case DLHOST_OP_ACTIVATION:
-        return activation();
-      case DLHOST_OP_SOFTMAX_CROSS_ENTROPY:
-        return cross_entropy();
-      case DLHOST_OP_MSE_LOSS:
-        return call("mean", {call("square", {call("elemwise_sub", {in(0), in(1)}, {})}, {})}, {});
-      case DLHOST_OP_BATCH_NORM:
-        return batch_norm();
-      case DLHOST_OP_DROPOUT:
-        return dropout();
-      case DLHOST_OP_ADD:
-        return call("elemwise_add", {in(0), in(1)}, {});
-      case DLHOST_OP_LRN:
-        return lrn();
-      case DLHOST_OP_EMBEDDING:
-        return embedding();
-      case DLHOST_OP_LSTM:
-        return lstm();
-      case DLHOST_OP_GLOBAL_AVG_POOL:
-        departure(
-            "global average pool: MXNet's mean over H and W, not Gluon's GlobalAvgPool2D (a "
-            "Pooling whose oneDNN backward returns a gradient layout that sends the 9 batch norms "
-            "after ResNet-56's stage-3 adds to oneDNN's reference kernel): Gluon's ResNet-56 step "
-            "at b128, 1 thread, 1878 CPU ms with GlobalAvgPool2D against 885 with the mean "
-            "(0.47; at b32 355 against 209; bench/probe/mx_global_pool.py). Measured 2026-12-06 on "
-            "a 2-core Xeon with AVX-512 "
-            "under load (bench/results/2026-12-06-fairness, docs/frameworks.md)");
-        return call("mean", {in(0)}, {{"axis", tuple({2, 3})}});
-      case DLHOST_OP_LAYER_NORM:
-        return call("LayerNorm", {in(0), param(0), param(1)},
-                    {{"axis", "-1"}, {"eps", number(attrs<dlhost_layer_norm_attrs>().epsilon)}});
-      case DLHOST_OP_GELU:
-        return gelu();
-      case DLHOST_OP_ATTENTION:
-        return attention();
-      case DLHOST_OP_POSITION_EMBEDDING:
-        return position_embedding();
-      case DLHOST_OP_TIED_FC:
-        return tied_fc();
-    }
-    unsupported("not an op this backend knows");
-  }
-
   // FullyConnected's weight is [out, in] with `in` the input flattened in NCHW order: the
   // canonical layout. flatten=True keeps the mini-batch axis; a per-time-step layer
   // (batch_dims 2) keeps N and T with flatten=False, which acts on the last axis.
-  int fc() {
-    const auto& a = attrs<dlhost_fc_attrs>();
+  int fc(const dlhost_node&, const dlhost_fc_attrs& a) override {
     const int32_t keep = DLHOST_HAS_FIELD(&a, dlhost_fc_attrs, batch_dims) ? a.batch_dims : 1;
     int x = in(0);
     const int32_t rank = tensor(node().inputs[0]).rank;
@@ -192,8 +134,7 @@ class Lowering {
                  {"flatten", flag(keep == 1)}});
   }
 
-  int conv() {
-    const auto& a = attrs<dlhost_conv2d_attrs>();
+  int conv2d(const dlhost_node&, const dlhost_conv2d_attrs& a) override {
     std::vector<int> args{in(0), param(0)};
     if (has_bias()) args.push_back(param(1));
     return call("Convolution", args,
@@ -209,10 +150,9 @@ class Lowering {
   // pooling_convention full is ceil mode; where MXNet's full windows differ from the ABI's
   // (Caffe's last window clipped to the padded input) the output shapes differ, and the
   // executor's shape check reports the node UNIMPLEMENTED.
-  int pool() {
-    const auto& a = attrs<dlhost_pool2d_attrs>();
+  int pool2d(const dlhost_node& n, const dlhost_pool2d_attrs& a) override {
     if (a.kind != DLHOST_POOL_MAX && a.kind != DLHOST_POOL_AVG)
-      unsupported("pooling kind " + std::to_string(a.kind));
+      sdk::unsupported_op(n, "pooling kind " + std::to_string(a.kind));
     Attrs at{{"kernel", tuple({a.kernel_h, a.kernel_w})},
              {"stride", tuple({a.stride_h, a.stride_w})},
              {"pad", tuple({a.pad_h, a.pad_w})},
@@ -222,8 +162,8 @@ class Lowering {
     return call("Pooling", {in(0)}, at);
   }
 
-  int activation() {
-    switch (attrs<dlhost_activation_attrs>().kind) {
+  int activation(const dlhost_node& n, const dlhost_activation_attrs& a) override {
+    switch (a.kind) {
       case DLHOST_ACTIVATION_RELU:
         return call("Activation", {in(0)}, {{"act_type", "relu"}});
       case DLHOST_ACTIVATION_SIGMOID:
@@ -231,20 +171,23 @@ class Lowering {
       case DLHOST_ACTIVATION_TANH:
         return call("Activation", {in(0)}, {{"act_type", "tanh"}});
     }
-    unsupported("activation kind " + std::to_string(attrs<dlhost_activation_attrs>().kind));
+    sdk::unsupported_op(n, "activation kind " + std::to_string(a.kind));
   }
 
   // -mean(log_softmax(x)[label]) over every position: logits [..., classes], labels [...].
-  int cross_entropy() {
+  int softmax_cross_entropy(const dlhost_node&) override {
     const int log_p = call("log_softmax", {in(0)}, {{"axis", "-1"}});
     const int picked = call("pick", {log_p, in(1)}, {{"axis", "-1"}});
     return call("negative", {call("mean", {picked}, {})}, {});
   }
 
+  int mse_loss(const dlhost_node&) override {
+    return call("mean", {call("square", {call("elemwise_sub", {in(0), in(1)}, {})}, {})}, {});
+  }
+
   // Training mode on the mini-batch's statistics. MXNet keeps running = momentum * running +
   // (1 - momentum) * batch, so its momentum is 1 - the ABI's. fix_gamma=False: the scale trains.
-  int batch_norm() {
-    const auto& a = attrs<dlhost_batch_norm_attrs>();
+  int batch_norm(const dlhost_node&, const dlhost_batch_norm_attrs& a) override {
     const uint32_t channels = uint32_t(tensor(node().output).dims[1]);
     const int mean = add_leaf(LeafKind::kAux, "aux" + std::to_string(node_) + ".mean", {channels});
     const int var = add_leaf(LeafKind::kAux, "aux" + std::to_string(node_) + ".var", {channels});
@@ -259,19 +202,19 @@ class Lowering {
                  {"axis", "1"}});
   }
 
-  int dropout() {
+  int dropout(const dlhost_node&, const dlhost_dropout_attrs& a) override {
     const dlhost_tensor_desc& out = tensor(node().output);
     const int mask =
         add_leaf(LeafKind::kConstant, "mask" + std::to_string(node_), shape_of(out.dims, out.rank));
-    p_->masks.push_back(
-        {leaf_of(mask), uint32_t(node_), attrs<dlhost_dropout_attrs>().probability});
+    p_->masks.push_back({leaf_of(mask), uint32_t(node_), a.probability});
     return call("elemwise_mul", {in(0), mask}, {});
   }
 
-  int lrn() {
-    const auto& a = attrs<dlhost_lrn_attrs>();
-    if (tensor(node().output).rank != 4)
-      unsupported("LRN over a rank-" + std::to_string(tensor(node().output).rank) + " input");
+  int add(const dlhost_node&) override { return call("elemwise_add", {in(0), in(1)}, {}); }
+
+  int lrn(const dlhost_node& n, const dlhost_lrn_attrs& a) override {
+    if (tensor(n.output).rank != 4)
+      sdk::unsupported_op(n, "LRN over a rank-" + std::to_string(tensor(n.output).rank) + " input");
     return call("LRN", {in(0)},
                 {{"nsize", std::to_string(a.size)},
                  {"alpha", number(a.alpha)},
@@ -279,8 +222,7 @@ class Lowering {
                  {"knorm", number(a.k)}});
   }
 
-  int embedding() {
-    const auto& a = attrs<dlhost_embedding_attrs>();
+  int embedding(const dlhost_node&, const dlhost_embedding_attrs& a) override {
     return call("Embedding", {in(0), param(0)},
                 {{"input_dim", std::to_string(a.vocab)}, {"output_dim", std::to_string(a.dim)}});
   }
@@ -288,8 +230,7 @@ class Lowering {
   // MXNet's packed vector (as Gluon's rnn layers pack it): every layer's i2h weight [4H, C_l] and
   // h2h weight [4H, H], then every layer's i2h bias [4H] and h2h bias [4H]. Gates i, f, c, o: the
   // ABI's i, f, g, o. The ABI's one bias is i2h; h2h is frozen at zero.
-  int lstm() {
-    const auto& a = attrs<dlhost_lstm_attrs>();
+  int lstm(const dlhost_node&, const dlhost_lstm_attrs& a) override {
     const dlhost_tensor_desc& x = tensor(node().inputs[0]);
     const uint32_t h = uint32_t(a.hidden), gates = 4 * h, layers = uint32_t(a.layers);
     const uint32_t batch = uint32_t(x.dims[0]);
@@ -323,14 +264,31 @@ class Lowering {
     return call("transpose", {y}, {{"axes", tuple({1, 0, 2})}});
   }
 
+  int global_avg_pool(const dlhost_node&) override {
+    departure(
+        "global average pool: MXNet's mean over H and W, not Gluon's GlobalAvgPool2D (a "
+        "Pooling whose oneDNN backward returns a gradient layout that sends the 9 batch norms "
+        "after ResNet-56's stage-3 adds to oneDNN's reference kernel): Gluon's ResNet-56 step "
+        "at b128, 1 thread, 1878 CPU ms with GlobalAvgPool2D against 885 with the mean "
+        "(0.47; at b32 355 against 209; bench/probe/mx_global_pool.py). Measured 2026-12-06 on "
+        "a 2-core Xeon with AVX-512 "
+        "under load (bench/results/2026-12-06-fairness, docs/frameworks.md)");
+    return call("mean", {in(0)}, {{"axis", tuple({2, 3})}});
+  }
+
   // --- the Transformer's ops (ABI 1.4), as GluonNLP's BERT and GPT-2 layers call them ---
+
+  int layer_norm(const dlhost_node&, const dlhost_layer_norm_attrs& a) override {
+    return call("LayerNorm", {in(0), param(0), param(1)},
+                {{"axis", "-1"}, {"eps", number(a.epsilon)}});
+  }
 
   // LeakyReLU act_type gelu is MXNet's erf form (BERT's); the tanh form (GPT-2's, GluonNLP's
   // gelu(approximate=True)) has no operator of its own and is composed of element-wise ones.
-  int gelu() {
-    const int32_t kind = attrs<dlhost_gelu_attrs>().approximation;
+  int gelu(const dlhost_node& n, const dlhost_gelu_attrs& a) override {
+    const int32_t kind = a.approximation;
     if (kind == DLHOST_GELU_ERF) return call("LeakyReLU", {in(0)}, {{"act_type", "gelu"}});
-    if (kind != DLHOST_GELU_TANH) unsupported("approximation " + std::to_string(kind));
+    if (kind != DLHOST_GELU_TANH) sdk::unsupported_op(n, "approximation " + std::to_string(kind));
     const int x = in(0);
     const int cube = call("elemwise_mul", {x, call("square", {x}, {})}, {});
     const int poly =
@@ -347,10 +305,10 @@ class Lowering {
   // batch_dot for Q K^T (q scaled by 1/sqrt(d) first) and P V, the causal mask a constant leaf
   // [1, T, T] (-inf above the diagonal) added by broadcast_add, softmax over the last axis, the
   // ABI's pinned dropout mask (a leaf [N*H, T, T], in the ABI's element order) multiplied in.
-  int attention() {
-    const auto& a = attrs<dlhost_attention_attrs>();
-    const dlhost_tensor_desc& q = tensor(node().inputs[0]);
-    if (q.rank != 3) unsupported("inputs of rank " + std::to_string(q.rank) + " (not [N, T, C])");
+  int attention(const dlhost_node& op, const dlhost_attention_attrs& a) override {
+    const dlhost_tensor_desc& q = tensor(op.inputs[0]);
+    if (q.rank != 3)
+      sdk::unsupported_op(op, "inputs of rank " + std::to_string(q.rank) + " (not [N, T, C])");
     const int64_t n = q.dims[0], t = q.dims[1], c = q.dims[2], h = a.heads, d = c / h;
     const auto heads = [&](int value) {
       const int split = call("Reshape", {value}, {{"shape", tuple({n, t, h, d})}});
@@ -387,16 +345,15 @@ class Lowering {
   // [1, T, C]; its backward adds into those rows only), broadcast_add over N. GluonNLP's BERT
   // embeds arange(T) the same way; slice_axis would leave the table's shape to MXNet's shape
   // inference, which cannot infer it backwards from a slice.
-  int position_embedding() {
-    const dlhost_tensor_desc& x = tensor(node().inputs[0]);
-    if (x.rank != 3) unsupported("an input of rank " + std::to_string(x.rank));
+  int position_embedding(const dlhost_node& n, const dlhost_position_embedding_attrs& a) override {
+    const dlhost_tensor_desc& x = tensor(n.inputs[0]);
+    if (x.rank != 3) sdk::unsupported_op(n, "an input of rank " + std::to_string(x.rank));
     const uint32_t t = uint32_t(x.dims[1]);
     const int positions =
         add_leaf(LeafKind::kConstant, "positions" + std::to_string(node_), {1, t});
     std::vector<float> ids(t);
     for (uint32_t i = 0; i < t; ++i) ids[i] = float(i);
     p_->leaves[size_t(leaf_of(positions))].value.copy_from(ids.data(), ids.size());
-    const auto& a = attrs<dlhost_position_embedding_attrs>();
     const int rows = call("Embedding", {positions, param(0)},
                           {{"input_dim", std::to_string(a.max_positions)},
                            {"output_dim", std::to_string(x.dims[2])}});
@@ -406,8 +363,7 @@ class Lowering {
   // FullyConnected over the last axis (flatten=False) with the embedding's own leaf as its
   // weight: MXNet's weight is [num_hidden, in] = [vocab, dim], the table as it is (Gluon ties
   // a Dense to an Embedding by sharing the Parameter the same way).
-  int tied_fc() {
-    const auto& a = attrs<dlhost_tied_fc_attrs>();
+  int tied_fc(const dlhost_node&, const dlhost_tied_fc_attrs& a) override {
     const int64_t vocab = tensor(node().output).dims[tensor(node().output).rank - 1];
     std::vector<int> args{in(0), param(0)};
     if (a.has_bias != 0) args.push_back(param(1));

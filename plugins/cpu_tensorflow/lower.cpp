@@ -23,6 +23,7 @@
 
 #include "dlhost/common.hpp"
 #include "dlhost/graph_access.hpp"
+#include "dlhost/op_visitor.hpp"
 
 namespace dlhost::cpu_tensorflow {
 
@@ -164,7 +165,16 @@ bool same_window(int64_t in, int64_t out, int64_t window, int64_t s, int64_t bef
   return out == (in + s - 1) / s && total / 2 == before && total - total / 2 == after;
 }
 
-class Lowerer {
+// A node as the ops' methods get it: its operations' unique name prefix and its index (the
+// dropout masks' node).
+struct Node {
+  const dlhost_node& n;
+  std::string prefix;
+  uint32_t index;
+};
+
+// One method per op (sdk::OpVisitor): the op's TensorFlow operations; its result the output.
+class Lowerer final : public sdk::OpVisitor<TF_Output, Node> {
  public:
   Lowerer(TF_Graph* g, const dlhost_graph& graph)
       : g_(g), graph_(graph), values_(size_t(graph.num_tensors)) {}
@@ -272,19 +282,6 @@ class Lowerer {
 
   // --- nodes ---
 
-  struct Node {
-    const dlhost_node& n;
-    std::string prefix;  // unique operation-name prefix
-    // Checked: absent or truncated attributes are refused naming the node (graph_access.hpp).
-    template <class A>
-    const A& attrs() const {
-      return sdk::node_attrs<A>(n);
-    }
-  };
-
-  [[noreturn]] void unsupported(const Node& v, const std::string& why) const {
-    sdk::unimplemented("cpu_tensorflow: " + sdk::op_name(v.n.op) + " '" + v.n.name + "': " + why);
-  }
   const dlhost_tensor_desc& tensor(int32_t id) const { return *graph_.tensors[id]; }
   TF_Output in(const Node& v, int k) const { return values_[size_t(v.n.inputs[k])]; }
   const dlhost_tensor_desc& in_desc(const Node& v, int k) const { return tensor(v.n.inputs[k]); }
@@ -307,81 +304,14 @@ class Lowerer {
   void lower_node(int32_t k) {
     const dlhost_node& n = *graph_.nodes[k];
     if (n.op == DLHOST_OP_INPUT) return;
-    const Node v{n, "n" + std::to_string(k) + "_" + clean(n.name)};
-    TF_Output y{};
-    switch (n.op) {
-      case DLHOST_OP_FC:
-        y = fc(v);
-        break;
-      case DLHOST_OP_CONV2D:
-        y = conv(v);
-        break;
-      case DLHOST_OP_POOL2D:
-        y = pool(v);
-        break;
-      case DLHOST_OP_ACTIVATION:
-        y = activation(v);
-        break;
-      case DLHOST_OP_SOFTMAX_CROSS_ENTROPY:
-        y = cross_entropy(v);
-        break;
-      case DLHOST_OP_MSE_LOSS:
-        y = mse(v);
-        break;
-      case DLHOST_OP_BATCH_NORM:
-        y = batch_norm(v);
-        break;
-      case DLHOST_OP_DROPOUT:
-        y = dropout(v, uint32_t(k));
-        break;
-      case DLHOST_OP_ADD:
-        y = binary("AddV2", v.prefix + "/Add", in(v, 0), in(v, 1));
-        break;
-      case DLHOST_OP_LRN:
-        y = lrn(v);
-        break;
-      case DLHOST_OP_EMBEDDING:
-        y = Op(g_, "GatherV2", v.prefix + "/Gather")
-                .in(param(n.params[0]))
-                .in(in(v, 0))
-                .in(int_scalar(g_, v.prefix + "/axis", 0))
-                .out();
-        break;
-      case DLHOST_OP_LSTM:
-        y = lstm(v);
-        break;
-      case DLHOST_OP_GLOBAL_AVG_POOL:
-        y = Op(g_, "Mean", v.prefix + "/Mean")
-                .in(in(v, 0))
-                .in(ints_const(g_, v.prefix + "/axes", {1, 2}))
-                .out();
-        break;
-      case DLHOST_OP_LAYER_NORM:
-        y = layer_norm(v);
-        break;
-      case DLHOST_OP_GELU:
-        y = gelu(v);
-        break;
-      case DLHOST_OP_ATTENTION:
-        y = attention(v, uint32_t(k));
-        break;
-      case DLHOST_OP_POSITION_EMBEDDING:
-        y = position_embedding(v);
-        break;
-      case DLHOST_OP_TIED_FC:
-        y = tied_fc(v);
-        break;
-      default:
-        unsupported(v, "not an op this backend knows");
-    }
-    values_[size_t(n.output)] = y;
+    values_[size_t(n.output)] =
+        visit(n, Node{n, "n" + std::to_string(k) + "_" + clean(n.name), uint32_t(k)});
   }
 
   // MatMul over [rows, features] with the weight kept as Keras keeps a Dense kernel, [in, out];
   // after an image the features are flattened channels-last, so the kernel's rows are the
   // canonical columns reordered (c, h, w) -> (h, w, c).
-  TF_Output fc(const Node& v) {
-    const auto& a = v.attrs<dlhost_fc_attrs>();
+  TF_Output fc(const Node& v, const dlhost_fc_attrs& a) override {
     const int32_t keep = DLHOST_HAS_FIELD(&a, dlhost_fc_attrs, batch_dims) ? a.batch_dims : 1;
     const dlhost_tensor_desc& x = in_desc(v, 0);
     const int64_t out = a.out_features;
@@ -391,7 +321,7 @@ class Lowerer {
     if (x.rank == 4 && keep == 1)
       layout = {{out, x.dims[1], x.dims[2], x.dims[3]}, {2, 3, 1, 0}};
     else if (x.rank == 4)
-      unsupported(v, "batch_dims 2 over an image");
+      sdk::unsupported_op(v.n, "batch_dims 2 over an image");
     TF_Output w = param(v.n.params[0], {features, out}, layout);
     TF_Output flat =
         x.rank == 2 ? in(v, 0)
@@ -417,16 +347,16 @@ class Lowerer {
   // Conv2D with the filter HWIO (Keras's kernel layout), or DepthwiseConv2dNative with
   // [kh, kw, C, multiplier] when every group is one input channel. Padding SAME or VALID where
   // TensorFlow's rule gives the ABI's symmetric padding, else EXPLICIT.
-  TF_Output conv(const Node& v) {
-    const auto& a = v.attrs<dlhost_conv2d_attrs>();
+  TF_Output conv2d(const Node& v, const dlhost_conv2d_attrs& a) override {
     const dlhost_tensor_desc& x = in_desc(v, 0);
     const dlhost_tensor_desc& y = out_desc(v);
     const int64_t c = x.dims[1], o = a.out_channels, kh = a.kernel_h, kw = a.kernel_w;
     const bool depthwise = a.groups > 1 && a.groups == c;
     if ((a.stride_h > 1 || a.stride_w > 1) && (a.dilation_h > 1 || a.dilation_w > 1))
-      unsupported(v,
-                  "dilation with a stride above 1 (TensorFlow's CPU convolutions, and Keras's "
-                  "Conv2D, take one or the other; the oneDNN filter gradient fails)");
+      sdk::unsupported_op(
+          v.n,
+          "dilation with a stride above 1 (TensorFlow's CPU convolutions, and Keras's "
+          "Conv2D, take one or the other; the oneDNN filter gradient fails)");
     TF_Output w;
     if (depthwise)
       w = param(v.n.params[0], {kh, kw, c, o / c}, {{c, o / c, kh, kw}, {2, 3, 0, 1}});
@@ -456,10 +386,9 @@ class Lowerer {
   // MaxPool/AvgPool VALID, after an explicit Pad when the ABI pads or a ceil-mode window hangs
   // over the end (max: the lowest float, so padding never wins; average: zeros, then each output
   // multiplied by window / count, the count the ABI divides by at that position).
-  TF_Output pool(const Node& v) {
-    const auto& a = v.attrs<dlhost_pool2d_attrs>();
+  TF_Output pool2d(const Node& v, const dlhost_pool2d_attrs& a) override {
     if (a.kind != DLHOST_POOL_MAX && a.kind != DLHOST_POOL_AVG)
-      unsupported(v, "pooling kind " + std::to_string(a.kind));
+      sdk::unsupported_op(v.n, "pooling kind " + std::to_string(a.kind));
     const dlhost_tensor_desc& x = in_desc(v, 0);
     const dlhost_tensor_desc& y = out_desc(v);
     const int64_t ih = x.dims[2], iw = x.dims[3], oh = y.dims[2], ow = y.dims[3];
@@ -489,13 +418,13 @@ class Lowerer {
             .attr("padding", same ? "SAME" : "VALID")
             .out();
     if (max || !padded || same) return pooled;
-    return binary("Mul", v.prefix + "/rescale", pooled, avg_pool_scale(v, ih, iw, oh, ow));
+    return binary("Mul", v.prefix + "/rescale", pooled, avg_pool_scale(v, a, ih, iw, oh, ow));
   }
 
   // [1, OH, OW, 1]: kernel area / the count the ABI divides by (clipped to the padded input with
   // count_include_pad, to the input without), a constant of the shapes.
-  TF_Output avg_pool_scale(const Node& v, int64_t ih, int64_t iw, int64_t oh, int64_t ow) {
-    const auto& a = v.attrs<dlhost_pool2d_attrs>();
+  TF_Output avg_pool_scale(const Node& v, const dlhost_pool2d_attrs& a, int64_t ih, int64_t iw,
+                           int64_t oh, int64_t ow) {
     const auto count = [&](int64_t o, int64_t s, int64_t k, int64_t p, int64_t in) {
       const int64_t start = o * s - p;
       if (a.count_include_pad) return std::min(start + k, in + p) - start;
@@ -514,8 +443,8 @@ class Lowerer {
         .out();
   }
 
-  TF_Output activation(const Node& v) {
-    switch (v.attrs<dlhost_activation_attrs>().kind) {
+  TF_Output activation(const Node& v, const dlhost_activation_attrs& a) override {
+    switch (a.kind) {
       case DLHOST_ACTIVATION_RELU:
         return unary("Relu", v.prefix + "/Relu", in(v, 0));
       case DLHOST_ACTIVATION_SIGMOID:
@@ -523,19 +452,19 @@ class Lowerer {
       case DLHOST_ACTIVATION_TANH:
         return unary("Tanh", v.prefix + "/Tanh", in(v, 0));
     }
-    unsupported(v, "activation kind " + std::to_string(v.attrs<dlhost_activation_attrs>().kind));
+    sdk::unsupported_op(v.n, "activation kind " + std::to_string(a.kind));
   }
 
   // The loss node must be the graph's loss: the gradients start there.
   void loss_root(const Node& v, TF_Output root, TF_Output seed) {
-    if (v.n.output != graph_.loss) unsupported(v, "a loss that is not the graph's loss");
+    if (v.n.output != graph_.loss) sdk::unsupported_op(v.n, "a loss that is not the graph's loss");
     root_ = root;
     seed_ = seed;
   }
 
-  TF_Output cross_entropy(const Node& v) {
+  TF_Output softmax_cross_entropy(const Node& v) override {
     const dlhost_tensor_desc& x = in_desc(v, 0);
-    if (x.rank == 4) unsupported(v, "logits of rank 4");
+    if (x.rank == 4) sdk::unsupported_op(v.n, "logits of rank 4");
     const int64_t classes = x.dims[x.rank - 1];
     const int64_t positions = tf::elements(dims_of(x)) / classes;
     TF_Output logits = x.rank == 2 ? in(v, 0)
@@ -556,7 +485,7 @@ class Lowerer {
     return loss;
   }
 
-  TF_Output mse(const Node& v) {
+  TF_Output mse_loss(const Node& v) override {
     std::vector<int32_t> axes(size_t(in_desc(v, 0).rank));
     std::iota(axes.begin(), axes.end(), 0);
     TF_Output loss =
@@ -571,10 +500,10 @@ class Lowerer {
   // FusedBatchNormV3 in training mode: exponential_avg_factor = the ABI's momentum makes its
   // outputs 1 and 2 the updated running mean and (Bessel-corrected) variance, assigned back to
   // the model's state each forward. A rank-2 input runs as [N, 1, 1, C].
-  TF_Output batch_norm(const Node& v) {
-    const auto& a = v.attrs<dlhost_batch_norm_attrs>();
+  TF_Output batch_norm(const Node& v, const dlhost_batch_norm_attrs& a) override {
     const dlhost_tensor_desc& x = in_desc(v, 0);
-    if (x.rank != 2 && x.rank != 4) unsupported(v, "an input of rank " + std::to_string(x.rank));
+    if (x.rank != 2 && x.rank != 4)
+      sdk::unsupported_op(v.n, "an input of rank " + std::to_string(x.rank));
     const int64_t c = x.dims[1];
     TF_Output src = x.rank == 4 ? in(v, 0)
                                 : reshape(v.prefix + "/as_image", in(v, 0),
@@ -615,11 +544,11 @@ class Lowerer {
     return reshape(v.prefix + "/as_rows", {bn, 0}, {int32_t(x.dims[0]), int32_t(c)});
   }
 
-  TF_Output dropout(const Node& v, uint32_t node) {
+  TF_Output dropout(const Node& v, const dlhost_dropout_attrs& a) override {
     const dlhost_tensor_desc& y = out_desc(v);
     DropoutFeed f;
-    f.node = node;
-    f.probability = v.attrs<dlhost_dropout_attrs>().probability;
+    f.node = v.index;
+    f.probability = a.probability;
     f.dims = tf_dims(y);
     f.layout = image_layout(dims_of(y));
     f.placeholder = Op(g_, "Placeholder", v.prefix + "/mask")
@@ -630,16 +559,20 @@ class Lowerer {
     return binary("Mul", v.prefix + "/Mul", in(v, 0), f.placeholder);
   }
 
+  TF_Output add(const Node& v) override {
+    return binary("AddV2", v.prefix + "/Add", in(v, 0), in(v, 1));
+  }
+
   // y = x * (k + alpha / size * S)^-beta, S the sum of x^2 over `size` channels centred on c,
   // composed of ops with correct C++ gradients: TensorFlow's LRN op would do the forward, but
   // its registered C++ gradient builds LRNGrad with the default depth_radius, bias, alpha and
   // beta instead of the op's (wrong for any other LRN). S is an AvgPool along the channels
   // (as [N*H*W, C, 1, 1], SAME) times the number of channels each window covers.
-  TF_Output lrn(const Node& v) {
-    const auto& a = v.attrs<dlhost_lrn_attrs>();
+  TF_Output lrn(const Node& v, const dlhost_lrn_attrs& a) override {
     const dlhost_tensor_desc& x = in_desc(v, 0);
-    if (x.rank != 4) unsupported(v, "LRN over a rank-" + std::to_string(x.rank) + " input");
-    if (a.size % 2 == 0) unsupported(v, "an even window (the ABI's window is centred)");
+    if (x.rank != 4)
+      sdk::unsupported_op(v.n, "LRN over a rank-" + std::to_string(x.rank) + " input");
+    if (a.size % 2 == 0) sdk::unsupported_op(v.n, "an even window (the ABI's window is centred)");
     const int32_t n = int32_t(x.dims[0]), c = int32_t(x.dims[1]), h = int32_t(x.dims[2]),
                   w = int32_t(x.dims[3]), r = int32_t(a.size / 2);
     TF_Output by_channel =
@@ -668,10 +601,17 @@ class Lowerer {
                          scalar_const(g_, v.prefix + "/minus_beta", -a.beta)));
   }
 
+  TF_Output embedding(const Node& v, const dlhost_embedding_attrs&) override {
+    return Op(g_, "GatherV2", v.prefix + "/Gather")
+        .in(param(v.n.params[0]))
+        .in(in(v, 0))
+        .in(int_scalar(g_, v.prefix + "/axis", 0))
+        .out();
+  }
+
   // Per layer: the input projection of every step in one MatMul ([N*T, C] x [C, 4H], Keras's
   // kernel layout, + bias), then per step z = x_t + h MatMul [H, 4H], split into i, f, g, o.
-  TF_Output lstm(const Node& v) {
-    const auto& a = v.attrs<dlhost_lstm_attrs>();
+  TF_Output lstm(const Node& v, const dlhost_lstm_attrs& a) override {
     const dlhost_tensor_desc& x = in_desc(v, 0);
     const int32_t n = int32_t(x.dims[0]), t = int32_t(x.dims[1]), h4 = int32_t(4 * a.hidden);
     TF_Output seq = in(v, 0);
@@ -723,15 +663,22 @@ class Lowerer {
     return seq;
   }
 
+  TF_Output global_avg_pool(const Node& v) override {
+    return Op(g_, "Mean", v.prefix + "/Mean")
+        .in(in(v, 0))
+        .in(ints_const(g_, v.prefix + "/axes", {1, 2}))
+        .out();
+  }
+
   // --- the Transformer's ops (ABI 1.4), composed as Keras's layers and tf.nn compose them ---
 
   // Over the last axis: (x - mean) * rsqrt(var + eps) * scale + shift, the biased variance of
   // the centred values (tf.nn.moments). Keras's LayerNormalization runs FusedBatchNormV3 over a
   // reshaped input only for epsilon >= 1.001e-5; BERT's is 1e-12, so the composition it falls
   // back to is used for both.
-  TF_Output layer_norm(const Node& v) {
+  TF_Output layer_norm(const Node& v, const dlhost_layer_norm_attrs& a) override {
     const dlhost_tensor_desc& x = in_desc(v, 0);
-    if (x.rank == 4) unsupported(v, "a rank-4 input (held channels-last here)");
+    if (x.rank == 4) sdk::unsupported_op(v.n, "a rank-4 input (held channels-last here)");
     TF_Output axis = ints_const(g_, v.prefix + "/axis", {x.rank - 1});
     const auto mean = [&](const std::string& name, TF_Output t) {
       return Op(g_, "Mean", v.prefix + name).in(t).in(axis).attr("keep_dims", true).out();
@@ -740,8 +687,7 @@ class Lowerer {
     TF_Output variance = mean("/variance", unary("Square", v.prefix + "/square", centred));
     TF_Output inv_std = unary("Rsqrt", v.prefix + "/inv_std",
                               binary("AddV2", v.prefix + "/var_eps", variance,
-                                     scalar_const(g_, v.prefix + "/epsilon",
-                                                  v.attrs<dlhost_layer_norm_attrs>().epsilon)));
+                                     scalar_const(g_, v.prefix + "/epsilon", a.epsilon)));
     TF_Output normed = binary("Mul", v.prefix + "/normed", centred, inv_std);
     return binary("AddV2", v.prefix + "/shift",
                   binary("Mul", v.prefix + "/scale", normed, param(v.n.params[0])),
@@ -751,10 +697,10 @@ class Lowerer {
   // tf.nn.gelu's two forms: x/2 (1 + erf(x / sqrt 2)) (approximate=False) or
   // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (approximate=True); TensorFlow has no GELU
   // kernel of its own (its oneDNN remapper fuses this pattern after a MatMul).
-  TF_Output gelu(const Node& v) {
-    const int32_t kind = v.attrs<dlhost_gelu_attrs>().approximation;
+  TF_Output gelu(const Node& v, const dlhost_gelu_attrs& a) override {
+    const int32_t kind = a.approximation;
     if (kind != DLHOST_GELU_ERF && kind != DLHOST_GELU_TANH)
-      unsupported(v, "approximation " + std::to_string(kind));
+      sdk::unsupported_op(v.n, "approximation " + std::to_string(kind));
     const std::string& p = v.prefix;
     TF_Output x = in(v, 0);
     TF_Output inner;
@@ -781,11 +727,10 @@ class Lowerer {
   // added (-inf above the diagonal), Softmax over the last axis, the ABI's pinned dropout mask
   // (a placeholder [N, H, T, T], indexed as the ABI indexes it), BatchMatMulV2 with v, heads
   // merged back.
-  TF_Output attention(const Node& v, uint32_t node) {
-    const auto& a = v.attrs<dlhost_attention_attrs>();
+  TF_Output attention(const Node& v, const dlhost_attention_attrs& a) override {
     const dlhost_tensor_desc& q = in_desc(v, 0);
     if (q.rank != 3)
-      unsupported(v, "inputs of rank " + std::to_string(q.rank) + " (not [N, T, C])");
+      sdk::unsupported_op(v.n, "inputs of rank " + std::to_string(q.rank) + " (not [N, T, C])");
     const int32_t n = int32_t(q.dims[0]), t = int32_t(q.dims[1]), c = int32_t(q.dims[2]),
                   h = int32_t(a.heads), d = c / h;
     const std::string& p = v.prefix;
@@ -818,7 +763,7 @@ class Lowerer {
     TF_Output probs = unary("Softmax", p + "/softmax", scores);
     if (a.dropout > 0) {
       DropoutFeed f;
-      f.node = node;
+      f.node = v.index;
       f.probability = a.dropout;
       f.dims = {n, h, t, t};
       f.layout = {f.dims, {}};
@@ -840,10 +785,9 @@ class Lowerer {
 
   // x + table[0:T]: the first T rows gathered (GatherV2 over a constant range, whose gradient
   // scatters into those rows only) and added with broadcasting over N.
-  TF_Output position_embedding(const Node& v) {
+  TF_Output position_embedding(const Node& v, const dlhost_position_embedding_attrs& a) override {
     const dlhost_tensor_desc& x = in_desc(v, 0);
-    if (x.rank != 3) unsupported(v, "an input of rank " + std::to_string(x.rank));
-    const auto& a = v.attrs<dlhost_position_embedding_attrs>();
+    if (x.rank != 3) sdk::unsupported_op(v.n, "an input of rank " + std::to_string(x.rank));
     if (x.dims[1] > a.max_positions)
       sdk::invalid("cpu_tensorflow: " + sdk::node_label(v.n) + " embeds " +
                    std::to_string(x.dims[1]) + " positions, over its max_positions " +
@@ -860,8 +804,7 @@ class Lowerer {
 
   // x E^T (+ b): MatMul with transpose_b over the embedding's own variable (param() returns the
   // same read), as Keras models tie an output layer to an Embedding's weights.
-  TF_Output tied_fc(const Node& v) {
-    const auto& a = v.attrs<dlhost_tied_fc_attrs>();
+  TF_Output tied_fc(const Node& v, const dlhost_tied_fc_attrs& a) override {
     if ((a.has_bias != 0) != (v.n.num_params > 1))
       sdk::invalid("cpu_tensorflow: " + sdk::node_label(v.n) +
                    " has_bias=" + std::to_string(a.has_bias) + " but " +

@@ -491,7 +491,8 @@ TEST(AbiFreeze, StepLoopExtensionIn1_5) {
   EXPECT_EQ(offsetof(dlhost_owned_steps, feed_user), 32u);
   EXPECT_EQ(offsetof(dlhost_owned_steps, step_ms), 40u);
   EXPECT_EQ(offsetof(dlhost_owned_steps, loss), 48u);
-  EXPECT_EQ(DLHOST_OWNED_STEPS_STRUCT_SIZE, 56u);
+  EXPECT_EQ(offsetof(dlhost_owned_steps, compute_ms), 56u);
+  EXPECT_EQ(DLHOST_OWNED_STEPS_STRUCT_SIZE, 64u);
   EXPECT_EQ(offsetof(dlhost_owned_steps_info, clock), 8u);
   EXPECT_EQ(offsetof(dlhost_owned_steps_info, loop), 16u);
   EXPECT_EQ(DLHOST_OWNED_STEPS_INFO_STRUCT_SIZE, 24u);

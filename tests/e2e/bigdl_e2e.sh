@@ -6,7 +6,9 @@
 #     LocalOptimizer.optimize() over the warm-up and timed steps), one time per timed step, each
 #     inside the host clock around the one call;
 #  3. a network BigDL is not given here (resnet56: batch norm, residual adds) is SKIPPED with the
-#     reason.
+#     reason;
+#  4. under memory_limit_mb (RLIMIT_DATA) the JVM's heap is sized from the limit: LeNet trains
+#     under 1024 MB, and a limit no JVM starts in (300 MB) is OOM saying so.
 # Usage: bigdl_e2e.sh DLHOST WORK_DIR
 # Exit 77 (skipped) when cpu_bigdl is not built here (no JDK or no BigDL/Spark jars), saying why.
 set -eu
@@ -32,13 +34,19 @@ defaults: {backend: cpu_bigdl, warmup: 2, iterations: 10, threads: 1, timeout: 3
 cases:
   - {network: lenet, batch: 64}
   - {network: resnet56, batch: 8}
+  - {network: lenet, batch: 64, memory_limit_mb: 1024, tags: [limit]}
+  - {network: lenet, batch: 64, memory_limit_mb: 300, tags: [limit]}
 YAML
-"$DLHOST" run "$WORK/bigdl.yaml" -o "$WORK/bigdl.jsonl" > "$WORK/run.txt" 2>&1 \
-  || { cat "$WORK/run.txt"; fail "run of the suite"; }
+# Exit 1: the OOM case is not OK (on purpose); anything else is a failure of the run.
+rc=0
+"$DLHOST" run "$WORK/bigdl.yaml" -o "$WORK/bigdl.jsonl" > "$WORK/run.txt" 2>&1 || rc=$?
+[ $rc -eq 0 ] || [ $rc -eq 1 ] || { cat "$WORK/run.txt"; fail "run of the suite (exit $rc)"; }
 cat "$WORK/run.txt"
 /usr/bin/python3 - "$WORK/bigdl.jsonl" <<'PY' || fail "the records are not what BigDL's loop gives"
 import json, sys
-recs = {r["params"]["network"]: r for r in map(json.loads, open(sys.argv[1]))}
+all_recs = [json.loads(l) for l in open(sys.argv[1])]
+recs = {r["params"]["network"]: r for r in all_recs if "limit" not in r["params"].get("tags", [])}
+limited = {r["params"]["memory_limit_mb"]: r for r in all_recs if "limit" in r["params"].get("tags", [])}
 r = recs["lenet"]
 assert r["status"] == "OK", r.get("reason")
 t = r["timing"]
@@ -56,5 +64,14 @@ s = recs["resnet56"]
 assert s["status"] == "SKIPPED", s["status"]
 assert "cpu_bigdl" in s["reason"] and "batch_norm" in s["reason"], s["reason"]
 print(f"resnet56: SKIPPED: {s['reason']}")
+r = limited[1024]
+assert r["status"] == "OK", (r["status"], r["reason"], r.get("stderr_tail", "")[-800:])
+loss = r["loss"]["values"]
+assert loss[-1] < loss[0], f"loss did not fall under memory_limit_mb 1024: {loss}"
+print(f"lenet b64 under memory_limit_mb 1024: OK, loss {loss[0]:.4f} -> {loss[-1]:.4f}")
+r = limited[300]
+assert r["status"] == "OOM", (r["status"], r["reason"], r.get("stderr_tail", "")[-800:])
+assert "memory_limit_mb 300" in r["reason"] and "JVM" in r["reason"], r["reason"]
+print(f"lenet b64 under memory_limit_mb 300: OOM: {r['reason']}")
 PY
 echo "bigdl_e2e: PASSED"

@@ -345,8 +345,7 @@ typedef struct dlhost_tool_runtime_args {
    * it); borrowed for the call. */
   const dlhost_optimizer_desc* optimizer;
 } dlhost_tool_runtime_args;
-#define DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE \
-  DLHOST_STRUCT_SIZE(dlhost_tool_runtime_args, optimizer)
+#define DLHOST_TOOL_RUNTIME_ARGS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_tool_runtime_args, optimizer)
 
 /* Filled by the backend into a host-owned struct (the host sets struct_size; the backend fills
  * only the fields it covers). Strings live as long as the model. */
@@ -431,8 +430,14 @@ typedef struct dlhost_owned_steps {
    * values). */
   double* step_ms;
   float* loss;
+  /* Host-owned, `iterations` values the host sets to NaN; written by a backend whose tool times
+   * the compute of a step apart from the step (BigDL's DistriOptimizer: its "computing time
+   * average", the executors' forward and backward): compute_ms[i], that of timed step i by the
+   * tool's clock. Left as it is by a tool that does not split its step. (1.5, after loss: check
+   * struct_size.) */
+  double* compute_ms;
 } dlhost_owned_steps;
-#define DLHOST_OWNED_STEPS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_owned_steps, loss)
+#define DLHOST_OWNED_STEPS_STRUCT_SIZE DLHOST_STRUCT_SIZE(dlhost_owned_steps, compute_ms)
 
 /* Filled by the backend into a host-owned struct (the host sets struct_size; the backend fills
  * only the fields it covers). Strings live as long as the model. */

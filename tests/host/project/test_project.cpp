@@ -390,6 +390,8 @@ TEST(RuntimeModel, AllReduceModelledOtherPatternsSaid) {
             std::string::npos);
   EXPECT_NE(runtime_model("tf_collective", "sync", 0).not_modelled.find("no fit"),
             std::string::npos);
+  EXPECT_NE(runtime_model("bigdl_spark", "sync", 0).not_modelled.find("no grad-ready profile"),
+            std::string::npos);
   EXPECT_NE(runtime_model("horovod", "sync", 0).not_modelled.find("runtime 'horovod'"),
             std::string::npos);
 }

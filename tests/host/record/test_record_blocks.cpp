@@ -335,6 +335,44 @@ TEST(RecordBlocks, TheWritersKeepTheRecordsFieldNamesAndOrder) {
             R"j({"code":"threads","message":"4 thread(s) x 2 rank(s)"}])j");
 }
 
+// A tool that owns its loop (ABI 1.5 DLHOST_EXT_STEP_LOOP, run/owned_loop.h): the timing block's
+// `clock`, `loop` and `owned_loop_ms` are typed fields, written after the samples only for such a
+// case, and read back.
+Timing owned_loop_timing() {
+  Timing t = full_timing();  // real data: the host still feeds each step (StepLoop::feed_step)
+  t.timer = "backend_clock";
+  t.forward = t.backward = t.update = Figures{};  // the tool splits no phase
+  t.owned_loop =
+      OwnedLoopFields{"LocalOptimizer's per-iteration timer", "one optimize() call", 61.5};
+  return t;
+}
+
+TEST(RecordBlocks, TheOwnedLoopsTimingFieldsAreTyped) {
+  const Timing owned = owned_loop_timing();
+  expect_round_trip(owned, "timing", [](const auto& j) { return read_timing(j, true); });
+  const ordered_json t = to_json(owned);
+  // The block's other fields as for any case, then the three, after the samples.
+  Timing without = owned;
+  without.owned_loop.reset();
+  Keys expected = keys(to_json(without));
+  ASSERT_EQ(expected.back(), "samples");
+  expected.insert(expected.end(), {"clock", "loop", "owned_loop_ms"});
+  EXPECT_EQ(keys(t), expected);
+  EXPECT_EQ(t["clock"], "LocalOptimizer's per-iteration timer");
+  EXPECT_EQ(t["loop"], "one optimize() call");
+  EXPECT_EQ(t["owned_loop_ms"].dump(), "61.5");
+  // Read back from a results file's text: the three fields, typed.
+  const auto read = read_timing(nlohmann::json::parse(ordered_json{{"timing", t}}.dump()));
+  ASSERT_TRUE(read.has_value() && read->owned_loop.has_value());
+  EXPECT_EQ(read->owned_loop->clock, "LocalOptimizer's per-iteration timer");
+  EXPECT_EQ(read->owned_loop->loop, "one optimize() call");
+  EXPECT_EQ(read->owned_loop->call_ms, 61.5);
+  // Every other case: none of the three written, none read.
+  const ordered_json host_loop = to_json(full_timing());
+  for (const char* key : {"clock", "loop", "owned_loop_ms"}) EXPECT_FALSE(host_loop.contains(key));
+  EXPECT_FALSE(read_timing(ordered_json{{"timing", host_loop}})->owned_loop.has_value());
+}
+
 // The typed fields the report, compare and project read (record/fields.h) and the console line's
 // RecordSummary find the values the writer wrote, from the record as a results file holds it.
 TEST(RecordBlocks, TheReadersAboveTheBlocksFindWhatTheWriterWrote) {

@@ -83,9 +83,10 @@ TEST(ShippedSuites, DistributedToolsPairsEachToolWithItsRuntime) {
   const std::map<std::string, std::string> owner = {
       {"mpi", "cpu_onednn"},          {"gloo", "cpu_onednn"},
       {"torch_ddp", "cpu_libtorch2"}, {"tf_collective", "cpu_tensorflow"},
-      {"tf_ps", "cpu_tensorflow"},    {"mxnet_kvstore", "cpu_mxnet"}};
-  // 6 networks x 7 tools (tf_ps async and sync) x (1 rank + 2 and 4 ranks over two links).
-  EXPECT_EQ(suite.cases.size(), 6u * 7u * 5u);
+      {"tf_ps", "cpu_tensorflow"},    {"mxnet_kvstore", "cpu_mxnet"},
+      {"bigdl_spark", "cpu_bigdl"}};
+  // 6 networks x 8 tools (tf_ps async and sync) x (1 rank + 2 and 4 ranks over two links).
+  EXPECT_EQ(suite.cases.size(), 6u * 8u * 5u);
   std::map<std::string, int> ps_modes;
   std::map<std::string, int> per_comm;
   for (const auto& c : suite.cases) {

@@ -610,7 +610,7 @@ TEST_F(suite_loader, OptionalNamesAreSkippedWithTheReason) {
             "backend 'gpu_cudnn' is not installed here (available: cpu_onednn, cpu_ref)");
   EXPECT_EQ(s.cases[4].skip_reason,
             "comm 'nccl' is not installed here (available: none, gloo, torch_ddp, mxnet_kvstore, "
-            "tf_collective, tf_ps)");
+            "tf_collective, tf_ps, bigdl_spark)");
 }
 
 // A backend the build left out (no wheel for it) is skipped with the build's own reason.

@@ -6,12 +6,17 @@
 //     with a comm;
 //   - BigDL's own loop, as its users run it: ONE LocalOptimizer.optimize() over the warm-up and
 //     timed steps, each step's time and loss read from what LocalOptimizer itself reports per
-//     iteration (its log line "loss is L, iteration time is Ts ...", caught by a log4j2 appender).
+//     iteration (its log line "loss is L, iteration time is Ts ...", caught by a log4j2 appender);
+//   - on a Spark cluster (`comm: bigdl_spark`, SparkCluster.java): ONE DistriOptimizer.optimize()
+//     on the driver, each step's mini-batch split over the executors, its per-iteration time,
+//     loss and compute / communication split read from DistriOptimizer's own log.
 // Compiled at build time with javac against the BigDL jar (plugins/cpu_bigdl/CMakeLists.txt).
 // Scala's generics are erased to Object here; raw types are used on purpose.
 // Thread-safety: one instance is used from the plugin's JVM thread only (jvm.h).
 package dlhost.bigdl;
 
+import com.intel.analytics.bigdl.dllib.feature.dataset.DataSet$;
+import com.intel.analytics.bigdl.dllib.feature.dataset.DistributedDataSet;
 import com.intel.analytics.bigdl.dllib.feature.dataset.LocalArrayDataSet;
 import com.intel.analytics.bigdl.dllib.feature.dataset.MiniBatch;
 import com.intel.analytics.bigdl.dllib.feature.dataset.MiniBatch$;
@@ -19,6 +24,7 @@ import com.intel.analytics.bigdl.dllib.nn.Sequential;
 import com.intel.analytics.bigdl.dllib.nn.abstractnn.AbstractCriterion;
 import com.intel.analytics.bigdl.dllib.nn.abstractnn.AbstractModule;
 import com.intel.analytics.bigdl.dllib.nn.abstractnn.Activity;
+import com.intel.analytics.bigdl.dllib.optim.DistriOptimizer;
 import com.intel.analytics.bigdl.dllib.optim.LocalOptimizer;
 import com.intel.analytics.bigdl.dllib.optim.LocalOptimizer$;
 import com.intel.analytics.bigdl.dllib.optim.OptimMethod;
@@ -36,6 +42,7 @@ import org.apache.logging.log4j.Level;
 import org.apache.logging.log4j.core.LogEvent;
 import org.apache.logging.log4j.core.appender.AbstractAppender;
 import org.apache.logging.log4j.core.config.Property;
+import org.apache.spark.api.java.JavaSparkContext;
 import scala.Tuple2;
 import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
@@ -323,6 +330,52 @@ public final class BigDLModel {
     if (got.length != 3 * steps)
       throw new IllegalStateException("LocalOptimizer logged " + got.length / 3
           + " iterations of " + steps + " (its log line changed?): " + stepLog.unmatched());
+    return got;
+  }
+
+  // ONE DistriOptimizer.optimize() over `steps` steps on the Spark cluster of this process's
+  // driver (SparkCluster.startDriver), on BigDL's distributed data set of the batches added:
+  // each step's mini-batch split into `executors` equal slices, executor k's partition holding
+  // slice k of every step (BigDL's data set then takes them from a random start, as its users'
+  // data). Returns per step [seconds of DistriOptimizer's iteration, loss, compute seconds,
+  // communication seconds] (4 * steps values; NaN where its Metrics summary said nothing).
+  public double[] optimizeSpark(int steps, int executors) {
+    if (batches.isEmpty()) throw new IllegalStateException("no mini-batch added before optimize");
+    final int rows = input.size(1);
+    if (rows % executors != 0)
+      throw new IllegalArgumentException("a mini-batch of " + rows + " does not split over "
+          + executors + " Spark executors");
+    final int slice = rows / executors;
+    List<MiniBatch> parts = new ArrayList<>();
+    for (int k = 0; k < executors; ++k) {
+      for (MiniBatch b : batches) {
+        Tensor in = (Tensor) b.getInput();
+        Tensor tg = (Tensor) b.getTarget();
+        parts.add(MiniBatch$.MODULE$.apply(in.narrow(1, k * slice + 1, slice).clone(),
+            tg.narrow(1, k * slice + 1, slice).clone(), FLOAT));
+      }
+    }
+    JavaSparkContext sc = new JavaSparkContext(SparkCluster.driver());
+    DistributedDataSet data = DataSet$.MODULE$.rdd(sc.parallelize(parts, executors).rdd(),
+        executors, DataSet$.MODULE$.rdd$default$3(), DataSet$.MODULE$.rdd$default$4(),
+        ClassTag$.MODULE$.apply(MiniBatch.class));
+    DistriOptimizer opt = new DistriOptimizer(model, data, criterion, FLOAT, ev);
+    opt.setOptimMethod(sgd);
+    opt.setEndWhen(py.createMaxIteration(steps));
+    if (clipNorm > 0) opt.setGradientClippingByl2Norm(clipNorm);
+    SparkCluster.IterationLog log = SparkCluster.iterations();
+    log.begin();
+    try {
+      opt.optimize();
+    } finally {
+      log.end();
+    }
+    batches.clear();
+    flatParameters();
+    double[] got = log.steps();
+    if (got.length != 4 * steps)
+      throw new IllegalStateException("DistriOptimizer logged " + got.length / 4
+          + " iterations of " + steps + " (its log line changed?): " + log.unmatched());
     return got;
   }
 
