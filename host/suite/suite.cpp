@@ -281,6 +281,9 @@ struct Entry {  // an include, exclude or cases entry, or a matrix combination
 struct Axis {
   std::string key;
   std::vector<Value> values;
+  // Set by `--set key=...` on a matrix axis: the user narrowed it, so an include naming another
+  // value of this axis belongs to a value left out and is left out with it (not a stray case).
+  bool narrowed = false;
 };
 
 struct BuiltCase {
@@ -920,6 +923,7 @@ class Loader {
     }();
     if (Axis* a = axis(key)) {
       a->values = read_axis(*spec, node, where);
+      a->narrowed = true;
     } else if (node.IsSequence() && spec->kind != Kind::kTags) {
       // A list sweeps the key: it becomes a new, last axis of the matrix.
       if (!has_matrix) {
@@ -942,9 +946,25 @@ class Loader {
     return true;
   }
 
+  // True when the include names a value that `--set` took off its axis: `--set network=lenet` on
+  // a suite whose includes give each network its batch must not turn the other networks' includes
+  // into cases of their own.
+  bool names_a_narrowed_out_value(const Entry& inc) const {
+    for (const Axis& a : axes_) {
+      if (!a.narrowed) continue;
+      const Value* v = inc.values.find(a.key);
+      if (!v) continue;
+      const bool kept = std::any_of(a.values.begin(), a.values.end(),
+                                    [&](const Value& x) { return x.v == v->v; });
+      if (!kept) return true;
+    }
+    return false;
+  }
+
   // GitHub Actions semantics: the product in axis order (first axis outermost), minus excludes,
   // then each include either extends the original combinations it matches on their axes or, if
-  // it matches none, becomes a case of its own.
+  // it matches none, becomes a case of its own; an include of a value `--set` narrowed away is
+  // left out.
   std::vector<Entry> expand_matrix() const {
     std::vector<Entry> combinations;
     if (!axes_.empty()) combinations.push_back({{}, matrix_where_, true});
@@ -969,6 +989,7 @@ class Loader {
                        combinations.end());
     const size_t original = combinations.size();
     for (const Entry& inc : includes_) {
+      if (names_a_narrowed_out_value(inc)) continue;
       bool matched = false;
       for (size_t i = 0; i < original; ++i) {
         if (!matches(combinations[i].values, inc.values, axes_)) continue;

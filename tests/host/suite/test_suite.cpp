@@ -502,6 +502,35 @@ TEST_F(suite_loader, OverridesReplaceDefaultsAndAxes) {
   EXPECT_EQ(load(yaml, {"tags=[a,b]"}).cases[0].params["tags"].dump(), R"(["a","b"])");
 }
 
+// A suite's includes give each network its batch (frameworks_cpu.yaml, distributed_tools.yaml);
+// `--set network=...` narrows the axis, and the other networks' includes must go with their
+// networks: before, each became a case of its own (alexnet on the default backend and threads).
+TEST_F(suite_loader, NarrowingAnAxisLeavesOutTheIncludesOfItsOtherValues) {
+  const std::string yaml =
+      "matrix:\n"
+      "  network: [fcn5, fcn8, lenet]\n"
+      "  threads: [1, 2]\n"
+      "  include:\n"
+      "    - {network: fcn5, batch: 64}\n"
+      "    - {network: fcn8, batch: 32}\n"
+      "    - {network: lenet, batch: 16}\n"
+      "    - {threads: 2, warmup: 4}\n";
+  const Suite s = load(yaml, {"network=[lenet, fcn5]"});
+  // (an id names a key whose value differs between cases: warmup, 4 from the include)
+  EXPECT_EQ(ids(s), (Ids{"lenet.cpu_onednn.b16.t1.warmup=5", "lenet.cpu_onednn.b16.t2.warmup=4",
+                         "fcn5.cpu_onednn.b64.t1.warmup=5", "fcn5.cpu_onednn.b64.t2.warmup=4"}));
+  EXPECT_EQ(s.cases[1].params["warmup"],
+            4);  // an include that names no narrowed axis still applies
+  // Without --set the same suite keeps every include; an include of a value the suite's own axis
+  // does not have is still a case of its own (GitHub Actions semantics, unchanged).
+  EXPECT_EQ(load(yaml).cases.size(), 6u);
+  const Suite extra = load("matrix:\n  network: [fcn5]\n  include:\n    - {network: lenet}\n");
+  EXPECT_EQ(ids(extra), (Ids{"fcn5.cpu_onednn.t0", "lenet.cpu_onednn.t0"}));
+  // Narrowed by a single value as well.
+  EXPECT_EQ(ids(load(yaml, {"network=fcn8", "threads=1"})),
+            (Ids{"fcn8.cpu_onednn.b32.t1.warmup=5"}));
+}
+
 TEST_F(suite_loader, OverridesDoNotBeatExplicitEntries) {
   const Suite s = load(
       "matrix:\n"
