@@ -153,6 +153,10 @@ class BigDLModel final : public sdk::Model {
       sdk::expect_bytes("input " + std::to_string(tensor), data != nullptr, bytes,
                         data_count_ * sizeof(float));
       send(m_.set_input, static_cast<const float*>(data), data_count_, "setInput");
+      // An autoencoder's target is its input: BigDL's users give each Sample the same tensor as
+      // feature and label, so the mini-batch's target is a copy of its input.
+      if (target_ == data_)
+        send(m_.set_target, static_cast<const float*>(data), data_count_, "setTarget");
     } else if (tensor == target_ && labels_) {
       sdk::expect_bytes("input " + std::to_string(tensor), data != nullptr, bytes,
                         target_count_ * sizeof(int32_t));
@@ -304,10 +308,12 @@ class BigDLModel final : public sdk::Model {
         labels_ = n.op == DLHOST_OP_SOFTMAX_CROSS_ENTROPY;
       }
     }
-    if (data_ < 0 || target_ < 0 || g.num_inputs != 2)
+    // One data input and one loss target, or (an autoencoder) the data input as the MSE target.
+    const bool self_target = target_ >= 0 && target_ == data_ && !labels_;
+    if (data_ < 0 || target_ < 0 || g.num_inputs != (self_target ? 1 : 2))
       sdk::unimplemented("cpu_bigdl: the graph of '" + std::string(g.network ? g.network : "?") +
-                         "' is not one data input and one loss target (what a BigDL Sequential "
-                         "with a criterion trains)");
+                         "' is not one data input and one loss target, nor an input that is its "
+                         "own MSE target (what a BigDL Sequential with a criterion trains)");
     auto count = [&](int32_t t) {
       const dlhost_tensor_desc& d = *g.tensors[t];
       size_t c = 1;

@@ -5,9 +5,11 @@
 #     steps were timed by the backend's clock (ABI 1.5 DLHOST_EXT_STEP_LOOP: one
 #     LocalOptimizer.optimize() over the warm-up and timed steps), one time per timed step, each
 #     inside the host clock around the one call;
-#  3. a network BigDL is not given here (resnet56: batch norm, residual adds) is SKIPPED with the
+#  3. Du et al.'s AutoEncoder (the input is its own MSE target) trains in BigDL's loop with the
+#     losses cpu_onednn gives it (the same weights and data);
+#  4. a network BigDL is not given here (resnet56: batch norm, residual adds) is SKIPPED with the
 #     reason;
-#  4. under memory_limit_mb (RLIMIT_DATA) the JVM's heap is sized from the limit: LeNet trains
+#  5. under memory_limit_mb (RLIMIT_DATA) the JVM's heap is sized from the limit: LeNet trains
 #     under 1024 MB, and a limit no JVM starts in (300 MB) is OOM saying so.
 # Usage: bigdl_e2e.sh DLHOST WORK_DIR
 # Exit 77 (skipped) when cpu_bigdl is not built here (no JDK or no BigDL/Spark jars), saying why.
@@ -34,6 +36,8 @@ defaults: {backend: cpu_bigdl, warmup: 2, iterations: 10, threads: 1, timeout: 3
 cases:
   - {network: lenet, batch: 64}
   - {network: resnet56, batch: 8}
+  - {network: autoencoder, batch: 32}
+  - {network: autoencoder, batch: 32, backend: cpu_onednn, tags: [oracle]}
   - {network: lenet, batch: 64, memory_limit_mb: 1024, tags: [limit]}
   - {network: lenet, batch: 64, memory_limit_mb: 300, tags: [limit]}
 YAML
@@ -45,7 +49,8 @@ cat "$WORK/run.txt"
 /usr/bin/python3 - "$WORK/bigdl.jsonl" <<'PY' || fail "the records are not what BigDL's loop gives"
 import json, sys
 all_recs = [json.loads(l) for l in open(sys.argv[1])]
-recs = {r["params"]["network"]: r for r in all_recs if "limit" not in r["params"].get("tags", [])}
+recs = {r["params"]["network"]: r for r in all_recs if not r["params"].get("tags")}
+oracle = next(r for r in all_recs if "oracle" in r["params"].get("tags", []))
 limited = {r["params"]["memory_limit_mb"]: r for r in all_recs if "limit" in r["params"].get("tags", [])}
 r = recs["lenet"]
 assert r["status"] == "OK", r.get("reason")
@@ -60,6 +65,15 @@ loss = r["loss"]["values"]
 assert len(loss) == 10, loss
 assert loss[-1] < loss[0], f"loss did not fall: {loss}"
 print(f"lenet b64 on cpu_bigdl: median step {t['step']['median']:.1f} ms, loss {loss[0]:.4f} -> {loss[-1]:.4f}")
+a = recs["autoencoder"]
+assert a["status"] == "OK", (a["status"], a.get("reason"))
+assert oracle["status"] == "OK", (oracle["status"], oracle.get("reason"))
+got, want = a["loss"]["values"], oracle["loss"]["values"]
+assert got[-1] < got[0], f"autoencoder: loss did not fall: {got}"
+# The same weights, data and SGD: BigDL's losses follow cpu_onednn's (float sums in another
+# order: within 1e-3 of each other over the 10 steps).
+assert len(got) == len(want) and all(abs(g - w) <= 1e-3 * abs(w) for g, w in zip(got, want)), (got, want)
+print(f"autoencoder b32 on cpu_bigdl: loss {got[0]:.5f} -> {got[-1]:.5f} (cpu_onednn {want[0]:.5f} -> {want[-1]:.5f})")
 s = recs["resnet56"]
 assert s["status"] == "SKIPPED", s["status"]
 assert "cpu_bigdl" in s["reason"] and "batch_norm" in s["reason"], s["reason"]
