@@ -39,9 +39,6 @@ import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.logging.log4j.Level;
-import org.apache.logging.log4j.core.LogEvent;
-import org.apache.logging.log4j.core.appender.AbstractAppender;
-import org.apache.logging.log4j.core.config.Property;
 import org.apache.spark.api.java.JavaSparkContext;
 import scala.Tuple2;
 import scala.reflect.ClassTag;
@@ -382,62 +379,28 @@ public final class BigDLModel {
   // LocalOptimizer's per-iteration line, caught on its logger (log4j2, as BigDL 2.4 logs):
   // "[Epoch 1 64/64][Iteration 1][Wall Clock 0.05s] loss is 2.30, iteration time is 0.05s data
   // fetch time is 1.0E-4s, train time 0.05s. Throughput is ...".
-  private static final class StepLog extends AbstractAppender {
+  private static final class StepLog extends OptimizerLog {
     private static final Pattern LINE = Pattern.compile(
         "loss is ([-+0-9.eEaNInfity]+), iteration time is ([-+0-9.eE]+)s data fetch time is "
         + "([-+0-9.eE]+)s");
-    private final List<double[]> seen = new ArrayList<>();
-    private String unmatched = "";
-    private volatile boolean on;
 
     private StepLog() {
-      super("dlhost-bigdl-steps", null, null, true, Property.EMPTY_ARRAY);
+      super("dlhost-bigdl-steps", 3);  // seconds of the iteration, loss, data fetch seconds
     }
 
-    // On LocalOptimizer's own logger object: BigDL's classes log through LoggerContexts of their
-    // own (LogManager.getContext from here is another one), so a logger configured by name
-    // would not be the one it writes to.
     static StepLog attach() {
-      StepLog log = new StepLog();
-      log.start();
-      org.apache.logging.log4j.core.Logger optim =
-          (org.apache.logging.log4j.core.Logger) LocalOptimizer$.MODULE$.logger();
-      optim.addAppender(log);
-      optim.setLevel(Level.INFO);
-      optim.setAdditive(false);  // only this appender: the lines stay off dlhost's terminal
-      return log;
-    }
-
-    synchronized void begin() {
-      seen.clear();
-      unmatched = "";
-      on = true;
-    }
-
-    void end() {
-      on = false;
+      return attach(new StepLog(), LocalOptimizer$.MODULE$.logger(), Level.INFO);
     }
 
     @Override
-    public synchronized void append(LogEvent event) {
-      if (!on) return;
-      String text = event.getMessage().getFormattedMessage();
+    protected void read(String text) {
       Matcher m = LINE.matcher(text);
       if (m.find())
-        seen.add(new double[] {Double.parseDouble(m.group(2)), Double.parseDouble(m.group(1)),
-                               Double.parseDouble(m.group(3))});
+        add(Double.parseDouble(m.group(2)), Double.parseDouble(m.group(1)),
+            Double.parseDouble(m.group(3)));
       else if (text.contains("loss is"))
-        unmatched = text;
-    }
-
-    synchronized double[] steps() {
-      double[] out = new double[3 * seen.size()];
-      for (int i = 0; i < seen.size(); ++i) System.arraycopy(seen.get(i), 0, out, 3 * i, 3);
-      return out;
-    }
-
-    synchronized String unmatched() {
-      return unmatched.isEmpty() ? "no line" : unmatched;
+        unmatched(text);
     }
   }
+
 }

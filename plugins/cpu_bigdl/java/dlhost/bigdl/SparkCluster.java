@@ -18,14 +18,9 @@ package dlhost.bigdl;
 
 import com.intel.analytics.bigdl.dllib.optim.DistriOptimizer$;
 import com.intel.analytics.bigdl.dllib.utils.Engine$;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.logging.log4j.Level;
-import org.apache.logging.log4j.core.LogEvent;
-import org.apache.logging.log4j.core.appender.AbstractAppender;
-import org.apache.logging.log4j.core.config.Property;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.deploy.master.Master$;
@@ -129,9 +124,8 @@ public final class SparkCluster {
     return iterations;
   }
 
-  // DistriOptimizer's per-iteration lines, caught on its own logger object (BigDL logs through
-  // LoggerContexts of its own: see BigDLModel.StepLog).
-  static final class IterationLog extends AbstractAppender {
+  // DistriOptimizer's per-iteration lines, caught on its own logger object (OptimizerLog).
+  static final class IterationLog extends OptimizerLog {
     // A number as Scala prints a Double (the line's own full stops are not part of it).
     private static final String NUMBER =
         "(NaN|[-+]?Infinity|[-+]?[0-9]+(?:\\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)";
@@ -151,34 +145,14 @@ public final class SparkCluster {
     private static final Pattern[] COMMUNICATION = {metric("put gradient"),
         metric("aggregrateGradientParition average executor"), metric("send weights average"),
         metric("get weights average")};
-    // Per iteration: seconds of the iteration, loss, compute seconds, communication seconds.
-    private final List<double[]> seen = new ArrayList<>();
-    private String unmatched = "";
-    private volatile boolean on;
-
     private IterationLog() {
-      super("dlhost-bigdl-distri", null, null, true, Property.EMPTY_ARRAY);
+      // Per iteration: seconds of the iteration, loss, compute seconds, communication seconds.
+      super("dlhost-bigdl-distri", 4);
     }
 
     static IterationLog attach() {
-      IterationLog log = new IterationLog();
-      log.start();
-      org.apache.logging.log4j.core.Logger optim =
-          (org.apache.logging.log4j.core.Logger) DistriOptimizer$.MODULE$.logger();
-      optim.addAppender(log);
-      optim.setLevel(Level.DEBUG);  // the Metrics summary is logged at DEBUG
-      optim.setAdditive(false);
-      return log;
-    }
-
-    synchronized void begin() {
-      seen.clear();
-      unmatched = "";
-      on = true;
-    }
-
-    void end() {
-      on = false;
+      // the Metrics summary is logged at DEBUG
+      return attach(new IterationLog(), DistriOptimizer$.MODULE$.logger(), Level.DEBUG);
     }
 
     private static double number(Pattern p, String text) {
@@ -187,31 +161,19 @@ public final class SparkCluster {
     }
 
     @Override
-    public synchronized void append(LogEvent event) {
-      if (!on) return;
-      String text = event.getMessage().getFormattedMessage();
+    protected void read(String text) {
       Matcher m = TRAINED.matcher(text);
+      double[] last = last();
       if (m.find()) {
-        seen.add(new double[] {Double.parseDouble(m.group(2)), Double.parseDouble(m.group(3)),
-                               Double.NaN, Double.NaN});
-      } else if (text.contains("Metrics Summary") && !seen.isEmpty()) {
-        double[] last = seen.get(seen.size() - 1);
+        add(Double.parseDouble(m.group(2)), Double.parseDouble(m.group(3)), Double.NaN,
+            Double.NaN);
+      } else if (text.contains("Metrics Summary") && last != null) {
         last[2] = number(COMPUTE, text);
         last[3] = 0;
         for (Pattern p : COMMUNICATION) last[3] += number(p, text);
       } else if (text.contains("Loss is")) {
-        unmatched = text;
+        unmatched(text);
       }
-    }
-
-    synchronized double[] steps() {
-      double[] out = new double[4 * seen.size()];
-      for (int i = 0; i < seen.size(); ++i) System.arraycopy(seen.get(i), 0, out, 4 * i, 4);
-      return out;
-    }
-
-    synchronized String unmatched() {
-      return unmatched.isEmpty() ? "no line" : unmatched;
     }
   }
 }
