@@ -402,5 +402,4 @@ public final class BigDLModel {
         unmatched(text);
     }
   }
-
 }
