@@ -14,7 +14,6 @@ the peer with extra variables (e.g. to take a library's other path).
     python3 bench/probe/cpu_time_pair.py --build build --venvs /work/wt/h40-truth/build \
         cpu_mxnet resnet50 16 --threads 1 --k2 4 --rounds 3
 """
-import argparse
 import json
 import os
 import resource
@@ -32,26 +31,8 @@ def child_cpu():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("backend", choices=list(fairness.PAIRS))
-    ap.add_argument("network")
-    ap.add_argument("batch", type=int)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--build", default=os.path.join(fairness.ROOT, "build"))
-    ap.add_argument("--venvs", default=None)
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--k1", type=int, default=1)
-    ap.add_argument("--k2", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--output", default="/tmp/cpu_time_pair")
-    ap.add_argument("--jsonl", default=None, help="append the summary line here too")
-    a = ap.parse_args()
-    ns = argparse.Namespace(
-        build=a.build, venvs=a.venvs or a.build, output=a.output, pairs=[a.backend],
-        networks=[(a.network, a.batch)], threads=[a.threads], warmup=a.warmup, iterations=a.k1,
-        allocator="auto", wait_policy="passive", timeout=1800)
-    f = fairness.Fairness(ns)
-    f.write_suite()
+    a = fairness.probe_arguments(__doc__, 1, 4, "/tmp/cpu_time_pair").parse_args()
+    f, ns = fairness.probe_pair(a)
     cpu = {"dlhost": [], "peer": []}
     wall = {"dlhost": [], "peer": []}
     faults = {"dlhost": [], "peer": []}

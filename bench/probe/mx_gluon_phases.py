@@ -6,12 +6,14 @@ time (all threads), to find which phase of a rule-2 row (issue 40) Gluon spends 
 dlhost's cpu_mxnet. Variants, one at a time:
 
   gluon      mxnet_peer.py's step: Trainer.step (MXNet 1.9.1 aggregates the SGD update into
-             multi_sgd_mom_update over MXNET_OPTIMIZER_AGGREGATION_SIZE = 4 arrays a call)
+             multi_sgd_mom_update, or multi_sgd_update without momentum, over
+             MXNET_OPTIMIZER_AGGREGATION_SIZE = 4 arrays a call)
   gluon_agg1 `gluon` under MXNET_OPTIMIZER_AGGREGATION_SIZE=1 (MXNet's switch: Trainer.step
-             then calls multi_sgd_mom_update with one array a call; SGD._update_impl never
-             falls back to sgd_mom_update for dense arrays)
-  per_array  the update as cpu_mxnet runs it: one sgd_mom_update per array (same rule, same
-             rescale_grad = 1 / batch), everything else as `gluon`
+             then calls the multi operator with one array a call; SGD._update_impl never
+             falls back to the per-array operators for dense arrays)
+  per_array  the update as cpu_mxnet runs it (optimizer.cpp): one sgd_mom_update per array, or
+             sgd_update without momentum (same rule, same rescale_grad = 1 / batch),
+             everything else as `gluon`
   activation ResNet-50 only: `gluon` with the ReLU after each bottleneck's add as the model zoo's
              BottleneckV1 writes it, F.Activation(act_type='relu') (oneDNN's eltwise, what
              cpu_mxnet lowers), not mxnet_peer.py's F.relu (MXNet's own `relu` operator)
@@ -71,10 +73,14 @@ def child(a):
             trainer.step(samples)
         else:
             if moms is None:
-                moms = [mx.nd.zeros(p.shape) for p in params]
+                moms = [mx.nd.zeros(p.shape) if momentum else None for p in params]
             for p, m in zip(params, moms):
-                mx.nd.sgd_mom_update(p.data(), p.grad(), m, out=p.data(), lr=lr,
-                                     momentum=momentum, wd=wd, rescale_grad=1.0 / samples)
+                if m is None:
+                    mx.nd.sgd_update(p.data(), p.grad(), out=p.data(), lr=lr, wd=wd,
+                                     rescale_grad=1.0 / samples)
+                else:
+                    mx.nd.sgd_mom_update(p.data(), p.grad(), m, out=p.data(), lr=lr,
+                                         momentum=momentum, wd=wd, rescale_grad=1.0 / samples)
         mx.nd.waitall()
         marks.append((time.perf_counter(), time.process_time()))
         if i >= a.warmup:

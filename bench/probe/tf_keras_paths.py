@@ -5,9 +5,10 @@ cause (issue 40) inside Keras itself:
 
   keras       tf_peer.py as it is: Keras 3's SGD with momentum (its update is TensorFlow ops
               per variable: m = momentum * m - lr * g; v += m), Keras's LSTM as a while loop
-  fused_sgd   the update as cpu_tensorflow runs it: TensorFlow's fused ResourceApplyMomentum
-              kernel per variable (accum = momentum * accum + g; v -= lr * accum: the same
-              rule), everything else as `keras`
+  fused_sgd   the update as cpu_tensorflow runs it: one fused TensorFlow kernel per variable,
+              ResourceApplyMomentum with momentum (accum = momentum * accum + g; v -= lr *
+              accum: the same rule), ResourceApplyGradientDescent without (v -= lr * g, where
+              Keras's SGD runs a Mul and an AssignSubVariableOp), everything else as `keras`
   unroll      Keras's LSTM with unroll=True (the cell unrolled over time, as cpu_tensorflow
               lowers it: lower.cpp), everything else as `keras`
   both        fused_sgd and unroll (fused_sgd fails on the LSTMs, whose step clips the gradients:
@@ -36,8 +37,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 VARIANTS = ("keras", "fused_sgd", "unroll", "both", "inter1")
 
 
-class FusedMomentum:
-    """apply_gradients through tf.raw_ops.ResourceApplyMomentum, cpu_tensorflow's update."""
+class FusedSGD:
+    """apply_gradients through cpu_tensorflow's update ops: tf.raw_ops.ResourceApplyMomentum
+    with momentum, ResourceApplyGradientDescent without (optimizer.cpp's choice)."""
 
     def __init__(self, tf, lr, momentum):
         self.tf, self.lr, self.momentum = tf, lr, momentum
@@ -47,12 +49,17 @@ class FusedMomentum:
         tf = self.tf
         for g, v in pairs:
             var = getattr(v, "value", v)  # Keras 3 wraps a tf.Variable
+            lr = tf.constant(self.lr, var.dtype)
+            if not self.momentum:
+                tf.raw_ops.ResourceApplyGradientDescent(var=var.handle, alpha=lr, delta=g,
+                                                        use_locking=False)
+                continue
             key = id(v)
             if key not in self.slots:
                 self.slots[key] = tf.Variable(tf.zeros_like(var), trainable=False)
             tf.raw_ops.ResourceApplyMomentum(
-                var=var.handle, accum=self.slots[key].handle, lr=tf.constant(self.lr, var.dtype),
-                grad=g, momentum=tf.constant(self.momentum, var.dtype), use_locking=False,
+                var=var.handle, accum=self.slots[key].handle, lr=lr, grad=g,
+                momentum=tf.constant(self.momentum, var.dtype), use_locking=False,
                 use_nesterov=False)
 
 
@@ -74,7 +81,7 @@ def child(a):
             opt, wd, clip = keep(name)
             if not isinstance(opt, tf.keras.optimizers.SGD):
                 sys.exit("tf_keras_paths.py: fused_sgd is for the SGD networks")
-            return FusedMomentum(tf, float(opt.learning_rate.numpy()),
+            return FusedSGD(tf, float(opt.learning_rate.numpy()),
                                  float(opt.momentum)), wd, clip
         tf_peer.optimizer = optimizer
     # tf_peer.train's loop, with the process's CPU time per step beside the wall time
