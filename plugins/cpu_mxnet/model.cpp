@@ -37,14 +37,23 @@ size_t elements(const Leaf& l) {
   return n;
 }
 
-// ABI 1.5 model_info departure line of the SGD-with-momentum update (docs/frameworks.md).
+// ABI 1.5 model_info departure lines of the SGD update (docs/frameworks.md), with momentum and
+// without: MXNet's per-array operator where Gluon's Trainer.step aggregates the arrays.
 constexpr const char* kSgdMomentumDeparture =
     "SGD update: one sgd_mom_update per array, not Gluon Trainer.step's multi_sgd_mom_update "
-    "over 4 arrays a call (MXNet 1.9.1's aggregation; the same rule): Gluon's own FCN-5 step at "
-    "b64, 1 thread, update phase 189 CPU ms per array against 377 through Trainer.step, the "
-    "whole of its gap to dlhost (620 against 809 ms a step on a quiet machine). Measured "
-    "2026-12-06 on a 2-core Xeon with AVX-512 under load (bench/probe/mx_gluon_phases.py; "
-    "bench/results/2026-12-06-quiet-fairness)\n";
+    "over 4 arrays a call (MXNet 1.9.1's aggregation; the same rule): in the profile of the "
+    "autoencoder at b100, 1 thread, 4.6 CPU ms a step in sgd_mom_update's kernel against 7.5 in "
+    "Gluon's multi_sgd_mom_update, most of its gap to dlhost (20.1 against 22.5-23.5 ms a step; "
+    "bench/probe/perf_pair.py). Measured 2026-12-07 on a quiet 2-core Xeon with AVX-512 "
+    "(bench/results/2026-12-07-sgd-update)\n";
+constexpr const char* kSgdDeparture =
+    "SGD update: one sgd_update per array, not Gluon Trainer.step's multi_sgd_update over 4 "
+    "arrays a call (MXNet 1.9.1's aggregation; the same rule): in the profile of FCN-5 at b64, "
+    "1 thread, 190 CPU ms a step in sgd_update's kernel against 421 in Gluon's "
+    "multi_sgd_update, most of its gap to dlhost (663-682 against 901-905 ms a step; "
+    "bench/probe/perf_pair.py); Gluon's own step with sgd_update per array: update phase 259 "
+    "against 394 CPU ms (bench/probe/mx_gluon_phases.py). Measured 2026-12-07 on a quiet 2-core "
+    "Xeon with AVX-512 (bench/results/2026-12-07-sgd-update)\n";
 
 class MxnetModel final : public sdk::Model, public RuntimeHost {
  public:
@@ -60,18 +69,20 @@ class MxnetModel final : public sdk::Model, public RuntimeHost {
     executor_ = make_executor(mode, g, *program_);
     optimizer_ = std::make_unique<Optimizer>(*program_, opt);
     departures_ = program_->departures;
-    // One sgd_mom_update per array (the ABI's update, array by array) where Gluon's Trainer.step
-    // aggregates the arrays into multi_sgd_mom_update calls: the same rule at twice the CPU
-    // time on large layers, so it is declared (issue 40, rule 2).
-    if (opt.kind != DLHOST_OPTIMIZER_ADAMW && opt.momentum > 0)
-      departures_ += kSgdMomentumDeparture;
+    // One sgd_mom_update or sgd_update per array (the ABI's update, array by array) where Gluon's
+    // Trainer.step aggregates the arrays into multi_sgd_mom_update or multi_sgd_update calls:
+    // the same rule at about twice the CPU time, so it is declared (issue 40, rule 2).
+    if (opt.kind != DLHOST_OPTIMIZER_ADAMW)
+      departures_ += opt.momentum > 0 ? kSgdMomentumDeparture : kSgdDeparture;
     for (const DropoutMask& m : program_->masks)
       masks_.emplace_back(elements(program_->leaves[size_t(m.leaf)]));
     implementation_ = std::string(mode == "imperative"
                                       ? "MXImperativeInvoke per operator (Gluon, not hybridized)"
                                       : "CachedOp (static_alloc, static_shape; Gluon hybridized)") +
                       ", autograd backward, " +
-                      (opt.kind == DLHOST_OPTIMIZER_ADAMW ? "_adamw_update" : "sgd_mom_update") +
+                      (opt.kind == DLHOST_OPTIMIZER_ADAMW ? "_adamw_update"
+                       : opt.momentum > 0                 ? "sgd_mom_update"
+                                                          : "sgd_update") +
                       "; " + context.engine.request.engine + ", " +
                       std::to_string(context.engine.cpu_workers) + " CPU worker x " +
                       std::to_string(context.engine.omp_threads) + " OpenMP threads";

@@ -61,16 +61,26 @@ AlignedFloats aligned_floats(int64_t count) {
 
 float* data_of(const tf::TensorPtr& t) { return static_cast<float*>(TF_TensorData(t.get())); }
 
-// ABI 1.5 model_info departure line of the SGD-with-momentum update (docs/frameworks.md).
+// ABI 1.5 model_info departure lines of the SGD update (docs/frameworks.md): with momentum and
+// without, each a fused TensorFlow kernel where Keras 3's SGD runs separate ops.
 constexpr const char* kMomentumDeparture =
     "SGD update: ResourceApplyMomentum, TensorFlow's fused kernel (one op a variable), not Keras "
     "3's SGD, whose momentum update is separate TensorFlow ops per variable (m = momentum * m - "
     "lr * g; v += m; the same rule): Keras's own autoencoder step at b100, 2 threads, 22.8 CPU "
-    "ms with its SGD against 18.5 with ResourceApplyMomentum (25.2 against 20.9 at 1 thread); on "
-    "FCN-5 at b64, 2 threads, no faster (587-609 CPU ms against Keras SGD's 519-538; "
+    "ms with its SGD against 18.5 with ResourceApplyMomentum (25.2 against 20.9 at 1 thread; "
     "bench/probe/tf_keras_paths.py). "
     "Measured 2026-12-06 on a 2-core Xeon with AVX-512 under load "
     "(bench/results/2026-12-06-quiet-fairness)";
+constexpr const char* kGradientDescentDeparture =
+    "SGD update: ResourceApplyGradientDescent, TensorFlow's fused kernel (v -= lr * g, one op a "
+    "variable), not Keras 3's SGD without momentum, which runs a Mul (g * lr into a new tensor) "
+    "and an AssignSubVariableOp per variable (the same rule, twice the passes over the "
+    "parameters): Keras's own FCN-5 step at b64, 1 thread, 573 ms with its SGD against 517 with "
+    "ResourceApplyGradientDescent (bench/probe/tf_keras_paths.py, 4 rounds); in the profile "
+    "(bench/probe/perf_pair.py) 71 CPU ms a step in dlhost's kernel against 70 + 47 in Keras's "
+    "two: most of the row's gap (0.87-0.92 in the quiet tables). Measured 2026-12-07 on a quiet "
+    "2-core Xeon with AVX-512 "
+    "(bench/results/2026-12-07-sgd-update)";
 
 class TfModel final : public sdk::Model, public RuntimeHost {
  public:
@@ -127,9 +137,11 @@ class TfModel final : public sdk::Model, public RuntimeHost {
                       apply);
     for (const std::string& n : lowered_.notes) implementation_ += "; " + n;
     for (const std::string& d : lowered_.departures) departures_ += d + "\n";
-    // Keras 3's SGD runs its momentum update unfused (issue 40, rule 2): declared where the
-    // update is ResourceApplyMomentum.
-    if (!update_.adamw() && opt.momentum > 0) departures_ += std::string(kMomentumDeparture) + "\n";
+    // Keras 3's SGD runs its update as separate ops, with momentum and without (issue 40, rule
+    // 2): declared wherever the update is one of TensorFlow's fused SGD kernels.
+    if (!update_.adamw())
+      departures_ +=
+          std::string(opt.momentum > 0 ? kMomentumDeparture : kGradientDescentDeparture) + "\n";
   }
 
   void set_input(int32_t tensor, const void* data, size_t bytes) override {

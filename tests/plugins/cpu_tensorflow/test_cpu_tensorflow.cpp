@@ -212,7 +212,7 @@ TEST(cpu_tensorflow, DeclaresItsFusedBatchNormOnlyWhereTheGraphHasOne) {
     if (with_bn) x = b.batch_norm("bn", x, bn());
     b.softmax_cross_entropy("loss", b.fc("head", x, fc(3)),
                             b.input("labels", DLHOST_DTYPE_I32, {}));
-    Trainer t(b.finish());
+    Trainer t(b.finish(), adamw(0.01f));  // AdamW: no SGD update line beside it
     const dlhost_model_info info = t.info();
     return std::string(info.departures ? info.departures : "(null)");
   };
@@ -224,23 +224,31 @@ TEST(cpu_tensorflow, DeclaresItsFusedBatchNormOnlyWhereTheGraphHasOne) {
   EXPECT_EQ(declared(false), "");
 }
 
-// cpu_tensorflow's SGD with momentum is TensorFlow's fused ResourceApplyMomentum, Keras 3's SGD
-// separate ops (issue 40, rule 2): declared where the model trains with momentum, and only there.
-TEST(cpu_tensorflow, DeclaresItsFusedMomentumUpdateOnlyWhereItRuns) {
-  const auto declared = [](float momentum) {
+// cpu_tensorflow's SGD update is one fused TensorFlow kernel a variable, ResourceApplyMomentum
+// with momentum and ResourceApplyGradientDescent without, where Keras 3's SGD runs separate ops
+// in both cases (issue 40, rule 2): each declared where it runs, and nothing for AdamW.
+TEST(cpu_tensorflow, DeclaresItsFusedSgdUpdateWhereverItRuns) {
+  const auto declared = [](const dlhost_optimizer_desc& opt) {
     GraphBuilder b("fc", 2);
     b.softmax_cross_entropy("loss", b.fc("head", b.input("data", DLHOST_DTYPE_F32, {4}), fc(3)),
                             b.input("labels", DLHOST_DTYPE_I32, {}));
-    Trainer t(b.finish(), sgd(0.1f, momentum));
+    Trainer t(b.finish(), opt);
     const dlhost_model_info info = t.info();
     return std::string(info.departures ? info.departures : "(null)");
   };
-  const std::string fused = declared(0.9f);
-  EXPECT_EQ(fused.rfind("SGD update: ResourceApplyMomentum", 0), 0u) << fused;
-  EXPECT_NE(fused.find("Keras 3's SGD"), std::string::npos) << fused;
-  EXPECT_NE(fused.find("CPU ms"), std::string::npos) << fused;          // its measured size
-  EXPECT_EQ(std::count(fused.begin(), fused.end(), '\n'), 1) << fused;  // one line
-  EXPECT_EQ(declared(0.0f), "");  // ResourceApplyGradientDescent: Keras's plain SGD alike
+  const std::string momentum = declared(sgd(0.1f, 0.9f));
+  EXPECT_EQ(momentum.rfind("SGD update: ResourceApplyMomentum", 0), 0u) << momentum;
+  EXPECT_NE(momentum.find("Keras 3's SGD"), std::string::npos) << momentum;
+  EXPECT_NE(momentum.find("CPU ms"), std::string::npos) << momentum;  // its measured size
+  EXPECT_EQ(std::count(momentum.begin(), momentum.end(), '\n'), 1) << momentum;  // one line
+  // Keras's plain SGD is a Mul and an AssignSubVariableOp a variable: not
+  // ResourceApplyGradientDescent
+  const std::string plain = declared(sgd(0.1f));
+  EXPECT_EQ(plain.rfind("SGD update: ResourceApplyGradientDescent", 0), 0u) << plain;
+  EXPECT_NE(plain.find("AssignSubVariableOp"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("CPU ms"), std::string::npos) << plain;
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), '\n'), 1) << plain;
+  EXPECT_EQ(declared(adamw(0.01f)), "");
 }
 
 }  // namespace
