@@ -98,13 +98,14 @@ def main():
 
     keys = set().union(*(r.keys() for s in per_step.values() for r in s))
     rows = sorted(keys, key=lambda k: -max(abs(median("dlhost", k)), abs(median("peer", k))))
+    libraries = {d for d, _ in keys}
     dsos = collections.defaultdict(lambda: {"dlhost": [], "peer": []})
     for side, rs in per_step.items():
         for r in rs:
             by = collections.Counter()
             for (dso, _), v in r.items():
                 by[dso] += v
-            for dso in {d for d, _ in keys}:
+            for dso in libraries:
                 dsos[dso][side].append(by[dso])
     print(f"\nCPU ms a training step, medians over {a.rounds} rounds "
           f"(({a.k2} - {a.k1} steps) at {FREQ} Hz)")
