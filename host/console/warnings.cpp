@@ -77,6 +77,32 @@ std::vector<Warning> spread_warning(const record::Timing& timing, const WarningT
                ") or on a quieter machine"}};
 }
 
+// The timed steps still falling: a cache, allocator or JIT that settles after the warm-up makes the
+// first timed steps slower than the rest, and a median over few steps then reads the transient
+// (cpu_mxnet's AlexNet-R b1024 takes three steps to settle its allocator's heap: 2026-12-07,
+// bench/results/2026-12-07-warmup). A third of the steps at each end; every step of the first
+// third more than half the threshold over the last third's median, so that one slow step beside
+// a settled one is noise (spread's), not this.
+std::vector<Warning> warmup_warning(const record::Timing& timing, const WarningThresholds& t) {
+  const std::vector<double>& steps = timing.samples.step;
+  if (steps.size() < static_cast<size_t>(std::max(2, t.warmup_min_iterations))) return {};
+  const size_t k = (steps.size() + 2) / 3;
+  const std::vector<double> head(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(k));
+  const std::vector<double> tail(steps.end() - static_cast<std::ptrdiff_t>(k), steps.end());
+  const double first = percentile(head, 50), last = percentile(tail, 50);
+  if (last <= 0 || first <= last * (1 + t.warmup_head_over_tail)) return {};
+  const double floor = last * (1 + t.warmup_head_over_tail / 2);
+  if (std::any_of(head.begin(), head.end(), [&](double s) { return s <= floor; })) return {};
+  const std::string n = std::to_string(k);
+  return {{kWarnWarmupShort,
+           "the first " + n + " timed step(s) (median " + decimals(first, 2) + " ms) took " +
+               percent(first / last - 1) + " longer than the last " + n + " (" + decimals(last, 2) +
+               " ms; threshold " + percent(t.warmup_head_over_tail) +
+               "): the step had not settled when timing began, so the median leans on the "
+               "warm-up; raise warmup (e.g. --set warmup=" +
+               std::to_string(timing.warmup + static_cast<int64_t>(k)) + ")"}};
+}
+
 std::vector<Warning> threads_warning(const json& record) {
   const json& params = member(record, "params");
   const std::optional<record::Resolved> resolved = record::read_resolved(record);
@@ -184,6 +210,7 @@ std::vector<Warning> case_warnings(const json& record, const CaseLoad& load,
   const std::optional<record::Timing> timing = record::read_timing(record, true);
   if (!timing) return {};
   std::vector<Warning> out = spread_warning(*timing, t);
+  append(out, warmup_warning(*timing, t));
   append(out, threads_warning(record));
   append(out, load_warning(load, t));
   append(out, plugin_build_warning(record));

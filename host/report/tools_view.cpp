@@ -15,10 +15,11 @@
 // Records of one cell and one way of timing are the same case repeated (rounds, --resume, several
 // files): their figure is the median of their medians, with the count. A record that did not end
 // OK never hides an OK one of its cell: the OK figure shows, the other outcome beside it. A figure
-// whose record carries a disturbance warning (other_load, spread) is marked, with a note. A figure
-// whose backend says it is knowingly faster there than its framework's own users get it (the
-// record's resolved.departures, ABI 1.5 model_info) is marked with a numbered dagger, and the note
-// under the table gives the backend's words: the cause and its measured size (issue 40, rule 2).
+// whose record carries a disturbance warning (other_load, spread, warmup_short) is marked, with a
+// note. A figure whose backend says it is knowingly faster there than its framework's own users
+// get it (the record's resolved.departures, ABI 1.5 model_info) is marked with a numbered dagger,
+// and the note under the table gives the backend's words: the cause and its measured size (issue
+// 40, rule 2).
 // A figure whose steps the tool's own clock timed (timing.timer backend_clock: a tool that owns
 // its loop, BigDL's optimize(); issue 42) is marked with a section sign and a note.
 #include <algorithm>
@@ -124,11 +125,13 @@ Timing timing_of(const Record& r) { return Timing{record::timer(r), record::fuse
 // The timer of a tool that owns its loop (run/owned_loop.h): its own clock, not the host's.
 constexpr const char* kOwnClock = "backend_clock";
 
-// The warnings that say the machine disturbed the measurement (docs/report.md, Warnings).
+// The warnings that say the figure may not be the tool's own steady step: the machine disturbed
+// it, or timing began before the step settled (docs/report.md, Warnings).
 std::vector<std::string> disturbances_of(const Record& r) {
   std::vector<std::string> out;
   for (const record::Warning& w : record::read_warnings(r.data).value_or(record::Warnings{}))
-    if (w.code == "other_load" || w.code == "spread") remember(out, w.code);
+    if (w.code == "other_load" || w.code == "spread" || w.code == "warmup_short")
+      remember(out, w.code);
   return out;
 }
 
@@ -441,9 +444,9 @@ void add_notes(Section& s, const HardwareTable& h) {
     std::string list;
     for (const auto& d : h.disturbed) list += (list.empty() ? "" : "; ") + d;
     s.paragraph(
-        "! marks a figure taken while the machine disturbed it, not the tool's own: its record "
-        "warns other_load (other processes used the cores) or spread (its step times spread "
-        "widely); see Warnings. " +
+        "! marks a figure that may not be the tool's own steady step: its record warns "
+        "other_load (other processes used the cores), spread (its step times spread widely) or "
+        "warmup_short (its first timed steps were still settling); see Warnings. " +
         list + ".");
   }
   if (!h.departures.empty()) {

@@ -1,11 +1,13 @@
 // test_warnings.cpp — each warning rule on a constructed record or measurement: it fires past its
 // threshold and stays quiet below; /proc/stat's busy time and the governor read from a
-// constructed sysfs tree.
+// constructed sysfs tree; every code in the results schema.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
+#include "console/library_dispatch.h"
 #include "console/warnings.h"
 #include "core/environment.h"
 
@@ -55,6 +57,44 @@ TEST(Warnings, SpreadAboveTheThreshold) {
   EXPECT_TRUE(case_warnings(record({10, 10, 11, 14, 20}), CaseLoad{}, loose).empty());
   // Two steps tell nothing about spread.
   EXPECT_TRUE(case_warnings(record({10, 20}), CaseLoad{}).empty());
+}
+
+TEST(Warnings, WarmupShortWhileTheFirstTimedStepsStillSettle) {
+  // cpu_mxnet AlexNet-R b1024 after 1 warm-up step (2026-12-07): its allocator's heap settles in
+  // three steps. First third (658, 633): median 645.5; last third (594, 615): 604.5; +6.8%.
+  json settling = record({658, 633, 590, 594, 615});
+  settling["timing"]["warmup"] = 1;
+  auto ws = case_warnings(settling, CaseLoad{});
+  ASSERT_EQ(codes(ws), std::vector<std::string>{kWarnWarmupShort});  // not spread: IQR 6%
+  EXPECT_NE(ws[0].message.find("the first 2 timed step(s) (median 645.50 ms) took 6.8% longer "
+                               "than the last 2 (604.50 ms; threshold 5.0%)"),
+            std::string::npos)
+      << ws[0].message;
+  EXPECT_NE(ws[0].message.find("--set warmup=3"), std::string::npos) << ws[0].message;
+  WarningThresholds loose;
+  loose.warmup_head_over_tail = 0.10;
+  EXPECT_TRUE(case_warnings(settling, CaseLoad{}, loose).empty());
+  // One slow step beside a settled one is not a warm-up: every step of the first third must be
+  // more than 2.5% over the last third's median (cpu_tensorflow FCN-8, 2 threads, 2026-12-07).
+  EXPECT_TRUE(case_warnings(record({700, 600, 601, 599, 600, 602}), CaseLoad{}).empty());
+  EXPECT_TRUE(case_warnings(record({271.1, 323.8, 264.7, 267.1, 265.1}), CaseLoad{}).empty());
+  // Three steps are too few to tell a trend from noise; falling steps only.
+  EXPECT_TRUE(case_warnings(record({650, 630, 590}), CaseLoad{}).empty());
+  EXPECT_TRUE(case_warnings(record({590, 600, 615, 630}), CaseLoad{}).empty());
+}
+
+// The record's schema names every code a record may carry: a new rule without it there makes
+// every record that has its warning fail validation (tests/e2e validate real runs' records).
+TEST(Warnings, EveryCodeIsInTheResultsSchema) {
+  std::ifstream in(DLHOST_RESULTS_SCHEMA);
+  ASSERT_TRUE(in) << DLHOST_RESULTS_SCHEMA;
+  const json schema = json::parse(in);
+  const json& codes_enum =
+      schema.at("properties").at("warnings").at("items").at("properties").at("code").at("enum");
+  for (const char* code :
+       {kWarnSpread, kWarnWarmupShort, kWarnGovernor, kWarnDebugBuild, kWarnPluginDebugBuild,
+        kWarnThreads, kWarnOtherLoad, kWarnLibraryDispatch})
+    EXPECT_NE(std::find(codes_enum.begin(), codes_enum.end(), code), codes_enum.end()) << code;
 }
 
 TEST(Warnings, ThreadsAboveCores) {

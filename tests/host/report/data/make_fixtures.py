@@ -139,7 +139,7 @@ def tool_not_ok(case_id, network, backend, batch, st, reason, data="synthetic"):
 mixed = [
     tool("lenet.cpu_tensorflow.b16.t1", "lenet", "cpu_tensorflow", 16, 30.0),
     tool("lenet.cpu_tensorflow.b16.t1.options=cpu_tensorflow.mode=xla", "lenet", "cpu_tensorflow",
-         16, 25.0, options={"cpu_tensorflow": {"mode": "xla"}}),
+         16, 25.0, options={"cpu_tensorflow": {"mode": "xla"}}, warnings=["warmup_short"]),
     tool("lenet.cpu_onednn.b16.t1", "lenet", "cpu_onednn", 16, 20.0),
     tool("lenet.cpu_onednn.b16.t1.precision=bf16", "lenet", "cpu_onednn", 16, 14.0,
          precision="bf16"),
