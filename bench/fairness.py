@@ -47,6 +47,21 @@ PAIRS = {"cpu_libtorch2": ("PyTorch 2.15", "bench-venv/bin/python", "torch_peer.
          "cpu_tensorflow": ("TF 2.21 Keras", "bench-venv/bin/python", "tf_peer.py"),
          "cpu_mxnet": ("MXNet 1.9.1 Gluon", "bench-venv-mxnet/bin/python", "mxnet_peer.py")}
 RULE1, RULE2 = 1.05, 0.90
+SETTLING = 0.05  # dlhost's warmup_short threshold (host/console/warnings.h), applied to both sides
+
+
+def settling(steps):
+    """True where a run's timed steps were still settling, by dlhost's warmup_short rule
+    (host/console/warnings.cpp): from 4 steps on, the median of the first third (rounded up)
+    more than SETTLING above the last third's, every step of that first third more than
+    SETTLING / 2 above it.
+    The peer has no record, so the rule is applied here to both sides alike."""
+    if len(steps) < 4:
+        return False
+    k = (len(steps) + 2) // 3
+    last = statistics.median(steps[-k:])
+    return (statistics.median(steps[:k]) > last * (1 + SETTLING)
+            and all(s > last * (1 + SETTLING / 2) for s in steps[:k]))
 
 
 def log(msg):
@@ -256,6 +271,10 @@ def report(runs_path, out_path=None):
                     notes = [declared.setdefault((p, x), len(declared) + 1) for x in said]
                     marks += (", 2: declared " + " ".join(f"†{n}" for n in notes) if notes
                               else ", 2: cause?")
+                # a run timed before its step settled: the row reads a warm-up (raise --warmup)
+                warm = sorted(f"{r['side']} r{r['round']}" for r in cell if settling(r["step_ms"]))
+                if warm:
+                    marks += ", settling: " + " ".join(warm)
                 ran = {r.get("allocator_ran") for r in cell}
                 if len(ran) > 1:  # the two sides (or rounds) ran on different allocators
                     marks += ", malloc " + "/".join(sorted(str(x) for x in ran))
@@ -294,7 +313,8 @@ def main():
                     help="framework backends, each against its peer: " + ",".join(PAIRS))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--warmup", type=int, default=2)
+    # issue 40's method: 3 warm-up steps (cpu_mxnet's AlexNet-R b1024 settles in 3, Gluon's in 1-3)
+    ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--allocator", choices=ALLOCATORS, default="auto",
                     help="the case key allocator for both sides (auto: dlhost's default)")
