@@ -94,6 +94,11 @@ class Fairness:
             for n, b, *_ in self.a.networks:
                 f.write(f"    - {{network: {n}, batch: {b}}}\n")
 
+    def rounds(self, network):
+        """The network's own rounds (NETWORK:BATCH:ITERATIONS:ROUNDS), else --rounds."""
+        return next((s[3] for s in self.a.networks if s[0] == network and len(s) > 3),
+                    self.a.rounds)
+
     def iterations(self, network):
         return next((s[2] for s in self.a.networks if s[0] == network and len(s) > 2),
                     self.a.iterations)
@@ -171,8 +176,10 @@ class Fairness:
         # Threads outermost, then rounds: a run cut short by the clock has whole 1-thread rows.
         k = 0
         for t in a.threads:
-            for rnd in range(a.rounds):
+            for rnd in range(max(self.rounds(s[0]) for s in a.networks)):
                 for n, b, *_ in a.networks:
+                    if rnd >= self.rounds(n):
+                        continue
                     pairs = a.pairs[k % len(a.pairs):] + a.pairs[:k % len(a.pairs)]
                     for j, backend in enumerate(pairs):
                         sides = ["dlhost", "peer"] if (rnd + j + k) % 2 == 0 else ["peer", "dlhost"]
@@ -193,7 +200,7 @@ class Fairness:
                             with open(self.runs, "a") as f:
                                 f.write(json.dumps(entry) + "\n")
                             ms = run.get("step_ms_median")
-                            log(f"  [{rnd + 1}/{a.rounds}] {n} b{b} t{t} {backend:14s} "
+                            log(f"  [{rnd + 1}/{self.rounds(n)}] {n} b{b} t{t} {backend:14s} "
                                 f"{side:6s} " + (f"{ms:9.1f} ms" if ms else "error: "
                                                   + str(run.get("error")))
                                 + f"  (load {load:.2f}, malloc {run.get('allocator_ran')}, "
@@ -307,8 +314,9 @@ def main():
     ap.add_argument("--venvs", default=None,
                     help="folder of run.sh's bench-venv and bench-venv-mxnet (default: --build)")
     ap.add_argument("--networks", default="fcn5:64,lstm32:64,resnet56:128,lenet:64:20,alexnet_r:128:10",
-                    help="NETWORK:BATCH[:ITERATIONS],... (issue 40's batches by default; a third field "
-                    "sets that network's timed steps, e.g. more for the small ones)")
+                    help="NETWORK:BATCH[:ITERATIONS[:ROUNDS]],... (issue 40's batches by default; a "
+                    "third field sets that network's timed steps a round, a fourth its rounds: more "
+                    "for the small ones, whose 2-thread step is bimodal on a 2-core machine)")
     ap.add_argument("--pairs", default=",".join(PAIRS),
                     help="framework backends, each against its peer: " + ",".join(PAIRS))
     ap.add_argument("--threads", default="1,2")
@@ -328,7 +336,7 @@ def main():
         return
     a.build = os.path.abspath(a.build)
     a.venvs = os.path.abspath(a.venvs or a.build)
-    a.networks = [(s.split(":")[0], int(s.split(":")[1])) + tuple(map(int, s.split(":")[2:3]))
+    a.networks = [(s.split(":")[0], int(s.split(":")[1])) + tuple(map(int, s.split(":")[2:4]))
                   for s in a.networks.split(",") if s]
     a.pairs = known_items(a.pairs, PAIRS, "backend(s)", "fairness")
     a.threads = [int(t) for t in a.threads.split(",")]

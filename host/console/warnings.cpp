@@ -79,10 +79,10 @@ std::vector<Warning> spread_warning(const record::Timing& timing, const WarningT
 
 // The timed steps still falling: a cache, allocator or JIT that settles after the warm-up makes the
 // first timed steps slower than the rest, and a median over few steps then reads the transient
-// (cpu_mxnet's AlexNet-R b1024 takes three steps to settle its allocator's heap: 2026-12-07,
-// bench/results/2026-12-07-warmup). A third of the steps at each end; every step of the first
-// third more than half the threshold over the last third's median, so that one slow step beside
-// a settled one is noise (spread's), not this.
+// (cpu_mxnet's AlexNet-R b1024 settles at its 4th step: its steps 2 and 3 still write into memory
+// the process never touched, bench/results/2026-12-07-warmup). A third of the steps at each end;
+// every step of the first third more than half the threshold over the last third's median, so
+// that one slow step beside a settled one is noise (spread's), not this.
 std::vector<Warning> warmup_warning(const record::Timing& timing, const WarningThresholds& t) {
   const std::vector<double>& steps = timing.samples.step;
   if (steps.size() < static_cast<size_t>(std::max(2, t.warmup_min_iterations))) return {};

@@ -60,8 +60,8 @@ TEST(Warnings, SpreadAboveTheThreshold) {
 }
 
 TEST(Warnings, WarmupShortWhileTheFirstTimedStepsStillSettle) {
-  // cpu_mxnet AlexNet-R b1024 after 1 warm-up step (2026-12-07): its allocator's heap settles in
-  // three steps. First third (658, 633): median 645.5; last third (594, 615): 604.5; +6.8%.
+  // cpu_mxnet AlexNet-R b1024 after 1 warm-up step (2026-12-07): its steps 2 and 3 still touch
+  // fresh memory. First third (658, 633): median 645.5; last third (594, 615): 604.5; +6.8%.
   json settling = record({658, 633, 590, 594, 615});
   settling["timing"]["warmup"] = 1;
   auto ws = case_warnings(settling, CaseLoad{});
