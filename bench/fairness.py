@@ -94,14 +94,16 @@ class Fairness:
             for n, b, *_ in self.a.networks:
                 f.write(f"    - {{network: {n}, batch: {b}}}\n")
 
+    def own(self, network, field, default):
+        """A network's own field of NETWORK:BATCH[:ITERATIONS[:ROUNDS]] (2, 3), else default."""
+        return next((s[field] for s in self.a.networks if s[0] == network and len(s) > field),
+                    default)
+
     def rounds(self, network):
-        """The network's own rounds (NETWORK:BATCH:ITERATIONS:ROUNDS), else --rounds."""
-        return next((s[3] for s in self.a.networks if s[0] == network and len(s) > 3),
-                    self.a.rounds)
+        return self.own(network, 3, self.a.rounds)
 
     def iterations(self, network):
-        return next((s[2] for s in self.a.networks if s[0] == network and len(s) > 2),
-                    self.a.iterations)
+        return self.own(network, 2, self.a.iterations)
 
     def run_dlhost(self, backend, network, batch, threads):
         """The backend's case: dlhost's own process environment, the shared case keys by --set
